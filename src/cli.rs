@@ -1,0 +1,198 @@
+//! The command line: clap definitions (what the user typed) and `main`,
+//! which maps every outcome to an exit code. Commands themselves live in
+//! `app`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::plan::Partition;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  everything judged passed (INCONCLUSIVE / INCOMPARABLE are advisory unless --strict)
+  1  a confirmed regression or an SLO failure
+  2  the spec or the command line is wrong
+  3  infrastructure: target unreachable, server failed to start, GPU required but absent
+  4  with --strict: something could not be judged";
+
+/// Benchmarks LLM inference servers from declarative TOML specs, and judges
+/// the results against baselines kept in version control.
+#[derive(Debug, Parser)]
+#[command(name = "infer-bench", version, about, after_help = EXIT_CODES, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check specs against the schema and the semantic rules.
+    Validate {
+        /// Spec files.
+        #[arg(required = true)]
+        specs: Vec<PathBuf>,
+    },
+    /// Print the points a spec expands into, with IDs and a wall-time estimate.
+    Plan {
+        spec: PathBuf,
+        #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
+        format: PlanFormat,
+        #[command(flatten)]
+        select: Select,
+    },
+    /// Run every point of a spec and write results.
+    Run(RunArgs),
+    /// Judge results against a baseline; exits 1 on a regression.
+    Diff(DiffArgs),
+    /// Write results as the new baseline (atomically).
+    Bless {
+        /// A results file (results.json) or a run directory.
+        results: PathBuf,
+        /// Only these points (IDs or slugs); others in the baseline are kept.
+        #[arg(long, num_args = 1..)]
+        points: Vec<String>,
+        /// The baseline file (default: the spec's `regression.baseline`).
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+    },
+    /// Render results as HTML, Markdown, CSV or JSON.
+    Report {
+        /// Results files or run directories.
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Html)]
+        format: ReportFormat,
+        /// Write here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Combine results of sharded runs (--partition or --agent) into one.
+    Merge {
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Print a JSON Schema: of specs (default) or of results files.
+    Schema {
+        #[arg(value_enum, default_value_t = SchemaKind::Spec)]
+        kind: SchemaKind,
+    },
+    /// List the simulator's GPUs and model presets.
+    Catalog,
+}
+
+/// Which points to run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Select {
+    /// Only these points: IDs, slugs or slug prefixes.
+    #[arg(long, num_args = 1..)]
+    pub only: Vec<String>,
+    /// This machine's share of the points: slice:K/N (round robin) or hash:K/N (by point).
+    #[arg(long)]
+    pub partition: Option<Partition>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    pub spec: PathBuf,
+    #[command(flatten)]
+    pub select: Select,
+    /// Directory for results.json, logs and per-request records
+    /// (default: results/<spec name>-<UTC time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Judge against this baseline after the run (the pull-request command).
+    #[arg(long, num_args = 0..=1, default_missing_value = "")]
+    pub baseline: Option<PathBuf>,
+    /// Also write every request to requests.jsonl, streamed to disk.
+    #[arg(long)]
+    pub requests: bool,
+    /// Summary format on stdout.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+    /// Treat what cannot be judged, and pre-flight findings, as failures.
+    #[arg(long)]
+    pub strict: bool,
+    /// This process sends share K of N of each point's arrivals (load sharding).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Agreed wall-clock start (RFC 3339) for agents.
+    #[arg(long)]
+    pub start_at: Option<String>,
+    /// Markdown verdict file (with --baseline), e.g. $GITHUB_STEP_SUMMARY.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// JUnit XML verdict file (with --baseline).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiffArgs {
+    /// A results file (results.json) or a run directory.
+    pub results: PathBuf,
+    /// The baseline file (default: the spec's `regression.baseline`).
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Verdict format on stdout.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Table)]
+    pub format: DiffFormat,
+    /// Also write the Markdown verdict here (e.g. $GITHUB_STEP_SUMMARY).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Also write JUnit XML here.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Exit 4 when something could not be judged.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    Table,
+    Markdown,
+    Json,
+    Junit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Html,
+    Md,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaKind {
+    Spec,
+    Results,
+}
+
+/// Parses the command line, runs the command, maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match crate::app::execute(cli.command) {
+        Ok(outcome) => outcome.into(),
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! infer-bench: declarative, reproducible benchmarks of LLM inference
+//! servers. Data flows one way: spec -> plan -> run -> results -> judge /
+//! export. `main.rs` only parses arguments and calls `cli::main`.
+
+pub mod app;
+pub mod catalog;
+pub mod cli;
+pub mod error;
+pub mod export;
+pub mod metric;
+pub mod plan;
+pub mod spec;

@@ -1,0 +1,573 @@
+//! The plan: a compiled spec expanded into points. Matrix expansion follows
+//! GitHub Actions' documented `strategy.matrix` rules; each point is
+//! resolved into a complete, serializable configuration and given a stable
+//! ID (a readable slug plus a hash of what the point measures); points can
+//! be partitioned across machines with `slice:K/N` or `hash:K/N`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::spec::raw::{Arrival, TargetKind};
+use crate::spec::{
+    Axis, AxisValue, Combo, Goodput, Level, Load, Model, Precision, Spec, SpecError, SpecErrors,
+    Target, Workload, hex, ramp_levels,
+};
+
+/// Everything one point needs to run, fully resolved. Written into results
+/// and baselines; its measured part is hashed into the point's ID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PointConfig {
+    pub target: Target,
+    pub model: Model,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+    pub workload: Workload,
+    pub load: Load,
+    #[serde(default, skip_serializing_if = "Goodput::is_empty")]
+    pub goodput: Goodput,
+    pub seed: u64,
+}
+
+/// What is left out of a point's hash: how to reach and start the system
+/// under test, not what is sent to it. A changed server flag, launch
+/// command, simulator speed or API endpoint is exactly what the regression
+/// judge should compare; hardware identity is checked by the environment
+/// fingerprint instead. `runs` is left out because more runs measure the
+/// same thing with more evidence.
+const UNHASHED: &[&[&str]] = &[
+    &["target", "base_url"],
+    &["target", "api_key_env"],
+    &["target", "headers"],
+    &["target", "metrics_url"],
+    &["target", "tls_insecure"],
+    &["target", "ca_cert"],
+    &["target", "launch"],
+    &["target", "gpu_ids"],
+    &["target", "sim"],
+    &["model", "weights"],
+    &["precision", "weights"],
+    &["precision", "arg"],
+    &["load", "runs"],
+];
+
+impl PointConfig {
+    /// The part of the configuration that defines what is measured, as
+    /// canonical JSON (sorted keys).
+    pub fn measured_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("configs serialize");
+        for path in UNHASHED {
+            let (last, parents) = path.split_last().expect("non-empty");
+            let mut node = Some(&mut v);
+            for p in parents {
+                node = node.and_then(|n| n.get_mut(*p));
+            }
+            if let Some(obj) = node.and_then(|n| n.as_object_mut()) {
+                obj.remove(*last);
+            }
+        }
+        v
+    }
+
+    /// First 8 hex digits of SHA-256 over the measured configuration.
+    pub fn hash(&self) -> String {
+        let text = serde_json::to_string(&self.measured_json()).expect("serializes");
+        hex(&Sha256::digest(text.as_bytes()))[..8].to_string()
+    }
+
+    /// The model name to send in requests.
+    pub fn served_name(&self) -> &str {
+        self.precision
+            .as_ref()
+            .and_then(|p| p.served_name.as_deref())
+            .unwrap_or(&self.model.served_name)
+    }
+}
+
+/// One point of the matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Point {
+    /// `slug-hash`: stable across runs, new when the measured configuration changes.
+    pub id: String,
+    /// Readable name from the axis values; the same point keeps it when the spec changes.
+    pub slug: String,
+    pub hash: String,
+    /// The axis values that made this point, in matrix order.
+    pub axes: Vec<(String, String)>,
+    pub config: PointConfig,
+}
+
+/// The expanded spec.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub points: Vec<Point>,
+}
+
+/// Expands axes with GitHub Actions' rules: the cartesian product (first
+/// axis outermost), minus every combination an `exclude` entry matches on
+/// all of its keys, then each `include` entry merged into every combination
+/// where it overwrites none of the original axis values (values added by
+/// earlier includes may be overwritten), or appended as a new combination
+/// where it fits none. Generic so the documented examples can be tested
+/// with their own keys.
+pub fn expand<K: Clone + PartialEq, V: Clone + PartialEq>(
+    axes: &[(K, Vec<V>)],
+    exclude: &[Vec<(K, V)>],
+    include: &[Vec<(K, V)>],
+) -> Vec<Vec<(K, V)>> {
+    let mut combos: Vec<Vec<(K, V)>> = if axes.is_empty() {
+        Vec::new()
+    } else {
+        vec![Vec::new()]
+    };
+    for (key, values) in axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut next = c.clone();
+                    next.push((key.clone(), v.clone()));
+                    next
+                })
+            })
+            .collect();
+    }
+    let matches = |combo: &[(K, V)], entry: &[(K, V)]| {
+        entry
+            .iter()
+            .all(|(k, v)| combo.iter().any(|(ck, cv)| ck == k && cv == v))
+    };
+    combos.retain(|c| !exclude.iter().any(|e| matches(c, e)));
+    let originals = combos.len();
+    let n_axes = axes.len();
+    for entry in include {
+        let mut merged = false;
+        for combo in combos.iter_mut().take(originals) {
+            let fits =
+                entry.iter().all(
+                    |(k, v)| match combo[..n_axes].iter().find(|(ck, _)| ck == k) {
+                        Some((_, cv)) => cv == v,
+                        None => true,
+                    },
+                );
+            if fits {
+                merged = true;
+                for (k, v) in entry {
+                    if combo[..n_axes].iter().any(|(ck, _)| ck == k) {
+                        continue;
+                    }
+                    match combo[n_axes..].iter_mut().find(|(ck, _)| ck == k) {
+                        Some(slot) => slot.1 = v.clone(),
+                        None => combo.push((k.clone(), v.clone())),
+                    }
+                }
+            }
+        }
+        if !merged {
+            combos.push(entry.clone());
+        }
+    }
+    combos
+}
+
+/// Which share of the points this machine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partition {
+    /// Round robin by point order: the K-th of every N (1-based).
+    Slice { k: u32, n: u32 },
+    /// By a hash of the point's slug: stable when points are added or removed.
+    Hash { k: u32, n: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected a partition such as \"slice:1/4\" or \"hash:2/3\" (1 <= K <= N), found \"{0}\"")]
+pub struct ParsePartitionError(String);
+
+impl FromStr for Partition {
+    type Err = ParsePartitionError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParsePartitionError(s.to_string());
+        let (kind, frac) = s.split_once(':').ok_or_else(err)?;
+        let (k, n) = frac.split_once('/').ok_or_else(err)?;
+        let k: u32 = k.trim().parse().map_err(|_| err())?;
+        let n: u32 = n.trim().parse().map_err(|_| err())?;
+        if k == 0 || n == 0 || k > n {
+            return Err(err());
+        }
+        match kind.trim() {
+            "slice" => Ok(Partition::Slice { k, n }),
+            "hash" => Ok(Partition::Hash { k, n }),
+            _ => Err(err()),
+        }
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Partition::Slice { k, n } => write!(f, "slice:{k}/{n}"),
+            Partition::Hash { k, n } => write!(f, "hash:{k}/{n}"),
+        }
+    }
+}
+
+impl Partition {
+    /// Whether the point at `index` (in plan order) belongs to this share.
+    pub fn contains(&self, index: usize, point: &Point) -> bool {
+        match *self {
+            Partition::Slice { k, n } => index as u64 % n as u64 == (k - 1) as u64,
+            Partition::Hash { k, n } => {
+                let d = Sha256::digest(point.slug.as_bytes());
+                let h = u64::from_be_bytes(d[..8].try_into().expect("8 bytes"));
+                h % n as u64 == (k - 1) as u64
+            }
+        }
+    }
+}
+
+impl Plan {
+    /// Expands and resolves every point of a spec.
+    pub fn build(spec: &Spec) -> Result<Plan, SpecErrors> {
+        let m = &spec.matrix;
+        let combos: Vec<Combo> = if m.axes.is_empty() && m.include.is_empty() {
+            vec![Vec::new()]
+        } else {
+            expand(&m.axes, &m.exclude, &m.include)
+        };
+        let mut points = Vec::new();
+        let mut errors = Vec::new();
+        for combo in &combos {
+            match resolve(spec, combo) {
+                Ok(p) => points.push(p),
+                Err(e) => {
+                    if !errors.contains(&e) {
+                        errors.push(e);
+                    }
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(SpecErrors(errors));
+        }
+        if points.is_empty() {
+            return Err(spec
+                .error(
+                    "matrix",
+                    "the matrix has no points: every combination is excluded",
+                    None,
+                )
+                .into());
+        }
+        let mut seen = std::collections::BTreeMap::new();
+        for p in &points {
+            if let Some(prev) = seen.insert(p.slug.clone(), p.id.clone()) {
+                return Err(spec
+                    .error(
+                        "matrix",
+                        format!(
+                            "two points resolve to the same configuration `{}` ({prev})",
+                            p.slug
+                        ),
+                        Some("remove the duplicate include entry or axis value".into()),
+                    )
+                    .into());
+            }
+        }
+        Ok(Plan { points })
+    }
+
+    /// Keeps the points of one partition and those matching `only` (point
+    /// IDs, slugs or slug prefixes).
+    pub fn select(self, partition: Option<Partition>, only: &[String]) -> Plan {
+        let points = self
+            .points
+            .into_iter()
+            .enumerate()
+            .filter(|(i, p)| partition.is_none_or(|part| part.contains(*i, p)))
+            .filter(|(_, p)| {
+                only.is_empty()
+                    || only
+                        .iter()
+                        .any(|o| p.id == *o || p.slug == *o || p.slug.starts_with(o.as_str()))
+            })
+            .map(|(_, p)| p)
+            .collect();
+        Plan { points }
+    }
+}
+
+fn value_of<'a>(combo: &'a Combo, axis: Axis) -> Option<&'a AxisValue> {
+    combo.iter().find(|(a, _)| *a == axis).map(|(_, v)| v)
+}
+
+fn name_of(combo: &Combo, axis: Axis) -> Option<&str> {
+    match value_of(combo, axis) {
+        Some(AxisValue::Name(n)) => Some(n),
+        _ => None,
+    }
+}
+
+/// The single defined entity when no axis names one, or an error.
+fn pick<'a, T>(
+    spec: &Spec,
+    combo: &Combo,
+    axis: Axis,
+    map: &'a std::collections::BTreeMap<String, T>,
+) -> Result<(&'a String, &'a T), SpecError> {
+    let what = axis.name();
+    match name_of(combo, axis) {
+        Some(n) => map.get_key_value(n).ok_or_else(|| spec.error("matrix", format!("unknown {what} \"{n}\""), None)),
+        None if map.len() == 1 => Ok(map.iter().next().expect("one entry")),
+        None => Err(spec.error(
+            "matrix",
+            format!(
+                "a point has no `{what}`: the spec defines {} {what}s ({}) and the matrix does not choose one",
+                map.len(),
+                map.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            Some(format!("add a `{what}` axis to [matrix], or a `{what}` key to each include entry")),
+        )),
+    }
+}
+
+fn level_slug(level: &Level) -> String {
+    match level {
+        Level::Concurrency(c) => format!("c{c}"),
+        Level::Rate(r) => format!("r{}", crate::spec::fmt_number(r.as_per_second())),
+    }
+}
+
+fn resolve(spec: &Spec, combo: &Combo) -> Result<Point, SpecError> {
+    let (tname, target) = pick(spec, combo, Axis::Target, &spec.targets)?;
+    let (mname, (model, precisions)) = pick(spec, combo, Axis::Model, &spec.models)?;
+    let (_, workload) = pick(spec, combo, Axis::Workload, &spec.workloads)?;
+    let precision = match name_of(combo, Axis::Precision) {
+        Some(p) => match precisions.get(p) {
+            Some(prec) => Some(prec.clone()),
+            None => match crate::spec::DType::parse(p) {
+                Some(d) => Some(Precision {
+                    name: p.to_string(),
+                    served_name: None,
+                    dtype: Some(d),
+                    kv_dtype: None,
+                    arg: None,
+                    weights: None,
+                }),
+                None => {
+                    return Err(spec.error(
+                        &format!("models.{mname}"),
+                        format!("model `{mname}` has no precision \"{p}\""),
+                        Some(format!("declare it as [models.{mname}.precisions.{p}], or use a number format ({})", crate::spec::DType::NAMES)),
+                    ));
+                }
+            },
+        },
+        None if precisions.len() == 1 => precisions.values().next().cloned(),
+        None => None,
+    };
+    if target.kind == TargetKind::Sim && model.architecture.is_none() {
+        return Err(spec.error(
+            &format!("models.{mname}"),
+            format!("target `{tname}` is the simulator, which needs the shape of model `{mname}`"),
+            Some(format!("add preset = \"llama-3.1-8b\" (see `infer-bench catalog`) or an [models.{mname}.architecture] table")),
+        ));
+    }
+    if target.kind == TargetKind::Sim {
+        if let Some(p) = &precision {
+            if p.dtype.is_none() {
+                return Err(spec.error(
+                    &format!("models.{mname}.precisions.{}", p.name),
+                    format!(
+                        "the simulator needs the number format of precision \"{}\"",
+                        p.name
+                    ),
+                    Some(format!(
+                        "add dtype = \"fp8\" (one of {})",
+                        crate::spec::DType::NAMES
+                    )),
+                ));
+            }
+        }
+    }
+    let load = resolve_load(spec, combo)?;
+    let mut model = model.clone();
+    if let Some(sn) = precision.as_ref().and_then(|p| p.served_name.clone()) {
+        model.served_name = sn;
+    }
+    let config = PointConfig {
+        target: target.clone(),
+        model,
+        precision,
+        workload: workload.clone(),
+        load,
+        goodput: spec.goodput.clone(),
+        seed: spec.seed,
+    };
+    let mut parts = vec![tname.clone(), mname.clone()];
+    if let Some(p) = &config.precision {
+        parts.push(p.name.clone());
+    }
+    parts.push(workload.name.clone());
+    parts.push(match &config.load.ramp {
+        Some(r) => format!(
+            "ramp-{}-{}",
+            level_slug(r.levels.first().expect("non-empty")),
+            level_slug(r.levels.last().expect("non-empty"))
+        ),
+        None => level_slug(&config.load.level),
+    });
+    if let Some(mc) = config.load.max_concurrency {
+        parts.push(format!("mc{mc}"));
+    }
+    let slug: String = parts
+        .join(".")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let hash = config.hash();
+    Ok(Point {
+        id: format!("{slug}-{hash}"),
+        slug,
+        hash,
+        axes: combo
+            .iter()
+            .map(|(a, v)| (a.name().to_string(), v.to_string()))
+            .collect(),
+        config,
+    })
+}
+
+fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
+    let d = &spec.load;
+    let count = |axis| match value_of(combo, axis) {
+        Some(AxisValue::Count(c)) => Some(*c),
+        _ => None,
+    };
+    let rate_axis = match value_of(combo, Axis::Rate) {
+        Some(AxisValue::Rate(r)) => Some(*r),
+        _ => None,
+    };
+    let conc_axis = count(Axis::Concurrency);
+    // An axis picks the kind of level; the [load] defaults fill in the rest.
+    let (concurrency, rate) = match (conc_axis, rate_axis) {
+        (Some(c), Some(r)) => {
+            return Err(spec.error(
+                "matrix",
+                format!(
+                    "a point has both concurrency = {c} (closed loop) and rate = {r} (open loop)"
+                ),
+                Some("for an open loop capped in flight, use `max_concurrency`".into()),
+            ));
+        }
+        (Some(c), None) => (Some(c), None),
+        (None, Some(r)) => (None, Some(r)),
+        (None, None) => (d.concurrency, d.rate),
+    };
+    let ramp = match &d.ramp {
+        Some(r) => {
+            if conc_axis.is_some() || rate_axis.is_some() {
+                return Err(spec.error(
+                    "load.ramp",
+                    "a ramp sets the load level itself; remove the matrix's concurrency/rate axis",
+                    None,
+                ));
+            }
+            let levels =
+                ramp_levels(r).map_err(|(k, m)| spec.error(&format!("load.ramp.{k}"), m, None))?;
+            Some(crate::spec::Ramp {
+                levels,
+                every: r.every,
+            })
+        }
+        None => None,
+    };
+    let first = ramp.as_ref().map(|r| r.levels[0]);
+    let level = match (first, concurrency, rate) {
+        (Some(l), _, _) => l,
+        (None, Some(c), None) => Level::Concurrency(c),
+        (None, None, Some(r)) => Level::Rate(r),
+        (None, Some(c), Some(r)) => {
+            return Err(spec.error(
+                "load",
+                format!(
+                    "[load] sets both concurrency = {c} (closed loop) and rate = {r} (open loop)"
+                ),
+                Some("for an open loop capped in flight, use `max_concurrency`".into()),
+            ));
+        }
+        (None, None, None) => {
+            return Err(spec.error(
+                "load",
+                "a point has no load level: set `concurrency` (closed loop) or `rate` (open loop) in [load] or as a matrix axis",
+                Some("e.g. concurrency = 8, or rate = \"10/s\"".into()),
+            ));
+        }
+    };
+    let closed = matches!(level, Level::Concurrency(_));
+    let arrival = match (d.arrival, closed) {
+        (None, true) => Arrival::Closed,
+        (None, false) => Arrival::Poisson,
+        (Some(Arrival::Closed), true) => Arrival::Closed,
+        (Some(a), false) if a != Arrival::Closed => a,
+        (Some(a), _) => {
+            let want = if closed { "a concurrency" } else { "a rate" };
+            let a_name = serde_json::to_value(a)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            return Err(spec.error(
+                "load.arrival",
+                format!("arrival = \"{a_name}\" does not fit a point whose load level is {level} (which needs {want})"),
+                Some(if closed { "closed-loop points use arrival = \"closed\"".into() } else { "open-loop points use poisson, gamma or constant".into() }),
+            ));
+        }
+    };
+    let max_concurrency = count(Axis::MaxConcurrency).or(d.max_concurrency);
+    if closed && max_concurrency.is_some() {
+        return Err(spec.error("load.max_concurrency", "max_concurrency caps open-loop arrivals; a closed loop's concurrency is already its cap", None));
+    }
+    let duration = match &ramp {
+        Some(r) => Some(crate::spec::Duration::from_nanos(
+            r.every.as_nanos() * r.levels.len() as u64,
+        )),
+        None => d.duration,
+    };
+    Ok(Load {
+        arrival,
+        burstiness: d.burstiness,
+        level,
+        max_concurrency,
+        ramp,
+        warmup: d.warmup,
+        duration,
+        requests: d.requests,
+        runs: d.runs,
+        window: d.window,
+        timeouts: d.timeouts,
+    })
+}
+
+/// A rough wall-time estimate of one point (all runs), in seconds; `None`
+/// when it depends on the server's speed (a closed loop ended by count).
+pub fn estimate_seconds(p: &PointConfig) -> Option<f64> {
+    let l = &p.load;
+    let warmup = match l.warmup {
+        crate::spec::Warmup::Time(d) => d.as_secs_f64(),
+        _ => 0.0,
+    };
+    let measure = match (l.duration, l.requests, l.level) {
+        (Some(d), _, _) => Some(d.as_secs_f64()),
+        (None, Some(n), Level::Rate(r)) => Some(n as f64 / r.as_per_second()),
+        _ => None,
+    }?;
+    Some((warmup + measure) * l.runs as f64)
+}

@@ -1,0 +1,328 @@
+//! Spec diagnostics: errors that name the file, line and column, the key
+//! path, what was found and what was expected, with a hint; and the
+//! `Locator` that maps a key path back to its place in the TOML text.
+
+use std::fmt;
+use std::ops::Range;
+
+/// One problem with a spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub file: String,
+    /// 1-based; 0 when the position is unknown.
+    pub line: usize,
+    pub col: usize,
+    /// Dotted key path (`load.duration`, `matrix.include[0].model`); empty for the file.
+    pub key: String,
+    pub message: String,
+    pub hint: Option<String>,
+    /// The offending source line and the caret's column and width.
+    pub snippet: Option<Snippet>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippet {
+    pub text: String,
+    pub col: usize,
+    pub width: usize,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error: {}", self.file)?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.col)?;
+        }
+        if self.key.is_empty() {
+            write!(f, ": {}", self.message)?;
+        } else {
+            write!(f, ": {}: {}", self.key, self.message)?;
+        }
+        if let Some(s) = &self.snippet {
+            let gutter = self.line.to_string().len();
+            write!(
+                f,
+                "\n{:gutter$} |\n{} | {}\n{:gutter$} | {}{}",
+                "",
+                self.line,
+                s.text,
+                "",
+                " ".repeat(s.col.saturating_sub(1)),
+                "^".repeat(s.width.max(1)),
+            )?;
+        }
+        if let Some(h) = &self.hint {
+            write!(f, "\n  hint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+/// All problems found in one spec, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecErrors(pub Vec<SpecError>);
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n\n")?;
+            }
+            e.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SpecErrors {}
+
+impl From<SpecError> for SpecErrors {
+    fn from(e: SpecError) -> Self {
+        SpecErrors(vec![e])
+    }
+}
+
+/// One step of a key path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// Parses `a.b[2].c` into segments. Keys are split on `.`, which is fine for
+/// our keys; a quoted key with a dot cannot be addressed (the error then
+/// points at the nearest table that can).
+pub fn parse_path(path: &str) -> Vec<Seg> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let mut rest = part;
+        if let Some(i) = rest.find('[') {
+            if i > 0 {
+                out.push(Seg::Key(rest[..i].to_string()));
+            }
+            rest = &rest[i..];
+            while let Some(r) = rest.strip_prefix('[') {
+                let end = r.find(']').unwrap_or(r.len());
+                if let Ok(n) = r[..end].parse() {
+                    out.push(Seg::Index(n));
+                }
+                rest = r.get(end + 1..).unwrap_or("");
+            }
+        } else {
+            out.push(Seg::Key(rest.to_string()));
+        }
+    }
+    out
+}
+
+/// Maps key paths and byte offsets of one TOML text to positions.
+#[derive(Debug, Clone)]
+pub struct Locator {
+    file: String,
+    source: String,
+    doc: Option<toml_edit::Document<String>>,
+}
+
+/// A node of the TOML tree, whichever way it is written.
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Item(&'a toml_edit::Item),
+    Table(&'a toml_edit::Table),
+    Value(&'a toml_edit::Value),
+}
+
+impl<'a> Node<'a> {
+    fn span(self) -> Option<Range<usize>> {
+        match self {
+            Node::Item(i) => i.span(),
+            Node::Table(t) => t.span(),
+            Node::Value(v) => v.span(),
+        }
+    }
+
+    /// The child at `seg` and the span of its key, if it has one.
+    fn child(self, seg: &Seg) -> Option<(Option<Range<usize>>, Node<'a>)> {
+        let as_value = |v: &'a toml_edit::Value| Node::Value(v);
+        match (seg, self) {
+            (Seg::Key(k), Node::Item(toml_edit::Item::Table(t)))
+            | (Seg::Key(k), Node::Table(t)) => t
+                .get_key_value(k)
+                .map(|(key, v)| (key.span(), Node::Item(v))),
+            (Seg::Key(k), Node::Item(toml_edit::Item::Value(toml_edit::Value::InlineTable(t))))
+            | (Seg::Key(k), Node::Value(toml_edit::Value::InlineTable(t))) => t
+                .get_key_value(k)
+                .map(|(key, v)| (key.span(), Node::Item(v))),
+            (Seg::Index(i), Node::Item(toml_edit::Item::ArrayOfTables(a))) => {
+                a.get(*i).map(|t| (None, Node::Table(t)))
+            }
+            (Seg::Index(i), Node::Item(toml_edit::Item::Value(toml_edit::Value::Array(a))))
+            | (Seg::Index(i), Node::Value(toml_edit::Value::Array(a))) => {
+                a.get(*i).map(|v| (None, as_value(v)))
+            }
+            _ => None,
+        }
+    }
+
+    fn keys(self) -> Vec<String> {
+        match self {
+            Node::Item(toml_edit::Item::Table(t)) | Node::Table(t) => {
+                t.iter().map(|(k, _)| k.to_string()).collect()
+            }
+            Node::Item(toml_edit::Item::Value(toml_edit::Value::InlineTable(t)))
+            | Node::Value(toml_edit::Value::InlineTable(t)) => {
+                t.iter().map(|(k, _)| k.to_string()).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Locator {
+    pub fn new(file: &str, source: &str) -> Self {
+        Locator {
+            file: file.to_string(),
+            source: source.to_string(),
+            doc: toml_edit::Document::parse(source.to_string()).ok(),
+        }
+    }
+
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Walks `path` as far as it goes: the deepest node reached, the span of
+    /// the last key seen, and whether the whole path was found.
+    fn walk(&self, path: &[Seg]) -> Option<(Node<'_>, Option<Range<usize>>, bool)> {
+        let doc = self.doc.as_ref()?;
+        let mut node = Node::Item(doc.as_item());
+        let mut key_span = None;
+        for seg in path {
+            match node.child(seg) {
+                Some((ks, next)) => {
+                    key_span = ks.or_else(|| next.span());
+                    node = next;
+                }
+                None => return Some((node, key_span, false)),
+            }
+        }
+        Some((node, key_span, true))
+    }
+
+    /// The span of the value at `path`, or of the deepest parent found.
+    pub fn span(&self, path: &[Seg]) -> Option<Range<usize>> {
+        let (node, key_span, _) = self.walk(path)?;
+        node.span().or(key_span)
+    }
+
+    /// The span of the key itself (for unknown keys), else of its value.
+    pub fn key_span(&self, path: &[Seg]) -> Option<Range<usize>> {
+        let (node, key_span, found) = self.walk(path)?;
+        if found {
+            key_span.or_else(|| node.span())
+        } else {
+            node.span().or(key_span)
+        }
+    }
+
+    /// The keys of the table at `path`, in file order.
+    pub fn keys(&self, path: &[Seg]) -> Vec<String> {
+        match self.walk(path) {
+            Some((node, _, true)) => node.keys(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// An error at a byte span.
+    pub fn error_at_span(
+        &self,
+        span: Option<Range<usize>>,
+        key: &str,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> SpecError {
+        let (line, col, snippet) = match span {
+            Some(r) => {
+                let (line, col) = self.line_col(r.start);
+                let text = self.source.lines().nth(line - 1).unwrap_or("").to_string();
+                let start_in_line = text
+                    .char_indices()
+                    .nth(col - 1)
+                    .map(|(b, _)| b)
+                    .unwrap_or(text.len());
+                let avail = &text[start_in_line..];
+                let span_text = self.source.get(r.start..r.end.max(r.start)).unwrap_or("");
+                let width = span_text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .count()
+                    .min(avail.chars().count());
+                (
+                    line,
+                    col,
+                    Some(Snippet {
+                        text,
+                        col,
+                        width: width.clamp(1, 80),
+                    }),
+                )
+            }
+            None => (0, 0, None),
+        };
+        SpecError {
+            file: self.file.clone(),
+            line,
+            col,
+            key: key.to_string(),
+            message: message.into(),
+            hint,
+            snippet,
+        }
+    }
+
+    /// An error about the value at a key path.
+    pub fn error(&self, key: &str, message: impl Into<String>, hint: Option<String>) -> SpecError {
+        self.error_at_span(self.span(&parse_path(key)), key, message, hint)
+    }
+
+    /// An error about a key itself (unknown key, misplaced key).
+    pub fn key_error(
+        &self,
+        key: &str,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> SpecError {
+        self.error_at_span(self.key_span(&parse_path(key)), key, message, hint)
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.source.len());
+        while !self.source.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &self.source[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+        (line, before[line_start..].chars().count() + 1)
+    }
+}
+
+/// The closest candidate to `word`, if close enough to be a likely typo.
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// A hint sentence for a likely typo.
+pub fn suggestion<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    did_you_mean(word, candidates).map(|c| format!("did you mean `{c}`?"))
+}

@@ -1,0 +1,734 @@
+//! Raw spec types: a faithful mirror of the TOML file, parsed with serde
+//! (`deny_unknown_fields` everywhere) and used to generate the JSON Schema.
+//! Nothing outside `spec` sees these; `compile` turns them into the domain
+//! types of `spec::model`.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
+
+/// An infer-bench spec: what to benchmark, against what, and how to judge it.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "infer-bench spec")]
+pub struct RawSpec {
+    /// The spec's name: letters, digits, `-`, `_`, `.`. Names the default baseline file.
+    pub name: String,
+    /// What this spec measures, for people.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Fixes prompt synthesis and arrival schedules: the same seed sends the same requests at the same offsets.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Where requests go, by name.
+    #[serde(default)]
+    pub targets: BTreeMap<String, RawTarget>,
+    /// The models served, by name.
+    #[serde(default)]
+    pub models: BTreeMap<String, RawModel>,
+    /// The requests to send, by name.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, RawWorkload>,
+    /// How requests arrive, how long a point runs, and its timeouts.
+    #[serde(default)]
+    pub load: RawLoad,
+    /// The axes of the test matrix, with GitHub Actions' include/exclude rules.
+    #[serde(default)]
+    pub matrix: Option<RawMatrix>,
+    /// Pass/fail gates on each point's distributions.
+    #[serde(default)]
+    pub slo: Option<RawSlo>,
+    /// Per-request bounds: a request is good if it meets all of them.
+    #[serde(default)]
+    pub goodput: Option<RawGoodput>,
+    /// Prices, for cost per token.
+    #[serde(default)]
+    pub cost: Option<RawCost>,
+    /// GPU and server sampling during each point.
+    #[serde(default)]
+    pub telemetry: Option<RawTelemetry>,
+    /// When a point's measurements count as valid.
+    #[serde(default)]
+    pub validity: Option<RawValidity>,
+    /// How results are judged against the committed baseline.
+    #[serde(default)]
+    pub regression: Option<RawRegression>,
+}
+
+/// The kind of a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    /// Any OpenAI-compatible HTTP server: vLLM, SGLang, TGI, TensorRT-LLM, llama.cpp, Ollama.
+    Openai,
+    /// The built-in simulator: an in-process server driven by a GPU performance model.
+    Sim,
+}
+
+/// A server to send requests to.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    pub kind: TargetKind,
+    /// openai: the API root, e.g. "http://127.0.0.1:8000/v1". With `launch`, may use "{port}".
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// openai: the environment variable holding the API key (the key itself never appears in a spec or result).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// openai: extra HTTP headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The server's Prometheus endpoint, e.g. "http://127.0.0.1:8000/metrics".
+    #[serde(default)]
+    pub metrics_url: Option<String>,
+    /// openai: accept invalid TLS certificates (self-signed test servers only).
+    #[serde(default)]
+    pub tls_insecure: Option<bool>,
+    /// openai: a PEM file of extra CA certificates to trust.
+    #[serde(default)]
+    pub ca_cert: Option<String>,
+    /// openai: start and stop the server per (model, precision) group.
+    #[serde(default)]
+    pub launch: Option<RawLaunch>,
+    /// Which GPUs telemetry samples: indices or UUIDs; all when absent.
+    #[serde(default)]
+    pub gpu_ids: Option<Vec<String>>,
+    /// sim: the simulated GPU (see `infer-bench catalog`), e.g. "h100-sxm".
+    #[serde(default)]
+    pub gpu: Option<String>,
+    /// sim: number of GPUs, tensor-parallel.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub gpus: Option<u32>,
+    /// sim: tuning of the performance model and scheduler.
+    #[serde(default)]
+    pub sim: Option<RawSimTuning>,
+}
+
+/// Tuning of the simulator's performance model and scheduler.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSimTuning {
+    /// Most sequences in one batch (vLLM's max_num_seqs). Default 256.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_num_seqs: Option<u32>,
+    /// Most tokens in one step, prefill chunks included (max_num_batched_tokens). Default 8192.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_batched_tokens: Option<u32>,
+    /// Fraction of GPU memory the server may use (gpu_memory_utilization). Default 0.9.
+    #[serde(default)]
+    pub memory_fraction: Option<f64>,
+    /// Achieved fraction of peak compute in prefill. Default 0.6.
+    #[serde(default)]
+    pub compute_efficiency: Option<f64>,
+    /// Achieved fraction of peak memory bandwidth in decode. Default 0.75.
+    #[serde(default)]
+    pub bandwidth_efficiency: Option<f64>,
+    /// Fixed cost of every step (scheduling, kernel launches). Default "1ms".
+    #[serde(default)]
+    pub step_overhead: Option<Duration>,
+    /// Multiplies every step time: 1.1 is a server 10% slower. Default 1.
+    #[serde(default)]
+    pub slowdown: Option<f64>,
+    /// Run-to-run noise: each run's speed is scaled by a factor drawn from N(1, noise). Default 0.
+    #[serde(default)]
+    pub noise: Option<f64>,
+    /// Override the KV-cache capacity in tokens (default: derived from memory left after weights).
+    #[serde(default)]
+    pub kv_cache_tokens: Option<u64>,
+    /// Tokens per streamed event (1 = one event per token).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub tokens_per_event: Option<u32>,
+}
+
+/// Start the server per group of points that share (target, model, precision).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLaunch {
+    /// Program and arguments, no shell. Placeholders: {port}, {host}, {model}, {model.served_name},
+    /// {model.weights}, {model.tokenizer}, {precision}, {precision.arg}, {precision.weights}, {env.NAME}.
+    pub command: Vec<String>,
+    /// Extra environment variables for the server (placeholders allowed).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the server (relative to the spec).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// HTTP path that answers 200 once the server is ready. Default "/health".
+    #[serde(default)]
+    pub ready: Option<String>,
+    /// How long the server may take to become ready. Default "10m".
+    #[serde(default)]
+    pub startup_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when stopping. Default "10s".
+    #[serde(default)]
+    pub stop_grace: Option<Duration>,
+}
+
+/// A served model.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// The model name the server knows (the `model` field of requests). Default: the table's key.
+    #[serde(default)]
+    pub served_name: Option<String>,
+    /// Path to a Hugging Face tokenizer.json, for exact token counts (relative to the spec).
+    #[serde(default)]
+    pub tokenizer: Option<String>,
+    /// Weights path or hub id, used by launch templates.
+    #[serde(default)]
+    pub weights: Option<String>,
+    /// Parameters in billions (simulator and cost math).
+    #[serde(default)]
+    pub params_b: Option<f64>,
+    /// sim: a known architecture, e.g. "llama-3.1-8b" (see `infer-bench catalog`).
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// sim: the architecture, when no preset fits.
+    #[serde(default)]
+    pub architecture: Option<RawArchitecture>,
+    /// Per-precision overrides, by precision name (the matrix's `precision` axis).
+    #[serde(default)]
+    pub precisions: BTreeMap<String, RawPrecision>,
+}
+
+/// A transformer's shape, for the simulator.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawArchitecture {
+    #[schemars(range(min = 1))]
+    pub layers: u32,
+    #[schemars(range(min = 1))]
+    pub hidden: u32,
+    #[schemars(range(min = 1))]
+    pub heads: u32,
+    #[schemars(range(min = 1))]
+    pub kv_heads: u32,
+    #[serde(default)]
+    pub head_dim: Option<u32>,
+    /// Parameters active per token, in billions (for mixture-of-experts; default: params_b).
+    #[serde(default)]
+    pub active_params_b: Option<f64>,
+}
+
+/// What a precision changes.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrecision {
+    /// The model name served at this precision.
+    #[serde(default)]
+    pub served_name: Option<String>,
+    /// Weights for this precision (launch templates).
+    #[serde(default)]
+    pub weights: Option<String>,
+    /// A free argument for launch templates, e.g. "fp8" for --quantization.
+    #[serde(default)]
+    pub arg: Option<String>,
+    /// The weights' number format: bf16, fp16, fp8, int8, int4 (default: the precision's name when it is one of these).
+    #[serde(default)]
+    pub dtype: Option<String>,
+    /// The KV cache's number format (default: bf16, or fp8 when dtype is fp8 and kv_fp8 is set).
+    #[serde(default)]
+    pub kv_dtype: Option<String>,
+}
+
+/// The API a workload calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// POST /chat/completions with messages.
+    #[default]
+    Chat,
+    /// POST /completions with a prompt.
+    Completions,
+}
+
+/// The requests to send.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    /// chat or completions. Default chat.
+    #[serde(default)]
+    pub api: Option<Api>,
+    /// Prompt length in tokens: a number, a string such as "uniform(64, 256)", or a table with `dist`.
+    #[serde(default)]
+    pub input_tokens: Option<Dist>,
+    /// Output length in tokens (max_tokens of each request).
+    #[serde(default)]
+    pub output_tokens: Option<Dist>,
+    /// A prefix shared across requests, to measure prefix caching.
+    #[serde(default)]
+    pub shared_prefix: Option<RawSharedPrefix>,
+    /// Prompts from a file instead of synthesized ones.
+    #[serde(default)]
+    pub dataset: Option<RawDataset>,
+    /// Multi-turn sessions.
+    #[serde(default)]
+    pub conversation: Option<RawConversation>,
+    /// Ask the server to ignore end-of-sequence so every request produces its requested length. Default false.
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
+    /// Stream the response (SSE). Default true; without streaming only E2E is measured.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Which field carries the output length: max_tokens (default) or max_completion_tokens.
+    #[serde(default)]
+    pub max_tokens_field: Option<String>,
+    /// Sampling parameters sent with every request.
+    #[serde(default)]
+    pub sampling: Option<RawSampling>,
+    /// Extra JSON fields merged into every request body.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
+    pub extra_body: Option<BTreeMap<String, toml::Value>>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSharedPrefix {
+    /// Length of each prefix in tokens.
+    pub tokens: u32,
+    /// Number of distinct prefixes; each request uses one of them. Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub count: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// One JSON object per line with `prompt` (and optionally `output_tokens`).
+    Jsonl,
+    /// ShareGPT conversations: a JSON array of `{conversations: [{from, value}]}`.
+    Sharegpt,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDataset {
+    /// Path, relative to the spec.
+    pub path: String,
+    pub format: DatasetFormat,
+    /// Skip prompts shorter than this many tokens.
+    #[serde(default)]
+    pub min_input_tokens: Option<u32>,
+    /// Skip prompts longer than this many tokens.
+    #[serde(default)]
+    pub max_input_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawConversation {
+    /// Turns per session.
+    #[schemars(range(min = 1))]
+    pub turns: u32,
+    /// Pause between a reply and the next turn. Default "0s".
+    #[serde(default)]
+    pub think_time: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSampling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+}
+
+/// How requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    /// Closed loop: `concurrency` slots, each sends its next request when the last one ends.
+    Closed,
+    /// Open loop, exponential gaps at `rate`.
+    Poisson,
+    /// Open loop, gamma-distributed gaps at `rate` with shape `burstiness` (1 = poisson, < 1 burstier).
+    Gamma,
+    /// Open loop, evenly spaced at `rate`.
+    Constant,
+}
+
+/// Load and timing of every point (matrix axes override `concurrency`, `rate`, `max_concurrency`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLoad {
+    /// closed, poisson, gamma or constant. Default: closed with `concurrency`, poisson with `rate`.
+    #[serde(default)]
+    pub arrival: Option<Arrival>,
+    /// Gamma shape: 1 is poisson, below 1 burstier, above 1 smoother. Default 1.
+    #[serde(default)]
+    pub burstiness: Option<f64>,
+    /// Closed loop: concurrent requests.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub concurrency: Option<u32>,
+    /// Open loop: arrival rate, e.g. "10/s".
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Open loop: most requests in flight; arrivals beyond wait (and the wait counts in their latency).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_concurrency: Option<u32>,
+    /// A staircase of load levels within one point, each step reported on its own.
+    #[serde(default)]
+    pub ramp: Option<RawRamp>,
+    /// Warm-up by time: requests sent before this are excluded.
+    #[serde(default)]
+    pub warmup: Option<Duration>,
+    /// Warm-up by count: the first N requests are excluded.
+    #[serde(default)]
+    pub warmup_requests: Option<u64>,
+    /// Length of the measurement window (after warm-up).
+    #[serde(default)]
+    pub duration: Option<Duration>,
+    /// Measured requests per run; with `duration`, whichever ends first.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub requests: Option<u64>,
+    /// Independent repeats of each point: the statistical unit of the regression judge. Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub runs: Option<u32>,
+    /// Width of the windows that stand in for runs when there is only one. Default "10s".
+    #[serde(default)]
+    pub window: Option<Duration>,
+    #[serde(default)]
+    pub timeouts: Option<RawTimeouts>,
+}
+
+/// A staircase: from `from`, add `step` every `every`, up to `to`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRamp {
+    /// First level: a concurrency (closed loop) or a rate such as "2/s" (open loop).
+    pub from: RawLevel,
+    /// Added at each step (same kind as `from`).
+    #[serde(default)]
+    pub step: Option<RawLevel>,
+    /// Multiplies the level at each step instead of adding (e.g. 2 doubles it).
+    #[serde(default)]
+    pub factor: Option<f64>,
+    /// Length of each step.
+    pub every: Duration,
+    /// Last level (inclusive).
+    pub to: RawLevel,
+}
+
+/// A load level: a concurrency (a number) or a rate (a string such as "2/s").
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum RawLevel {
+    Concurrency(u32),
+    Rate(Rate),
+}
+
+impl<'de> Deserialize<'de> for RawLevel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = RawLevel;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a concurrency (a whole number) or a rate such as \"2/s\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawLevel, E> {
+                u32::try_from(v)
+                    .ok()
+                    .filter(|c| *c > 0)
+                    .map(RawLevel::Concurrency)
+                    .ok_or_else(|| E::custom(format!("expected a concurrency >= 1, found {v}")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawLevel, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(-1))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawLevel, E> {
+                v.parse().map(RawLevel::Rate).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    /// Connecting to the server. Default "10s".
+    #[serde(default)]
+    pub connect: Option<Duration>,
+    /// From send to the first output. Default "60s".
+    #[serde(default)]
+    pub first_token: Option<Duration>,
+    /// Longest silence between two events of a stream. Default "30s".
+    #[serde(default)]
+    pub idle: Option<Duration>,
+    /// A whole request. Default "10m".
+    #[serde(default)]
+    pub total: Option<Duration>,
+}
+
+/// Matrix axes. Each axis is a list; every combination is a point.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawMatrix {
+    #[serde(default)]
+    pub target: Option<Vec<String>>,
+    #[serde(default)]
+    pub model: Option<Vec<String>>,
+    #[serde(default)]
+    pub precision: Option<Vec<String>>,
+    #[serde(default)]
+    pub workload: Option<Vec<String>>,
+    #[serde(default)]
+    pub concurrency: Option<Vec<u32>>,
+    #[serde(default)]
+    pub rate: Option<Vec<Rate>>,
+    #[serde(default)]
+    pub max_concurrency: Option<Vec<u32>>,
+    /// Combinations to remove: an entry removes every combination it matches on all its keys.
+    #[serde(default)]
+    pub exclude: Vec<RawMatrixEntry>,
+    /// Combinations to extend or add, with GitHub Actions' rules.
+    #[serde(default)]
+    pub include: Vec<RawMatrixEntry>,
+}
+
+/// One include/exclude entry.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawMatrixEntry {
+    #[serde(default)]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub precision: Option<String>,
+    #[serde(default)]
+    pub workload: Option<String>,
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+}
+
+/// One expression or a list of them.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    /// By hand rather than `untagged`, so the element's own error (with its
+    /// position) reaches the user instead of "did not match any variant".
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                T::deserialize(serde::de::value::StrDeserializer::<E>::new(v)).map(OneOrMany::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(x) = seq.next_element()? {
+                    out.push(x);
+                }
+                Ok(OneOrMany::Many(out))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl<T> OneOrMany<T> {
+    pub fn into_vec(self) -> Vec<T> {
+        match self {
+            OneOrMany::One(x) => vec![x],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// SLO gates: per metric, one expression or a list.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSlo {
+    #[serde(default)]
+    pub ttft: Option<OneOrMany<SloExpr>>,
+    #[serde(default)]
+    pub ttft_from_send: Option<OneOrMany<SloExpr>>,
+    #[serde(default)]
+    pub tpot: Option<OneOrMany<SloExpr>>,
+    #[serde(default)]
+    pub itl: Option<OneOrMany<SloExpr>>,
+    #[serde(default)]
+    pub itl_token: Option<OneOrMany<SloExpr>>,
+    #[serde(default)]
+    pub e2e: Option<OneOrMany<SloExpr>>,
+    #[serde(default)]
+    pub dispatch_lag: Option<OneOrMany<SloExpr>>,
+    /// Failed requests as a share of all, e.g. "< 1%".
+    #[serde(default)]
+    pub error_rate: Option<OneOrMany<SloExpr>>,
+    /// Good requests as a share of all, e.g. "> 95%".
+    #[serde(default)]
+    pub goodput_ratio: Option<OneOrMany<SloExpr>>,
+    /// Good requests per second, e.g. "> 5/s".
+    #[serde(default)]
+    pub goodput: Option<OneOrMany<SloExpr>>,
+    /// Successful requests per second, e.g. "> 5/s".
+    #[serde(default)]
+    pub request_throughput: Option<OneOrMany<SloExpr>>,
+    /// Output tokens per second, a plain number, e.g. "> 1000".
+    #[serde(default)]
+    pub output_tokens_per_s: Option<OneOrMany<SloExpr>>,
+}
+
+/// Per-request bounds of goodput.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawGoodput {
+    #[serde(default)]
+    pub ttft: Option<Duration>,
+    #[serde(default)]
+    pub tpot: Option<Duration>,
+    #[serde(default)]
+    pub e2e: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCost {
+    /// Price of one GPU for one hour, in US dollars.
+    #[serde(default)]
+    pub gpu_hour_usd: Option<f64>,
+    /// GPUs the price applies to (default: the target's GPU count, else 1).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub gpus: Option<u32>,
+    /// Price of electricity per kWh, in US dollars (with measured energy).
+    #[serde(default)]
+    pub kwh_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuMode {
+    /// Sample when NVML is present; record its absence otherwise.
+    #[default]
+    Auto,
+    /// Fail the run (exit code 3) without a GPU.
+    Required,
+    /// Do not sample.
+    Off,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    #[serde(default)]
+    pub gpu: Option<GpuMode>,
+    /// Sampling interval. Default "100ms".
+    #[serde(default)]
+    pub interval: Option<Duration>,
+    /// Scrape the target's metrics_url. Default true when it is set.
+    #[serde(default)]
+    pub server_metrics: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawValidity {
+    /// Shortest measurement window. Default "0s".
+    #[serde(default)]
+    pub min_duration: Option<Duration>,
+    /// Fewest measured requests. Default 1.
+    #[serde(default)]
+    pub min_requests: Option<u64>,
+    /// Largest acceptable p99 of dispatch lag (the client's own delay). Default "1ms".
+    #[serde(default)]
+    pub max_dispatch_lag_p99: Option<Duration>,
+    /// Largest acceptable gap between offered and achieved send rate. Default "1%".
+    #[serde(default)]
+    pub max_rate_gap: Option<Percent>,
+    /// Require enough requests for each percentile SLO to mean something. Default true.
+    #[serde(default)]
+    pub percentile_sample_check: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnEnvMismatch {
+    /// Report INCOMPARABLE, do not fail.
+    #[default]
+    Advisory,
+    /// Fail the check.
+    Fail,
+    /// Leave such points out of the verdict.
+    Skip,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRegression {
+    /// Baseline file (relative to the spec's repository root, i.e. the working directory). Default "baselines/<name>.json".
+    #[serde(default)]
+    pub baseline: Option<String>,
+    /// The gates: metric, statistic and noise band.
+    #[serde(default)]
+    pub metrics: Option<Vec<RawGate>>,
+    /// Confidence of the interval on the change. Default "95%".
+    #[serde(default)]
+    pub confidence: Option<Percent>,
+    /// Fewest runs per side for a verdict from runs. Default 3.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub min_runs: Option<u32>,
+    #[serde(default)]
+    pub on_env_mismatch: Option<OnEnvMismatch>,
+    /// Re-run a REGRESSED point this many times; it fails only if it regresses again. Default 0.
+    #[serde(default)]
+    pub confirm: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawGate {
+    /// A metric name, e.g. "ttft" or "output_tokens_per_s".
+    pub metric: String,
+    /// For distributions: the statistic, e.g. "p99". Default p50.
+    #[serde(default)]
+    pub stat: Option<Stat>,
+    /// Changes within this band are noise. Default "5%".
+    #[serde(default)]
+    pub noise: Option<Percent>,
+}
