@@ -136,10 +136,13 @@ def make_weights(spec: ModelSpec, vocab: Vocab) -> dict[str, np.ndarray]:
     w: dict[str, np.ndarray] = {}
 
     # Token embeddings: random, plus the constant bias channel 0 whose value is
-    # about the norm of the rest of the vector.
-    emb = normal((n_vocab, d), std)
-    bias_val = std * np.sqrt(d)
-    emb[:, 0] = bias_val
+    # about the norm of the rest of the vector. They are large next to what
+    # the layers add, so the next token depends mostly on the current one (a
+    # random bigram model); with small embeddings the 8-layer model collapses
+    # into repeating a handful of tokens.
+    emb_std = 0.3
+    emb = normal((n_vocab, d), emb_std)
+    emb[:, 0] = emb_std * np.sqrt(d)
     w[tn(MODEL_TENSOR.TOKEN_EMBD)] = emb
 
     for i in range(spec.n_layer):

@@ -3,10 +3,15 @@
 //! export. `main.rs` only parses arguments and calls `cli::main`.
 
 pub mod app;
+pub mod backend;
 pub mod catalog;
 pub mod cli;
 pub mod error;
 pub mod export;
+pub mod hist;
 pub mod metric;
 pub mod plan;
+pub mod results;
+pub mod run;
 pub mod spec;
+pub mod workload;

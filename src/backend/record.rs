@@ -1,0 +1,270 @@
+//! What one request measured: its timeline on the monotonic clock, its
+//! output events, its token counts and, if it failed, why.
+
+use std::fmt;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request failed. Each class is counted separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The connection could not be made.
+    Connect,
+    /// The server answered with an HTTP status >= 400.
+    Status,
+    /// The stream carried an `error` object.
+    StreamError,
+    /// An event could not be understood.
+    Malformed,
+    /// The stream ended before completion (no finish reason, no `[DONE]`).
+    Truncated,
+    /// The stream completed without any output.
+    Empty,
+    TimeoutConnect,
+    TimeoutFirstToken,
+    TimeoutIdle,
+    TimeoutTotal,
+}
+
+impl ErrorClass {
+    pub const ALL: &'static [ErrorClass] = &[
+        ErrorClass::Connect,
+        ErrorClass::Status,
+        ErrorClass::StreamError,
+        ErrorClass::Malformed,
+        ErrorClass::Truncated,
+        ErrorClass::Empty,
+        ErrorClass::TimeoutConnect,
+        ErrorClass::TimeoutFirstToken,
+        ErrorClass::TimeoutIdle,
+        ErrorClass::TimeoutTotal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Connect => "connect",
+            ErrorClass::Status => "status",
+            ErrorClass::StreamError => "stream_error",
+            ErrorClass::Malformed => "malformed",
+            ErrorClass::Truncated => "truncated",
+            ErrorClass::Empty => "empty",
+            ErrorClass::TimeoutConnect => "timeout_connect",
+            ErrorClass::TimeoutFirstToken => "timeout_first_token",
+            ErrorClass::TimeoutIdle => "timeout_idle",
+            ErrorClass::TimeoutTotal => "timeout_total",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A failed request: its class and a short detail (status code, message).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub class: ErrorClass,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
+/// Token counts the server reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+}
+
+/// Where a request's output token count came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage`.
+    Usage,
+    /// Token ids in the stream.
+    TokenIds,
+    /// Counted output events: approximate (an event may carry several tokens).
+    Events,
+}
+
+/// One output event: when its bytes arrived (ns after `t_send`), how much
+/// text it carried, and its token count if the server said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputEvent {
+    pub at_ns: u64,
+    pub text_bytes: u32,
+    pub token_ids: Option<u32>,
+}
+
+/// One request, start to end.
+#[derive(Clone, Debug)]
+pub struct RequestRecord {
+    pub index: u64,
+    pub run: u32,
+    pub step: u32,
+    pub warmup: bool,
+    /// When the schedule said the request was due.
+    pub t_sched: Instant,
+    /// When a concurrency slot was free (== t_sched unless capped).
+    pub t_slot: Instant,
+    /// When the request was handed to the HTTP client.
+    pub t_send: Instant,
+    /// Output events in arrival order; the first is `t_first`, the last `t_last`.
+    pub events: Vec<OutputEvent>,
+    /// End of the response (`[DONE]`, close, or failure).
+    pub t_done: Instant,
+    pub usage: Usage,
+    pub requested_input: u32,
+    pub requested_output: u32,
+    pub failure: Option<Failure>,
+    /// The reply text, kept only when a conversation needs it.
+    pub reply: Option<String>,
+}
+
+impl RequestRecord {
+    pub fn new(index: u64, run: u32, step: u32, warmup: bool, t_sched: Instant) -> Self {
+        RequestRecord {
+            index,
+            run,
+            step,
+            warmup,
+            t_sched,
+            t_slot: t_sched,
+            t_send: t_sched,
+            events: Vec::new(),
+            t_done: t_sched,
+            usage: Usage::default(),
+            requested_input: 0,
+            requested_output: 0,
+            failure: None,
+            reply: None,
+        }
+    }
+
+    pub fn ok(&self) -> bool {
+        self.failure.is_none()
+    }
+
+    pub fn fail(&mut self, class: ErrorClass, detail: impl Into<String>) {
+        if self.failure.is_none() {
+            self.failure = Some(Failure {
+                class,
+                detail: detail.into(),
+                status: None,
+            });
+        }
+    }
+
+    /// The output token count and where it came from: usage, else token
+    /// ids, else the number of output events.
+    pub fn output_tokens(&self) -> (u32, TokenSource) {
+        if let Some(n) = self.usage.completion_tokens {
+            return (n, TokenSource::Usage);
+        }
+        if !self.events.is_empty() && self.events.iter().all(|e| e.token_ids.is_some()) {
+            return (
+                self.events.iter().map(|e| e.token_ids.unwrap_or(0)).sum(),
+                TokenSource::TokenIds,
+            );
+        }
+        (self.events.len() as u32, TokenSource::Events)
+    }
+
+    /// Tokens per output event: exact from token ids; one each when the
+    /// counts agree; otherwise spread in proportion to each event's text
+    /// (an approximation, documented in METRICS.md).
+    pub fn tokens_per_event(&self) -> Vec<u32> {
+        let n_events = self.events.len();
+        if n_events == 0 {
+            return Vec::new();
+        }
+        if self.events.iter().all(|e| e.token_ids.is_some()) {
+            return self
+                .events
+                .iter()
+                .map(|e| e.token_ids.unwrap_or(0))
+                .collect();
+        }
+        let (total, _) = self.output_tokens();
+        if total as usize == n_events || total == 0 {
+            return vec![1; n_events];
+        }
+        let text: u64 = self.events.iter().map(|e| e.text_bytes as u64).sum();
+        if text == 0 || (total as usize) < n_events {
+            return vec![1; n_events];
+        }
+        // Largest-remainder apportionment, at least one token per event.
+        let extra = total as u64 - n_events as u64;
+        let mut out: Vec<u32> = Vec::with_capacity(n_events);
+        let mut rems: Vec<(u64, usize)> = Vec::with_capacity(n_events);
+        let mut assigned = 0u64;
+        for (i, e) in self.events.iter().enumerate() {
+            let share = extra * e.text_bytes as u64;
+            out.push(1 + (share / text) as u32);
+            assigned += share / text;
+            rems.push((share % text, i));
+        }
+        rems.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, i) in rems.into_iter().take((extra - assigned) as usize) {
+            out[i] += 1;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(events: &[(u32, Option<u32>)], usage: Option<u32>) -> RequestRecord {
+        let mut r = RequestRecord::new(0, 0, 0, false, Instant::now());
+        r.events = events
+            .iter()
+            .enumerate()
+            .map(|(i, (b, t))| OutputEvent {
+                at_ns: i as u64,
+                text_bytes: *b,
+                token_ids: *t,
+            })
+            .collect();
+        r.usage.completion_tokens = usage;
+        r
+    }
+
+    #[test]
+    fn token_counts_prefer_usage_then_ids_then_events() {
+        assert_eq!(
+            rec(&[(3, None), (3, None)], Some(2)).output_tokens(),
+            (2, TokenSource::Usage)
+        );
+        assert_eq!(
+            rec(&[(3, Some(2)), (3, Some(3))], None).output_tokens(),
+            (5, TokenSource::TokenIds)
+        );
+        assert_eq!(
+            rec(&[(3, None), (3, None)], None).output_tokens(),
+            (2, TokenSource::Events)
+        );
+    }
+
+    #[test]
+    fn tokens_spread_over_events() {
+        assert_eq!(
+            rec(&[(3, None), (3, None)], Some(2)).tokens_per_event(),
+            vec![1, 1]
+        );
+        assert_eq!(
+            rec(&[(1, Some(2)), (1, Some(3))], Some(5)).tokens_per_event(),
+            vec![2, 3]
+        );
+        // 6 tokens over 3 events with text 1:1:4 bytes: 3 extra split 0.5/0.5/2.
+        let t = rec(&[(1, None), (1, None), (4, None)], Some(6)).tokens_per_event();
+        assert_eq!(t.iter().sum::<u32>(), 6);
+        assert_eq!(t, vec![2, 1, 3]);
+    }
+}

@@ -1,0 +1,428 @@
+//! The versioned results format: plain data written by `run`, read by
+//! `diff`, `bless`, `report` and `merge`. Its JSON Schema is committed as
+//! `schemas/results.schema.json`. Old files stay readable: fields added in
+//! later versions have defaults, and `version` says what a file holds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::hist::Summary;
+use crate::metric::{Kind, Metric};
+use crate::plan::PointConfig;
+use crate::spec::{SloExpr, Stat};
+
+pub const FORMAT: &str = "infer-bench-results";
+/// Version of this file format.
+pub const VERSION: u32 = 1;
+/// Version of the metric definitions (METRICS.md) the numbers follow.
+pub const METRICS_VERSION: u32 = 1;
+
+/// A results file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "infer-bench results")]
+pub struct Results {
+    /// Always "infer-bench-results".
+    pub format: String,
+    pub version: u32,
+    pub metrics_version: u32,
+    pub tool: ToolInfo,
+    pub spec: SpecInfo,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Every selected point finished.
+    pub complete: bool,
+    /// The run was interrupted (Ctrl-C); finished points are kept.
+    #[serde(default)]
+    pub interrupted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentInfo>,
+    pub environment: Environment,
+    pub points: Vec<PointResult>,
+    /// Selected points that did not finish (IDs).
+    #[serde(default)]
+    pub pending: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+impl ToolInfo {
+    pub fn current() -> ToolInfo {
+        ToolInfo {
+            name: "infer-bench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SpecInfo {
+    pub name: String,
+    pub path: String,
+    pub sha256: String,
+    pub seed: u64,
+    /// The spec's text, so a results file explains itself.
+    pub source: String,
+}
+
+/// Which share of each point's load this process sent (load sharding).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentInfo {
+    pub k: u32,
+    pub n: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    /// Local clock minus the agreed start, when the run began (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_offset_ms: Option<f64>,
+}
+
+/// Facts about where a run happened. Identity keys must match for results
+/// to be compared; the rest is recorded and shown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Environment {
+    /// GPU model and count, driver and CUDA majors, server family and
+    /// major version, client machine class.
+    #[serde(default)]
+    pub identity: BTreeMap<String, String>,
+    /// Everything else: exact versions, clocks, kernel, CPU.
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+}
+
+/// What happened to one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PointResult {
+    pub id: String,
+    pub slug: String,
+    pub hash: String,
+    pub axes: BTreeMap<String, String>,
+    pub config: PointConfig,
+    /// complete, or failed (the point could not be measured; see `failure`).
+    pub status: PointStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// VALID points can be baselines; INVALID ones say why.
+    pub valid: bool,
+    #[serde(default)]
+    pub invalid_reasons: Vec<String>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    pub runs: Vec<RunResult>,
+    /// All runs merged (histograms added, counters summed).
+    pub merged: Stats,
+    /// The merged histograms, encoded (see `hist::encode`).
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+    /// Ramp steps, each with its own statistics (all runs merged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepResult>,
+    #[serde(default)]
+    pub slo: Vec<SloResult>,
+    /// Whether every SLO held; absent without SLOs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_pass: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostResult>,
+    /// GPU and server telemetry of the point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PointStatus {
+    Complete,
+    Failed,
+}
+
+/// The server a point ran against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerInfo {
+    /// The launch command as run, secrets redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+/// One run of a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunResult {
+    pub run: u32,
+    pub started_at: String,
+    pub stats: Stats,
+    /// Fixed-length windows of the measurement, which stand in for runs
+    /// when a point has only one.
+    #[serde(default)]
+    pub windows: Vec<WindowStats>,
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+}
+
+/// One ramp step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepResult {
+    pub step: u32,
+    /// The load level: "c=8" or "rate=4/s".
+    pub level: String,
+    pub stats: Stats,
+}
+
+/// The statistics of a run, a step, a window or a merged point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Stats {
+    /// Length of the measurement window, seconds.
+    pub window_s: f64,
+    pub requests: Counts,
+    /// Failed requests by class.
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+    /// One example message per failure class.
+    #[serde(default)]
+    pub error_examples: BTreeMap<String, String>,
+    /// Latency distributions in milliseconds, by metric name.
+    #[serde(default)]
+    pub latency_ms: BTreeMap<String, Summary>,
+    pub tokens: TokenStats,
+    pub request_throughput: f64,
+    pub input_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub total_tokens_per_s: f64,
+    /// Good requests per second (successful and within every goodput bound).
+    pub goodput: f64,
+    /// Good requests as a fraction of all measured.
+    pub goodput_ratio: f64,
+    /// Failed requests as a fraction of all measured.
+    pub error_rate: f64,
+    /// Open loop: the rate the schedule asked for (requests/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rate: Option<f64>,
+    /// Open loop: the rate requests were actually sent at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_send_rate: Option<f64>,
+    pub concurrency_mean: f64,
+    pub concurrency_max: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Counts {
+    /// Measured requests sent.
+    pub sent: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Warm-up requests (sent, excluded).
+    pub warmup: u64,
+    /// Requests still in flight when the run was cut short.
+    #[serde(default)]
+    pub unfinished: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenStats {
+    pub input_total: u64,
+    pub output_total: u64,
+    /// Per-request input tokens (server-reported where available).
+    pub input: Summary,
+    pub output: Summary,
+    /// Requests whose output count came from each source: usage, token_ids, events.
+    #[serde(default)]
+    pub output_source: BTreeMap<String, u64>,
+    /// Mean prompt length asked for, and as the server reported it.
+    pub requested_input_mean: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_input_mean: Option<f64>,
+    pub requested_output_mean: f64,
+}
+
+/// One window of a run: a few statistics per metric.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowStats {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub stats: Stats,
+}
+
+/// One SLO expression judged on a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SloResult {
+    pub metric: String,
+    pub expr: SloExpr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    pub pass: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Cost figures, units in the names.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CostResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_output_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_tokens_at_slo: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_joule: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub electricity_usd_per_1m_output_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_requests_per_gpu_usd: Option<f64>,
+}
+
+impl Stats {
+    /// The value of a metric (and statistic, for distributions), in the
+    /// metric's unit: ms for latencies, per second for rates, a fraction
+    /// for ratios.
+    pub fn value(&self, metric: Metric, stat: Option<&Stat>) -> Option<f64> {
+        match metric.kind() {
+            Kind::Latency => self
+                .latency_ms
+                .get(metric.name())
+                .and_then(|s| s.get(stat?)),
+            Kind::Tokens => {
+                let s = if metric == Metric::InputTokens {
+                    &self.tokens.input
+                } else {
+                    &self.tokens.output
+                };
+                s.get(stat?)
+            }
+            _ => Some(match metric {
+                Metric::RequestThroughput => self.request_throughput,
+                Metric::InputTokensPerS => self.input_tokens_per_s,
+                Metric::OutputTokensPerS => self.output_tokens_per_s,
+                Metric::TotalTokensPerS => self.total_tokens_per_s,
+                Metric::Goodput => self.goodput,
+                Metric::GoodputRatio => self.goodput_ratio,
+                Metric::ErrorRate => self.error_rate,
+                Metric::ConcurrencyMean => self.concurrency_mean,
+                Metric::AchievedSendRate => self.achieved_send_rate?,
+                _ => return None,
+            }),
+        }
+    }
+}
+
+impl PointResult {
+    /// A metric's value for SLOs and reports: stored statistics, or any
+    /// percentile recomputed from the merged histogram.
+    pub fn value(&self, metric: Metric, stat: Option<&Stat>) -> Option<f64> {
+        if let Some(v) = self.merged.value(metric, stat) {
+            return Some(v);
+        }
+        let stat = stat?;
+        let h = crate::hist::decode(self.histograms.get(metric.name())?).ok()?;
+        let scale = if metric.kind() == Kind::Latency {
+            1000.0
+        } else {
+            1.0
+        };
+        crate::hist::stat_of(&h, stat, scale)
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, flushed and synced, then renamed over the target.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+impl Results {
+    /// Pretty JSON with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("results serialize");
+        s.push('\n');
+        s
+    }
+
+    pub fn write(&self, path: &Path) -> crate::error::Result<()> {
+        write_atomic(path, self.to_json().as_bytes()).map_err(|e| crate::error::Error::io(path, e))
+    }
+
+    /// Reads a results file, or `results.json` in a run directory.
+    pub fn read(path: &Path) -> crate::error::Result<(Results, PathBuf)> {
+        let file = if path.is_dir() {
+            path.join("results.json")
+        } else {
+            path.to_path_buf()
+        };
+        let text = std::fs::read_to_string(&file).map_err(|e| crate::error::Error::io(&file, e))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| crate::error::Error::Format {
+                path: file.clone(),
+                message: format!("not JSON: {e}"),
+            })?;
+        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(crate::error::Error::Format {
+                path: file,
+                message: "not an infer-bench results file (no \"format\": \"infer-bench-results\")"
+                    .into(),
+            });
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version > VERSION as u64 {
+            return Err(crate::error::Error::Format {
+                path: file,
+                message: format!(
+                    "written by a newer infer-bench (results version {version}; this one reads up to {VERSION})"
+                ),
+            });
+        }
+        let results: Results =
+            serde_json::from_value(value).map_err(|e| crate::error::Error::Format {
+                path: file.clone(),
+                message: format!("invalid results: {e}"),
+            })?;
+        Ok((results, file))
+    }
+}
+
+/// The results schema, pretty, with a final newline.
+pub fn schema_text() -> String {
+    let schema = schemars::generate::SchemaSettings::draft07()
+        .into_generator()
+        .into_root_schema_for::<Results>();
+    let mut value = serde_json::to_value(schema).expect("serializes");
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert(
+            "$id".into(),
+            "https://infer-bench.dev/schemas/results.schema.json".into(),
+        );
+    }
+    let mut s = serde_json::to_string_pretty(&value).expect("serializes");
+    s.push('\n');
+    s
+}
+
+/// The current UTC time, RFC 3339 to the second.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}

@@ -1,0 +1,606 @@
+//! The recorder: turns finished requests into the statistics of one run,
+//! exactly as METRICS.md defines them. Latencies go into HDR histograms
+//! (µs); failures are counted by class; fixed-length windows and ramp steps
+//! keep statistics of their own. Memory depends on the number of windows
+//! and steps, never on the number of requests.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::backend::{RequestRecord, TokenSource};
+use crate::hist::{Hist, Summary, encode, new_hist};
+use crate::metric::Metric;
+use crate::results::{Counts, Stats, TokenStats, WindowStats};
+use crate::spec::Goodput;
+
+/// Latency histograms kept per run, in this order.
+pub const LATENCIES: &[&str] = &[
+    "ttft",
+    "ttft_from_send",
+    "tpot",
+    "itl",
+    "itl_token",
+    "e2e",
+    "dispatch_lag",
+    "queue_wait",
+];
+
+fn ns(a: Instant, b: Instant) -> u64 {
+    b.saturating_duration_since(a).as_nanos() as u64
+}
+
+/// Statistics of one set of requests (a run, a window or a step).
+#[derive(Clone)]
+pub struct Tally {
+    latency: Vec<Hist>,
+    input: Hist,
+    output: Hist,
+    counts: Counts,
+    errors: BTreeMap<String, u64>,
+    error_examples: BTreeMap<String, String>,
+    good: u64,
+    input_total: u64,
+    output_total: u64,
+    sources: BTreeMap<String, u64>,
+    requested_input_sum: u64,
+    requested_output_sum: u64,
+    reported_input_sum: u64,
+    reported_input_n: u64,
+    in_flight_ns: u128,
+    first_send: Option<Instant>,
+    last_send: Option<Instant>,
+    first_sched: Option<Instant>,
+    last_sched: Option<Instant>,
+    last_done: Option<Instant>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            latency: LATENCIES.iter().map(|_| new_hist()).collect(),
+            input: new_hist(),
+            output: new_hist(),
+            counts: Counts::default(),
+            errors: BTreeMap::new(),
+            error_examples: BTreeMap::new(),
+            good: 0,
+            input_total: 0,
+            output_total: 0,
+            sources: BTreeMap::new(),
+            requested_input_sum: 0,
+            requested_output_sum: 0,
+            reported_input_sum: 0,
+            reported_input_n: 0,
+            in_flight_ns: 0,
+            first_send: None,
+            last_send: None,
+            first_sched: None,
+            last_sched: None,
+            last_done: None,
+        }
+    }
+}
+
+fn rec_us(h: &mut Hist, ns: u64) {
+    // Values round to the nearest microsecond; 0 is kept as 0.
+    let _ = h.record((ns + 500) / 1000);
+}
+
+/// Per-request derived values, computed once and recorded into every tally
+/// that the request belongs to.
+struct Derived {
+    ttft: Option<u64>,
+    ttft_send: Option<u64>,
+    e2e: Option<u64>,
+    tpot: Option<u64>,
+    itl: Vec<u64>,
+    itl_token: Vec<(u64, u32)>,
+    dispatch: u64,
+    queue: u64,
+    input: u32,
+    output: u32,
+    source: TokenSource,
+    good: bool,
+}
+
+fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput) -> Derived {
+    let (output, source) = r.output_tokens();
+    let input = r.usage.prompt_tokens.unwrap_or(r.requested_input);
+    let mut d = Derived {
+        ttft: None,
+        ttft_send: None,
+        e2e: None,
+        tpot: None,
+        itl: Vec::new(),
+        itl_token: Vec::new(),
+        dispatch: ns(r.t_slot, r.t_send),
+        queue: ns(r.t_sched, r.t_slot),
+        input,
+        output,
+        source,
+        good: false,
+    };
+    if !r.ok() || r.events.is_empty() {
+        return d;
+    }
+    let first = r.events[0].at_ns;
+    let last = r.events[r.events.len() - 1].at_ns;
+    let send_offset = ns(r.t_sched, r.t_send);
+    d.e2e = Some(send_offset + last);
+    if stream {
+        d.ttft = Some(send_offset + first);
+        d.ttft_send = Some(first);
+        if output >= 2 {
+            d.tpot = Some((last - first) / (output as u64 - 1));
+        }
+        let per_event = r.tokens_per_event();
+        for (i, w) in r.events.windows(2).enumerate() {
+            let gap = w[1].at_ns - w[0].at_ns;
+            d.itl.push(gap);
+            let k = per_event.get(i + 1).copied().unwrap_or(1).max(1);
+            d.itl_token.push((gap / k as u64, k));
+        }
+    }
+    let within = |v: Option<u64>, bound: Option<crate::spec::Duration>| match (v, bound) {
+        (Some(v), Some(b)) => v <= b.as_nanos(),
+        _ => true,
+    };
+    d.good =
+        within(d.ttft, goodput.ttft) && within(d.tpot, goodput.tpot) && within(d.e2e, goodput.e2e);
+    d
+}
+
+impl Tally {
+    fn add(&mut self, r: &RequestRecord, d: &Derived) {
+        rec_us(&mut self.latency[6], d.dispatch);
+        rec_us(&mut self.latency[7], d.queue);
+        self.counts.sent += 1;
+        self.requested_input_sum += r.requested_input as u64;
+        self.requested_output_sum += r.requested_output as u64;
+        self.first_send = Some(self.first_send.map_or(r.t_send, |t| t.min(r.t_send)));
+        self.last_send = Some(self.last_send.map_or(r.t_send, |t| t.max(r.t_send)));
+        self.first_sched = Some(self.first_sched.map_or(r.t_sched, |t| t.min(r.t_sched)));
+        self.last_sched = Some(self.last_sched.map_or(r.t_sched, |t| t.max(r.t_sched)));
+        self.last_done = Some(self.last_done.map_or(r.t_done, |t| t.max(r.t_done)));
+        self.in_flight_ns += ns(r.t_send, r.t_done) as u128;
+        if let Some(f) = &r.failure {
+            self.counts.failed += 1;
+            let name = f.class.name().to_string();
+            *self.errors.entry(name.clone()).or_default() += 1;
+            self.error_examples
+                .entry(name)
+                .or_insert_with(|| f.detail.chars().take(300).collect());
+            return;
+        }
+        self.counts.succeeded += 1;
+        if d.good {
+            self.good += 1;
+        }
+        for (i, v) in [d.ttft, d.ttft_send, d.tpot].into_iter().enumerate() {
+            if let Some(v) = v {
+                rec_us(&mut self.latency[i], v);
+            }
+        }
+        for gap in &d.itl {
+            rec_us(&mut self.latency[3], *gap);
+        }
+        for (per_token, k) in &d.itl_token {
+            let _ = self.latency[4].record_n((per_token + 500) / 1000, *k as u64);
+        }
+        if let Some(v) = d.e2e {
+            rec_us(&mut self.latency[5], v);
+        }
+        let _ = self.input.record(d.input as u64);
+        let _ = self.output.record(d.output as u64);
+        self.input_total += d.input as u64;
+        self.output_total += d.output as u64;
+        let src = match d.source {
+            TokenSource::Usage => "usage",
+            TokenSource::TokenIds => "token_ids",
+            TokenSource::Events => "events",
+        };
+        *self.sources.entry(src.to_string()).or_default() += 1;
+        if let Some(p) = r.usage.prompt_tokens {
+            self.reported_input_sum += p as u64;
+            self.reported_input_n += 1;
+        }
+    }
+
+    /// Adds another tally (runs merged into a point).
+    pub fn merge(&mut self, o: &Tally) {
+        for (a, b) in self.latency.iter_mut().zip(&o.latency) {
+            let _ = a.add(b);
+        }
+        let _ = self.input.add(&o.input);
+        let _ = self.output.add(&o.output);
+        self.counts.sent += o.counts.sent;
+        self.counts.succeeded += o.counts.succeeded;
+        self.counts.failed += o.counts.failed;
+        self.counts.warmup += o.counts.warmup;
+        self.counts.unfinished += o.counts.unfinished;
+        for (k, v) in &o.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &o.error_examples {
+            self.error_examples
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
+        }
+        for (k, v) in &o.sources {
+            *self.sources.entry(k.clone()).or_default() += v;
+        }
+        self.good += o.good;
+        self.input_total += o.input_total;
+        self.output_total += o.output_total;
+        self.requested_input_sum += o.requested_input_sum;
+        self.requested_output_sum += o.requested_output_sum;
+        self.reported_input_sum += o.reported_input_sum;
+        self.reported_input_n += o.reported_input_n;
+        self.in_flight_ns += o.in_flight_ns;
+    }
+
+    /// The statistics over a window of `window_s` seconds. `open_rate`:
+    /// whether offered and achieved send rates mean something (open loop).
+    pub fn stats(&self, window_s: f64, open: bool, concurrency_max: u64) -> Stats {
+        let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
+        let n = self.counts.succeeded + self.counts.failed;
+        let latency_ms = LATENCIES
+            .iter()
+            .zip(&self.latency)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(name, h)| (name.to_string(), Summary::of(h, 1000.0)))
+            .collect();
+        let span_rate =
+            |first: Option<Instant>, last: Option<Instant>, count: u64| match (first, last) {
+                (Some(f), Some(l)) if count >= 2 && l > f => {
+                    Some((count - 1) as f64 / l.duration_since(f).as_secs_f64())
+                }
+                _ => None,
+            };
+        Stats {
+            window_s,
+            requests: self.counts.clone(),
+            errors: self.errors.clone(),
+            error_examples: self.error_examples.clone(),
+            latency_ms,
+            tokens: TokenStats {
+                input_total: self.input_total,
+                output_total: self.output_total,
+                input: Summary::of(&self.input, 1.0),
+                output: Summary::of(&self.output, 1.0),
+                output_source: self.sources.clone(),
+                requested_input_mean: if self.counts.sent > 0 {
+                    self.requested_input_sum as f64 / self.counts.sent as f64
+                } else {
+                    0.0
+                },
+                reported_input_mean: (self.reported_input_n > 0)
+                    .then(|| self.reported_input_sum as f64 / self.reported_input_n as f64),
+                requested_output_mean: if self.counts.sent > 0 {
+                    self.requested_output_sum as f64 / self.counts.sent as f64
+                } else {
+                    0.0
+                },
+            },
+            request_throughput: per_s(self.counts.succeeded as f64),
+            input_tokens_per_s: per_s(self.input_total as f64),
+            output_tokens_per_s: per_s(self.output_total as f64),
+            total_tokens_per_s: per_s((self.input_total + self.output_total) as f64),
+            goodput: per_s(self.good as f64),
+            goodput_ratio: if n > 0 {
+                self.good as f64 / n as f64
+            } else {
+                0.0
+            },
+            error_rate: if n > 0 {
+                self.counts.failed as f64 / n as f64
+            } else {
+                0.0
+            },
+            offered_rate: if open {
+                span_rate(self.first_sched, self.last_sched, self.counts.sent)
+            } else {
+                None
+            },
+            achieved_send_rate: if open {
+                span_rate(self.first_send, self.last_send, self.counts.sent)
+            } else {
+                None
+            },
+            concurrency_mean: if window_s > 0.0 {
+                self.in_flight_ns as f64 / 1e9 / window_s
+            } else {
+                0.0
+            },
+            concurrency_max,
+        }
+    }
+
+    /// Encoded histograms by metric name.
+    pub fn histograms(&self) -> BTreeMap<String, String> {
+        let mut out: BTreeMap<String, String> = LATENCIES
+            .iter()
+            .zip(&self.latency)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(n, h)| (n.to_string(), encode(h)))
+            .collect();
+        if !self.input.is_empty() {
+            out.insert(Metric::InputTokens.name().into(), encode(&self.input));
+            out.insert(Metric::OutputTokens.name().into(), encode(&self.output));
+        }
+        out
+    }
+
+    pub fn last_done(&self) -> Option<Instant> {
+        self.last_done
+    }
+
+    /// Live median TTFT (ms) for progress display.
+    pub fn ttft_p50_ms(&self) -> Option<f64> {
+        let h = &self.latency[0];
+        (!h.is_empty()).then(|| h.value_at_quantile(0.5) as f64 / 1000.0)
+    }
+
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    pub fn output_total(&self) -> u64 {
+        self.output_total
+    }
+}
+
+/// Everything one run records.
+pub struct Recorder {
+    stream: bool,
+    goodput: Goodput,
+    open: bool,
+    pub run: Tally,
+    /// Start of the measurement window, once known.
+    window_start: Option<Instant>,
+    window_len_ns: u64,
+    current_window: Option<(u64, Tally)>,
+    windows: Vec<(u64, Tally)>,
+    steps: BTreeMap<u32, Tally>,
+    ramp: bool,
+    concurrency_max: u64,
+}
+
+impl Recorder {
+    pub fn new(
+        stream: bool,
+        goodput: Goodput,
+        open: bool,
+        window: crate::spec::Duration,
+        ramp: bool,
+    ) -> Recorder {
+        Recorder {
+            stream,
+            goodput,
+            open,
+            run: Tally::default(),
+            window_start: None,
+            window_len_ns: window.as_nanos().max(1),
+            current_window: None,
+            windows: Vec::new(),
+            steps: BTreeMap::new(),
+            ramp,
+            concurrency_max: 0,
+        }
+    }
+
+    pub fn set_window_start(&mut self, t: Instant) {
+        self.window_start.get_or_insert(t);
+    }
+
+    pub fn window_start(&self) -> Option<Instant> {
+        self.window_start
+    }
+
+    pub fn note_in_flight(&mut self, n: u64) {
+        self.concurrency_max = self.concurrency_max.max(n);
+    }
+
+    /// Records one finished request.
+    pub fn record(&mut self, r: &RequestRecord) {
+        if r.warmup {
+            self.run.counts.warmup += 1;
+            return;
+        }
+        let d = derive(r, self.stream, &self.goodput);
+        self.run.add(r, &d);
+        if self.ramp {
+            self.steps.entry(r.step).or_default().add(r, &d);
+        }
+        if let Some(start) = self.window_start {
+            let w = ns(start, r.t_done) / self.window_len_ns;
+            match &mut self.current_window {
+                Some((i, t)) if *i == w => t.add(r, &d),
+                // Stragglers from an earlier window count in the current one.
+                Some((i, t)) if *i > w => t.add(r, &d),
+                _ => {
+                    if let Some(done) = self.current_window.take() {
+                        self.windows.push(done);
+                    }
+                    let mut t = Tally::default();
+                    t.add(r, &d);
+                    self.current_window = Some((w, t));
+                }
+            }
+        }
+    }
+
+    /// Counts requests that never finished (run cut short).
+    pub fn unfinished(&mut self, n: u64) {
+        self.run.counts.unfinished += n;
+    }
+
+    /// The length of the measurement window: from its start to the last
+    /// measured completion.
+    pub fn window_s(&self) -> f64 {
+        match (self.window_start, self.run.last_done()) {
+            (Some(s), Some(e)) if e > s => e.duration_since(s).as_secs_f64(),
+            _ => 0.0,
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.run
+            .stats(self.window_s(), self.open, self.concurrency_max)
+    }
+
+    /// Full windows only: the partial last window is left out, since a
+    /// short tail would add noise, not evidence.
+    pub fn windows(&self) -> Vec<WindowStats> {
+        let len_s = self.window_len_ns as f64 / 1e9;
+        let mut all: Vec<&(u64, Tally)> = self.windows.iter().collect();
+        if let Some(c) = &self.current_window {
+            all.push(c);
+        }
+        let end = self.window_s();
+        all.into_iter()
+            .filter(|(i, _)| (*i as f64 + 1.0) * len_s <= end + 1e-9)
+            .map(|(i, t)| WindowStats {
+                start_s: *i as f64 * len_s,
+                end_s: (*i as f64 + 1.0) * len_s,
+                stats: t.stats(len_s, self.open, 0),
+            })
+            .collect()
+    }
+
+    /// Per-step tallies (ramp), with the step's length in seconds.
+    pub fn steps(&self) -> &BTreeMap<u32, Tally> {
+        &self.steps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::record::OutputEvent;
+    use std::time::Duration;
+
+    fn request(
+        t0: Instant,
+        sched_ms: u64,
+        send_lag_us: u64,
+        events_ms: &[u64],
+        usage: Option<u32>,
+    ) -> RequestRecord {
+        let t_sched = t0 + Duration::from_millis(sched_ms);
+        let mut r = RequestRecord::new(0, 0, 0, false, t_sched);
+        r.t_send = t_sched + Duration::from_micros(send_lag_us);
+        r.events = events_ms
+            .iter()
+            .map(|ms| OutputEvent {
+                at_ns: ms * 1_000_000,
+                text_bytes: 4,
+                token_ids: None,
+            })
+            .collect();
+        r.t_done = r.t_send + Duration::from_millis(*events_ms.last().unwrap_or(&0));
+        r.usage.completion_tokens = usage;
+        r.usage.prompt_tokens = Some(10);
+        r.requested_input = 10;
+        r.requested_output = usage.unwrap_or(0);
+        r
+    }
+
+    #[test]
+    fn metrics_follow_their_definitions() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            crate::spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_window_start(t0);
+        // Sent 1 ms late; first output 100 ms after send; 4 more events 20 ms apart.
+        rec.record(&request(t0, 0, 1000, &[100, 120, 140, 160, 180], Some(5)));
+        let s = rec.stats();
+        let l = |m: &str| s.latency_ms[m];
+        assert!(
+            (l("ttft").p50 - 101.0).abs() < 0.2,
+            "ttft from scheduled time: {:?}",
+            l("ttft")
+        );
+        assert!((l("ttft_from_send").p50 - 100.0).abs() < 0.2);
+        assert!((l("e2e").max - 181.0).abs() < 0.2);
+        assert!((l("tpot").p50 - 20.0).abs() < 0.05, "(180-100)/(5-1)");
+        assert_eq!(l("itl").count, 4);
+        assert!((l("dispatch_lag").p50 - 1.0).abs() < 0.01);
+        assert_eq!(s.requests.succeeded, 1);
+        assert_eq!(s.tokens.output_total, 5);
+    }
+
+    #[test]
+    fn multi_token_events_split_itl_per_token() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            crate::spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_window_start(t0);
+        // 3 events, 9 tokens: 3 per event (equal text), 30 ms apart.
+        rec.record(&request(t0, 0, 0, &[50, 80, 110], Some(9)));
+        let s = rec.stats();
+        assert_eq!(s.latency_ms["itl"].count, 2);
+        assert!((s.latency_ms["itl"].p50 - 30.0).abs() < 0.05);
+        assert_eq!(s.latency_ms["itl_token"].count, 6);
+        assert!((s.latency_ms["itl_token"].p50 - 10.0).abs() < 0.02);
+        // TPOT uses the token count: (110-50)/(9-1) = 7.5 ms.
+        assert!((s.latency_ms["tpot"].p50 - 7.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn failures_are_counted_not_timed_and_goodput_applies_bounds() {
+        let t0 = Instant::now();
+        let g = Goodput {
+            ttft: Some(crate::spec::Duration::from_millis(60)),
+            tpot: None,
+            e2e: None,
+        };
+        let mut rec = Recorder::new(true, g, false, crate::spec::Duration::from_secs(10), false);
+        rec.set_window_start(t0);
+        rec.record(&request(t0, 0, 0, &[50, 60], Some(2)));
+        rec.record(&request(t0, 0, 0, &[70, 80], Some(2)));
+        let mut bad = request(t0, 0, 0, &[], None);
+        bad.fail(crate::backend::ErrorClass::Status, "HTTP 500");
+        rec.record(&bad);
+        let s = rec.stats();
+        assert_eq!(s.requests.failed, 1);
+        assert_eq!(s.errors["status"], 1);
+        assert_eq!(s.latency_ms["ttft"].count, 2);
+        assert!((s.error_rate - 1.0 / 3.0).abs() < 1e-9);
+        assert!((s.goodput_ratio - 1.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn windows_split_by_completion_time() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            crate::spec::Duration::from_secs(1),
+            false,
+        );
+        rec.set_window_start(t0);
+        for i in 0..30u64 {
+            rec.record(&request(t0, i * 100, 0, &[10, 20], Some(2)));
+        }
+        // Completions run to 2.92 s: two full windows; the partial third is left out.
+        let w = rec.windows();
+        assert_eq!(w.len(), 2);
+        assert_eq!(
+            w.iter().map(|w| w.stats.requests.succeeded).sum::<u64>(),
+            20
+        );
+        assert_eq!(rec.stats().requests.succeeded, 30);
+    }
+}
