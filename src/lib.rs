@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod cli;
 pub mod error;
 pub mod export;
+pub mod judge;
 pub mod metric;
 pub mod plan;
 pub mod spec;
