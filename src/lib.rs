@@ -9,6 +9,7 @@ pub mod cli;
 pub mod error;
 pub mod export;
 pub mod hist;
+pub mod judge;
 pub mod metric;
 pub mod plan;
 pub mod results;
