@@ -9,4 +9,5 @@ pub mod error;
 pub mod export;
 pub mod metric;
 pub mod plan;
+pub mod sim;
 pub mod spec;
