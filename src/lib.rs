@@ -14,5 +14,6 @@ pub mod metric;
 pub mod plan;
 pub mod results;
 pub mod run;
+pub mod sim;
 pub mod spec;
 pub mod workload;
