@@ -7,6 +7,8 @@ pub mod catalog;
 pub mod cli;
 pub mod error;
 pub mod export;
+pub mod httpserv;
 pub mod metric;
 pub mod plan;
+pub mod scripted;
 pub mod spec;
