@@ -39,7 +39,7 @@ pub fn execute(command: Command) -> Result<Outcome> {
             write_stdout(&export::catalog())?;
             Ok(Outcome(EXIT_OK))
         }
-        Command::Run(_) => Err(not_built("run", "the load engine")),
+        Command::Run(args) => run(args),
         Command::Diff(_) => Err(not_built("diff", "the regression judge")),
         Command::Bless { .. } => Err(not_built("bless", "baselines")),
         Command::Report { .. } => Err(not_built("report", "reports")),
@@ -81,4 +81,114 @@ fn validate(paths: &[std::path::PathBuf]) -> Result<Outcome> {
     } else {
         Err(Error::Spec(spec::SpecErrors(all)))
     }
+}
+
+/// `run`: every selected point, results on disk, a summary on stdout.
+fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
+    use crate::run::point::{Progress, RunOptions, run_plan};
+    use std::io::IsTerminal;
+    let spec = spec::load(&args.spec)?;
+    let plan = Plan::build(&spec)?.select(args.select.partition, &args.select.only);
+    if plan.points.is_empty() {
+        return Err(Error::Usage(
+            "no point of the plan matches --only / --partition".into(),
+        ));
+    }
+    let agent = args.agent.as_deref().map(parse_agent).transpose()?;
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&spec.name));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("infer-bench")
+        .build()
+        .map_err(|e| Error::Infra(format!("cannot start the async runtime: {e}")))?;
+    let interrupt = std::sync::Arc::new(crate::run::engine::Interrupt::default());
+    {
+        let intr = interrupt.clone();
+        rt.spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ninterrupted: finishing up; finished points are kept (Ctrl-C again to quit at once)");
+                intr.trigger();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+    }
+    let progress = if std::io::stderr().is_terminal() {
+        Progress::Live
+    } else {
+        Progress::Lines
+    };
+    let opts = RunOptions {
+        out_dir: out_dir.clone(),
+        requests_jsonl: args.requests,
+        progress,
+        partition: args.select.partition.map(|p| p.to_string()),
+        agent,
+        start_at: None,
+    };
+    let results = run_plan(&spec, &plan, &opts, &rt, interrupt.clone())?;
+    let text = match args.format {
+        crate::cli::OutputFormat::Table => export::summary::table(&results),
+        crate::cli::OutputFormat::Json => results.to_json(),
+    };
+    write_stdout(&text)?;
+    eprintln!(
+        "results: {}",
+        crate::run::point::results_path(&out_dir).display()
+    );
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    if results.interrupted {
+        return Err(Error::Interrupted(format!(
+            "{} point(s) did not finish",
+            results.pending.len()
+        )));
+    }
+    Ok(Outcome(run_exit_code(&results, args.strict)))
+}
+
+/// The exit code of a finished run: 3 if a point could not be measured
+/// (infrastructure), 1 if an SLO failed, 4 with --strict if a point was
+/// INVALID, else 0.
+pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
+    use crate::error::*;
+    if r.points
+        .iter()
+        .any(|p| p.status == crate::results::PointStatus::Failed)
+    {
+        EXIT_INFRA
+    } else if r.points.iter().any(|p| p.slo_pass == Some(false)) {
+        EXIT_FAILED
+    } else if strict && r.points.iter().any(|p| !p.valid) {
+        EXIT_UNJUDGED
+    } else {
+        EXIT_OK
+    }
+}
+
+fn parse_agent(s: &str) -> Result<(u32, u32)> {
+    let bad = || {
+        Error::Usage(format!(
+            "--agent expects K/N with 1 <= K <= N, found \"{s}\""
+        ))
+    };
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let k: u32 = k.trim().parse().map_err(|_| bad())?;
+    let n: u32 = n.trim().parse().map_err(|_| bad())?;
+    if k == 0 || n == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
+}
+
+/// results/<spec name>-<UTC time>, e.g. results/quickstart-20261202T153000Z.
+pub fn default_out_dir(name: &str) -> std::path::PathBuf {
+    let stamp: String = crate::results::now_rfc3339()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == 'T')
+        .collect();
+    std::path::PathBuf::from("results").join(format!("{name}-{stamp}"))
 }

@@ -67,11 +67,11 @@ impl Summary {
             Stat::Max => self.max,
             Stat::Std => self.std,
             Stat::Percentile(p) => match *p {
-                x if x == 50.0 => self.p50,
-                x if x == 90.0 => self.p90,
-                x if x == 95.0 => self.p95,
-                x if x == 99.0 => self.p99,
-                x if x == 99.9 => self.p999,
+                50.0 => self.p50,
+                90.0 => self.p90,
+                95.0 => self.p95,
+                99.0 => self.p99,
+                99.9 => self.p999,
                 _ => return None,
             },
         })

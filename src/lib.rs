@@ -18,4 +18,5 @@ pub mod run;
 pub mod scripted;
 pub mod sim;
 pub mod spec;
+pub mod telemetry;
 pub mod workload;

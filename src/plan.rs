@@ -4,6 +4,10 @@
 //! ID (a readable slug plus a hash of what the point measures); points can
 //! be partitioned across machines with `slice:K/N` or `hash:K/N`.
 
+// Spec errors carry their position and snippet; they are cold, and boxing
+// them would only make every call site noisier.
+#![allow(clippy::result_large_err)]
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -299,7 +303,7 @@ impl Plan {
     }
 }
 
-fn value_of<'a>(combo: &'a Combo, axis: Axis) -> Option<&'a AxisValue> {
+fn value_of(combo: &Combo, axis: Axis) -> Option<&AxisValue> {
     combo.iter().find(|(a, _)| *a == axis).map(|(_, v)| v)
 }
 
@@ -322,7 +326,11 @@ fn pick<'a, T>(
         Some(n) => map.get_key_value(n).ok_or_else(|| spec.error("matrix", format!("unknown {what} \"{n}\""), None)),
         None if map.len() == 1 => Ok(map.iter().next().expect("one entry")),
         None => Err(spec.error(
-            "matrix",
+            &if spec.matrix.axes.is_empty() && spec.matrix.include.is_empty() {
+                format!("{what}s.{}", map.keys().nth(1).map(String::as_str).unwrap_or(""))
+            } else {
+                "matrix".to_string()
+            },
             format!(
                 "a point has no `{what}`: the spec defines {} {what}s ({}) and the matrix does not choose one",
                 map.len(),

@@ -239,6 +239,9 @@ pub struct Counts {
 pub struct TokenStats {
     pub input_total: u64,
     pub output_total: u64,
+    /// Output tokens of good requests (those within every goodput bound).
+    #[serde(default)]
+    pub good_output_total: u64,
     /// Per-request input tokens (server-reported where available).
     pub input: Summary,
     pub output: Summary,

@@ -2,6 +2,7 @@
 //! a function from plain data (plans, results, verdicts) to text.
 
 pub mod plan;
+pub mod summary;
 pub mod table;
 
 use std::io::Write;

@@ -46,10 +46,10 @@ impl Table {
         let mut out = String::new();
         let mut line = |cells: &[String]| {
             let mut parts = Vec::with_capacity(n);
-            for i in 0..n {
+            for (i, (&width, &align)) in widths.iter().zip(&self.align).enumerate() {
                 let c = cells.get(i).map(String::as_str).unwrap_or("");
-                let pad = widths[i].saturating_sub(c.chars().count());
-                parts.push(match self.align[i] {
+                let pad = width.saturating_sub(c.chars().count());
+                parts.push(match align {
                     Align::Left if i + 1 == n => c.to_string(),
                     Align::Left => format!("{c}{}", " ".repeat(pad)),
                     Align::Right => format!("{}{c}", " ".repeat(pad)),

@@ -1,5 +1,11 @@
-//! Running a plan: the load engine, the recorder, and (in `point`) the
-//! orchestration of points, runs, servers and results files.
+//! Running a plan: the load engine (one run of one point), the recorder
+//! (statistics), the servers points run against (external, simulated,
+//! launched), and the orchestration of points, runs and results files.
 
 pub mod engine;
+pub mod environment;
+pub mod launch;
+pub mod point;
+pub mod progress;
 pub mod recorder;
+pub mod servers;

@@ -39,6 +39,7 @@ pub struct Tally {
     errors: BTreeMap<String, u64>,
     error_examples: BTreeMap<String, String>,
     good: u64,
+    good_output_total: u64,
     input_total: u64,
     output_total: u64,
     sources: BTreeMap<String, u64>,
@@ -64,6 +65,7 @@ impl Default for Tally {
             errors: BTreeMap::new(),
             error_examples: BTreeMap::new(),
             good: 0,
+            good_output_total: 0,
             input_total: 0,
             output_total: 0,
             sources: BTreeMap::new(),
@@ -175,6 +177,7 @@ impl Tally {
         self.counts.succeeded += 1;
         if d.good {
             self.good += 1;
+            self.good_output_total += d.output as u64;
         }
         for (i, v) in [d.ttft, d.ttft_send, d.tpot].into_iter().enumerate() {
             if let Some(v) = v {
@@ -230,6 +233,7 @@ impl Tally {
             *self.sources.entry(k.clone()).or_default() += v;
         }
         self.good += o.good;
+        self.good_output_total += o.good_output_total;
         self.input_total += o.input_total;
         self.output_total += o.output_total;
         self.requested_input_sum += o.requested_input_sum;
@@ -266,6 +270,7 @@ impl Tally {
             tokens: TokenStats {
                 input_total: self.input_total,
                 output_total: self.output_total,
+                good_output_total: self.good_output_total,
                 input: Summary::of(&self.input, 1.0),
                 output: Summary::of(&self.output, 1.0),
                 output_source: self.sources.clone(),

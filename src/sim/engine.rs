@@ -50,7 +50,7 @@ pub struct Step {
 /// `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`,
 /// `vllm:num_preemptions_total`, `vllm:prompt_tokens_total`,
 /// `vllm:generation_tokens_total`, `vllm:request_success_total`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct EngineStats {
     pub running: usize,
     pub waiting: usize,

@@ -10,3 +10,4 @@
 
 pub mod engine;
 pub mod perf;
+pub mod server;

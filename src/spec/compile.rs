@@ -129,7 +129,7 @@ fn serde_error(
             return loc.error_at_span(
                 span.or_else(|| loc.span(&parse_path(path))),
                 path,
-                format!("expected {expected}, found {found}"),
+                format!("expected {}, found {found}", plain_type(expected)),
                 None,
             );
         }
@@ -157,6 +157,19 @@ fn serde_error(
         message.trim_end().to_string(),
         hint,
     )
+}
+
+/// serde's Rust type names in words.
+fn plain_type(expected: &str) -> String {
+    match expected.trim() {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number >= 0".into(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a sequence" => "a list".into(),
+        "a map" => "a table".into(),
+        other => other.to_string(),
+    }
 }
 
 struct Cx<'a> {
@@ -1149,14 +1162,14 @@ impl Cx<'_> {
                     );
                 }
             }
-            (Axis::Precision, AxisValue::Name(n)) => {
-                if DType::parse(n).is_none() && !precisions.contains(n) {
-                    self.err(
-                        key,
-                        format!("unknown precision \"{n}\": it is neither a number format ({}) nor declared under any [models.*.precisions]", DType::NAMES),
-                        suggestion(n, precisions.iter().map(String::as_str).chain(DType::NAMES.split(", "))),
-                    );
-                }
+            (Axis::Precision, AxisValue::Name(n))
+                if DType::parse(n).is_none() && !precisions.contains(n) =>
+            {
+                self.err(
+                    key,
+                    format!("unknown precision \"{n}\": it is neither a number format ({}) nor declared under any [models.*.precisions]", DType::NAMES),
+                    suggestion(n, precisions.iter().map(String::as_str).chain(DType::NAMES.split(", "))),
+                );
             }
             (Axis::Concurrency | Axis::MaxConcurrency, AxisValue::Count(0)) => {
                 self.err(key, "expected a concurrency of at least 1, found 0", None);

@@ -1,0 +1,735 @@
+//! Running a plan: points grouped by the server they need (each server
+//! starts once per group), every run of every point through the engine,
+//! then validity, SLOs and cost per point, and the results file rewritten
+//! atomically after every point so an interrupted run keeps what finished.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::engine::{Interrupt, Live, RunEnv, Sink, run_once};
+use super::recorder::Tally;
+use super::servers::Server;
+use crate::backend::RequestRecord;
+use crate::backend::openai::{ClientOptions, OpenAi};
+use crate::error::{Error, Result};
+use crate::hist::Hist;
+use crate::metric::Metric;
+use crate::plan::{Plan, Point, PointConfig};
+use crate::results::*;
+use crate::spec::{Level, Spec, Threshold};
+
+/// How to run.
+pub struct RunOptions {
+    pub out_dir: PathBuf,
+    pub requests_jsonl: bool,
+    pub progress: Progress,
+    pub partition: Option<String>,
+    pub agent: Option<(u32, u32)>,
+    pub start_at: Option<std::time::SystemTime>,
+}
+
+/// How progress is shown on stderr.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A live line per point (stderr is a terminal).
+    Live,
+    /// One line when each point ends (CI logs).
+    Lines,
+    Quiet,
+}
+
+/// The results file's path in a run directory.
+pub fn results_path(out_dir: &std::path::Path) -> PathBuf {
+    out_dir.join("results.json")
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::{Digest, Sha256};
+    crate::spec::hex(&Sha256::digest(s.as_bytes()))
+}
+
+/// Runs every point of `plan` and returns the results (also on disk).
+pub fn run_plan(
+    spec: &Spec,
+    plan: &Plan,
+    opts: &RunOptions,
+    rt: &tokio::runtime::Runtime,
+    interrupt: Arc<Interrupt>,
+) -> Result<Results> {
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    let path = results_path(&opts.out_dir);
+    let mut results = Results {
+        format: FORMAT.into(),
+        version: VERSION,
+        metrics_version: METRICS_VERSION,
+        tool: ToolInfo::current(),
+        spec: SpecInfo {
+            name: spec.name.clone(),
+            path: spec.path.display().to_string(),
+            sha256: sha256_hex(&spec.source),
+            seed: spec.seed,
+            source: spec.source.clone(),
+        },
+        started_at: now_rfc3339(),
+        finished_at: None,
+        complete: false,
+        interrupted: false,
+        partition: opts.partition.clone(),
+        agent: opts.agent.map(|(k, n)| AgentInfo {
+            k,
+            n,
+            start_at: opts
+                .start_at
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            start_offset_ms: None,
+        }),
+        environment: super::environment::collect(plan, rt.handle()),
+        points: Vec::new(),
+        pending: plan.points.iter().map(|p| p.id.clone()).collect(),
+    };
+    results.write(&path)?;
+    let requests = if opts.requests_jsonl {
+        Some(RequestLog::open(&opts.out_dir.join("requests.jsonl"))?)
+    } else {
+        None
+    };
+    let log_dir = opts.out_dir.join("servers");
+    let total = plan.points.len();
+    let mut done = 0usize;
+    for group in groups(plan) {
+        if interrupt.is_set() {
+            break;
+        }
+        let first = &plan.points[group[0]].config;
+        let started = Instant::now();
+        let server = Server::start(first, &log_dir, rt.handle(), &interrupt);
+        let mut server = match server {
+            Ok(s) => s,
+            Err(msg) => {
+                if interrupt.is_set() {
+                    break;
+                }
+                eprintln!("error: {}: {msg}", group_name(first));
+                for &i in &group {
+                    let p = &plan.points[i];
+                    push_point(
+                        &mut results,
+                        failed_point(p, format!("the server could not be started: {msg}")),
+                    );
+                    done += 1;
+                }
+                results.write(&path)?;
+                continue;
+            }
+        };
+        if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
+            eprintln!(
+                "{}: server ready in {:.1}s at {}",
+                group_name(first),
+                started.elapsed().as_secs_f64(),
+                server.base_url()
+            );
+        }
+        let mut dead: Option<String> = None;
+        for &i in &group {
+            let p = &plan.points[i];
+            done += 1;
+            if let Some(msg) = &dead {
+                push_point(
+                    &mut results,
+                    failed_point(p, format!("the server died during an earlier point: {msg}")),
+                );
+                results.write(&path)?;
+                continue;
+            }
+            let label = format!("[{done}/{total}] {}", p.slug);
+            let outcome = run_point(
+                p,
+                &mut server,
+                rt,
+                &interrupt,
+                requests.as_ref(),
+                opts,
+                &label,
+            );
+            match outcome {
+                PointOutcome::Interrupted => break,
+                PointOutcome::Done(mut pr) => {
+                    assess(spec, &mut pr);
+                    if let Some(line) = summary_line(&label, &pr) {
+                        if opts.progress != Progress::Quiet {
+                            eprintln!("{line}");
+                        }
+                    }
+                    push_point(&mut results, *pr);
+                }
+                PointOutcome::ServerDied(msg, pr) => {
+                    eprintln!("error: {}: {msg}", group_name(&p.config));
+                    dead = Some(msg);
+                    push_point(&mut results, *pr);
+                }
+            }
+            results.write(&path)?;
+            if interrupt.is_set() {
+                break;
+            }
+        }
+        server.stop(rt.handle());
+    }
+    if let Some(r) = requests {
+        r.close();
+    }
+    results.interrupted = interrupt.is_set();
+    results.complete = results.pending.is_empty();
+    results.finished_at = Some(now_rfc3339());
+    results.write(&path)?;
+    Ok(results)
+}
+
+fn push_point(results: &mut Results, p: PointResult) {
+    results.pending.retain(|id| *id != p.id);
+    results.points.push(p);
+}
+
+fn group_name(cfg: &PointConfig) -> String {
+    let mut s = format!("{}/{}", cfg.target.name, cfg.model.name);
+    if let Some(p) = &cfg.precision {
+        s.push('/');
+        s.push_str(&p.name);
+    }
+    s
+}
+
+/// Points grouped by (target, model, precision), in plan order of first
+/// appearance: each group shares one server.
+pub fn groups(plan: &Plan) -> Vec<Vec<usize>> {
+    let mut keys: Vec<(String, String, Option<String>)> = Vec::new();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, p) in plan.points.iter().enumerate() {
+        let c = &p.config;
+        let key = (
+            c.target.name.clone(),
+            c.model.name.clone(),
+            c.precision.as_ref().map(|p| p.name.clone()),
+        );
+        match keys.iter().position(|k| *k == key) {
+            Some(g) => out[g].push(i),
+            None => {
+                keys.push(key);
+                out.push(vec![i]);
+            }
+        }
+    }
+    out
+}
+
+enum PointOutcome {
+    Done(Box<PointResult>),
+    ServerDied(String, Box<PointResult>),
+    Interrupted,
+}
+
+fn run_point(
+    p: &Point,
+    server: &mut Server,
+    rt: &tokio::runtime::Runtime,
+    interrupt: &Arc<Interrupt>,
+    requests: Option<&RequestLog>,
+    opts: &RunOptions,
+    label: &str,
+) -> PointOutcome {
+    let cfg = &p.config;
+    let api_key = cfg
+        .target
+        .api_key_env
+        .as_ref()
+        .and_then(|v| std::env::var(v).ok());
+    let ca = cfg
+        .target
+        .ca_cert
+        .as_ref()
+        .and_then(|path| std::fs::read(path).ok());
+    let pool = match cfg.load.level {
+        Level::Concurrency(c) => c as usize,
+        Level::Rate(_) => cfg.load.max_concurrency.unwrap_or(64) as usize,
+    };
+    let base_url = server.base_url();
+    let options = ClientOptions {
+        base_url: &base_url,
+        api_key,
+        headers: &cfg.target.headers,
+        tls_insecure: cfg.target.tls_insecure,
+        ca_cert_pem: ca,
+        pool_size: pool,
+        connect_timeout: cfg.load.timeouts.connect.as_std(),
+    };
+    let backend = {
+        let _guard = rt.enter();
+        match OpenAi::new(
+            &options,
+            &cfg.workload,
+            cfg.served_name(),
+            cfg.load.timeouts,
+        ) {
+            Ok(b) => Arc::new(b),
+            Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
+        }
+    };
+    let mut runs = Vec::new();
+    let mut merged = Tally::default();
+    let mut steps: BTreeMap<u32, Tally> = BTreeMap::new();
+    let mut merged_window_s = 0.0;
+    let mut concurrency_max = 0;
+    for run in 0..cfg.load.runs {
+        server.begin_run(run);
+        let live = Arc::new(Live::default());
+        let started_at = now_rfc3339();
+        let run_start = Instant::now();
+        let sink: Option<Sink> = requests.map(|log| {
+            let tx = log.sender();
+            let id = p.id.clone();
+            let sink: Sink = Arc::new(move |r: &RequestRecord| {
+                let _ = tx.send(request_line(&id, r, run_start));
+            });
+            sink
+        });
+        let env = RunEnv {
+            handle: rt.handle().clone(),
+            interrupt: interrupt.clone(),
+            live: live.clone(),
+            sink,
+            agent: opts.agent,
+            start_at: None,
+        };
+        let ticker = (opts.progress == Progress::Live)
+            .then(|| super::progress::Ticker::start(label.to_string(), run, cfg, live.clone()));
+        let out = run_once(backend.clone(), cfg, &p.hash, run, &env);
+        if let Some(t) = ticker {
+            t.stop();
+        }
+        if out.interrupted {
+            return PointOutcome::Interrupted;
+        }
+        let stats = out.recorder.stats();
+        merged.merge(&out.recorder.run);
+        merged_window_s += stats.window_s;
+        concurrency_max = concurrency_max.max(stats.concurrency_max);
+        for (k, t) in out.recorder.steps() {
+            steps.entry(*k).or_default().merge(t);
+        }
+        runs.push(RunResult {
+            run,
+            started_at,
+            windows: out.recorder.windows(),
+            histograms: out.recorder.run.histograms(),
+            stats,
+        });
+        if let Err(msg) = server.check_alive() {
+            let pr = finish_point(
+                p,
+                runs,
+                &merged,
+                merged_window_s,
+                concurrency_max,
+                &steps,
+                server,
+            );
+            let mut pr = pr;
+            pr.status = PointStatus::Failed;
+            pr.failure = Some(format!("the server died: {msg}"));
+            pr.valid = false;
+            pr.invalid_reasons
+                .push("the server died during the point".into());
+            return PointOutcome::ServerDied(msg, Box::new(pr));
+        }
+    }
+    PointOutcome::Done(Box::new(finish_point(
+        p,
+        runs,
+        &merged,
+        merged_window_s,
+        concurrency_max,
+        &steps,
+        server,
+    )))
+}
+
+/// A point that could not be measured at all.
+pub fn failed_point(p: &Point, failure: String) -> PointResult {
+    PointResult {
+        id: p.id.clone(),
+        slug: p.slug.clone(),
+        hash: p.hash.clone(),
+        axes: p.axes.iter().cloned().collect(),
+        config: p.config.clone(),
+        status: PointStatus::Failed,
+        failure: Some(failure),
+        valid: false,
+        invalid_reasons: vec!["the point could not be measured".into()],
+        warnings: Vec::new(),
+        runs: Vec::new(),
+        merged: Stats::default(),
+        histograms: BTreeMap::new(),
+        steps: Vec::new(),
+        slo: Vec::new(),
+        slo_pass: None,
+        server: None,
+        cost: None,
+        telemetry: None,
+    }
+}
+
+fn finish_point(
+    p: &Point,
+    runs: Vec<RunResult>,
+    merged: &Tally,
+    window_s: f64,
+    concurrency_max: u64,
+    steps: &BTreeMap<u32, Tally>,
+    server: &Server,
+) -> PointResult {
+    let cfg = &p.config;
+    let open = matches!(cfg.load.level, Level::Rate(_));
+    let mut stats = merged.stats(window_s, open, concurrency_max);
+    // Offered and achieved rates are per run; the merged figures are their means.
+    if open && !runs.is_empty() {
+        let mean = |f: &dyn Fn(&Stats) -> Option<f64>| {
+            let v: Vec<f64> = runs.iter().filter_map(|r| f(&r.stats)).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        stats.offered_rate = mean(&|s| s.offered_rate);
+        stats.achieved_send_rate = mean(&|s| s.achieved_send_rate);
+    }
+    let step_len_s = cfg
+        .load
+        .ramp
+        .as_ref()
+        .map(|r| r.every.as_secs_f64() * cfg.load.runs as f64)
+        .unwrap_or(0.0);
+    let steps = steps
+        .iter()
+        .map(|(k, t)| StepResult {
+            step: *k,
+            level: cfg
+                .load
+                .ramp
+                .as_ref()
+                .and_then(|r| r.levels.get(*k as usize))
+                .map(|l| l.to_string())
+                .unwrap_or_default(),
+            stats: t.stats(step_len_s, open, 0),
+        })
+        .collect();
+    let mut pr = PointResult {
+        id: p.id.clone(),
+        slug: p.slug.clone(),
+        hash: p.hash.clone(),
+        axes: p.axes.iter().cloned().collect(),
+        config: cfg.clone(),
+        status: PointStatus::Complete,
+        failure: None,
+        valid: true,
+        invalid_reasons: Vec::new(),
+        warnings: Vec::new(),
+        histograms: merged.histograms(),
+        merged: stats,
+        runs,
+        steps,
+        slo: Vec::new(),
+        slo_pass: None,
+        server: server.info(),
+        cost: None,
+        telemetry: None,
+    };
+    if pr.merged.requests.succeeded == 0 && pr.merged.requests.failed > 0 {
+        let connect_only = pr
+            .merged
+            .errors
+            .keys()
+            .all(|k| k == "connect" || k == "timeout_connect");
+        if connect_only {
+            pr.status = PointStatus::Failed;
+            let example = pr
+                .merged
+                .error_examples
+                .values()
+                .next()
+                .cloned()
+                .unwrap_or_default();
+            pr.failure = Some(format!(
+                "the target is unreachable at {}: {example}",
+                server.base_url()
+            ));
+        }
+    }
+    pr
+}
+
+/// One line per finished point, for logs.
+fn summary_line(label: &str, p: &PointResult) -> Option<String> {
+    let s = &p.merged;
+    let ms = |m: &str| {
+        s.latency_ms
+            .get(m)
+            .map(|x| format!("{:.1}", x.p50))
+            .unwrap_or_else(|| "-".into())
+    };
+    Some(format!(
+        "{label}: {} ok, {} failed, {:.2} req/s, {:.0} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{}",
+        s.requests.succeeded,
+        s.requests.failed,
+        s.request_throughput,
+        s.output_tokens_per_s,
+        ms("ttft"),
+        ms("tpot"),
+        p.failure
+            .as_ref()
+            .map(|f| format!(" ({f})"))
+            .unwrap_or_default()
+    ))
+}
+
+/// Per-request records, streamed to disk by a writer thread.
+pub struct RequestLog {
+    tx: std::sync::mpsc::Sender<String>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl RequestLog {
+    fn open(path: &std::path::Path) -> Result<RequestLog> {
+        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let thread = std::thread::spawn(move || {
+            let mut w = std::io::BufWriter::new(file);
+            for line in rx {
+                let _ = w.write_all(line.as_bytes());
+            }
+            let _ = w.flush();
+        });
+        Ok(RequestLog { tx, thread })
+    }
+    fn sender(&self) -> std::sync::mpsc::Sender<String> {
+        self.tx.clone()
+    }
+    fn close(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
+    }
+}
+
+fn request_line(point: &str, r: &RequestRecord, run_start: Instant) -> String {
+    let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
+    let first = r
+        .events
+        .first()
+        .map(|e| e.at_ns as f64 / 1e6 + ms(r.t_sched, r.t_send));
+    let last = r
+        .events
+        .last()
+        .map(|e| e.at_ns as f64 / 1e6 + ms(r.t_sched, r.t_send));
+    let (out, source) = r.output_tokens();
+    let mut line = serde_json::to_string(&serde_json::json!({
+        "point": point,
+        "run": r.run,
+        "index": r.index,
+        "warmup": r.warmup,
+        "step": r.step,
+        "sched_ms": ms(run_start, r.t_sched),
+        "queue_ms": ms(r.t_sched, r.t_slot),
+        "dispatch_lag_ms": ms(r.t_slot, r.t_send),
+        "ttft_ms": first,
+        "e2e_ms": last,
+        "events": r.events.len(),
+        "input_tokens_requested": r.requested_input,
+        "input_tokens": r.usage.prompt_tokens,
+        "output_tokens_requested": r.requested_output,
+        "output_tokens": out,
+        "token_source": source,
+        "error": r.failure.as_ref().map(|f| f.class.name()),
+        "error_detail": r.failure.as_ref().map(|f| f.detail.as_str()),
+    }))
+    .expect("serializes");
+    line.push('\n');
+    line
+}
+
+/// Judges validity, SLOs and cost of a finished point.
+pub fn assess(spec: &Spec, pr: &mut PointResult) {
+    if pr.status == PointStatus::Failed {
+        return;
+    }
+    let v = &spec.validity;
+    let cfg = &pr.config;
+    let mut reasons = Vec::new();
+    let mut warnings = Vec::new();
+    for r in &pr.runs {
+        let s = &r.stats;
+        let tag = if pr.runs.len() > 1 {
+            format!("run {}: ", r.run + 1)
+        } else {
+            String::new()
+        };
+        if s.window_s < v.min_duration.as_secs_f64() {
+            reasons.push(format!(
+                "{tag}the measurement window was {:.1}s, below the minimum {}",
+                s.window_s, v.min_duration
+            ));
+        }
+        let n = s.requests.succeeded + s.requests.failed;
+        if n < v.min_requests {
+            reasons.push(format!(
+                "{tag}{n} requests measured, below the minimum {}",
+                v.min_requests
+            ));
+        }
+        if let (Some(off), Some(ach)) = (s.offered_rate, s.achieved_send_rate) {
+            let gap = (ach / off - 1.0).abs();
+            if gap > v.max_rate_gap.fraction() {
+                reasons.push(format!("{tag}requests were sent at {ach:.2}/s against {off:.2}/s offered ({:.1}% apart; the limit is {})", gap * 100.0, v.max_rate_gap));
+            }
+        }
+        if let Some(lag) = s.latency_ms.get("dispatch_lag") {
+            if lag.p99 > v.max_dispatch_lag_p99.as_millis_f64() {
+                reasons.push(format!(
+                    "{tag}the client itself was late: dispatch lag p99 {:.3} ms is above the {} budget",
+                    lag.p99, v.max_dispatch_lag_p99
+                ));
+            }
+        }
+        if s.requests.unfinished > 0 {
+            reasons.push(format!(
+                "{tag}{} requests did not finish",
+                s.requests.unfinished
+            ));
+        }
+    }
+    if pr.merged.requests.succeeded == 0 {
+        reasons.push("no request succeeded".into());
+    }
+    if v.percentile_sample_check {
+        for gate in &spec.slo {
+            if let Some(crate::spec::Stat::Percentile(p)) = gate.expr.stat {
+                let need = samples_for_percentile(p);
+                let have = pr
+                    .merged
+                    .latency_ms
+                    .get(gate.metric.name())
+                    .map(|s| s.count)
+                    .unwrap_or(0);
+                if have < need {
+                    reasons.push(format!(
+                        "{} of {} needs at least {need} samples to mean something (MLPerf's early-stopping bound); this point has {have}",
+                        gate.expr.stat.map(|s| s.name()).unwrap_or_default(),
+                        gate.metric
+                    ));
+                }
+            }
+        }
+    }
+    let t = &pr.merged.tokens;
+    if let Some(rep) = t.reported_input_mean {
+        if t.requested_input_mean > 0.0 {
+            let dev = rep / t.requested_input_mean - 1.0;
+            if dev.abs() > 0.05 {
+                warnings.push(format!(
+                    "prompts averaged {rep:.0} tokens as the server counts them against {:.0} requested ({:+.0}%){}",
+                    t.requested_input_mean,
+                    dev * 100.0,
+                    if cfg.workload.api == crate::spec::raw::Api::Chat { "; the chat template adds tokens" } else { "" }
+                ));
+            }
+        }
+    }
+    if cfg.workload.ignore_eos && pr.merged.requests.succeeded > 0 {
+        let asked = t.requested_output_mean;
+        let got = t.output.mean;
+        if asked > 0.0 && got < asked * 0.95 {
+            warnings.push(format!("outputs averaged {got:.0} tokens against {asked:.0} requested: the server may not honour ignore_eos"));
+        }
+    }
+    if t.output_source.contains_key("events") {
+        warnings.push("some output token counts were counted from events (the server sent no usage): approximate".into());
+    }
+    pr.valid = reasons.is_empty();
+    pr.invalid_reasons = reasons;
+    pr.warnings.extend(warnings);
+    pr.slo = spec
+        .slo
+        .iter()
+        .map(|g| {
+            let value = pr.value(g.metric, g.expr.stat.as_ref());
+            let threshold = match g.expr.threshold {
+                Threshold::Duration(d) => d.as_millis_f64(),
+                Threshold::Percent(p) => p.fraction(),
+                Threshold::Rate(r) => r.as_per_second(),
+                Threshold::Number(n) => n,
+            };
+            let pass = value.is_some_and(|v| g.expr.cmp.holds(v, threshold));
+            SloResult {
+                metric: g.metric.name().to_string(),
+                expr: g.expr,
+                value,
+                pass,
+                note: value.is_none().then(|| "no data".to_string()),
+            }
+        })
+        .collect();
+    pr.slo_pass = (!pr.slo.is_empty()).then(|| pr.slo.iter().all(|s| s.pass));
+    pr.cost = cost(spec, pr);
+}
+
+/// Requests needed before a percentile means something: the smallest n
+/// with p^n <= 1% (zero violations in n draws rule out a true rate above
+/// 1-p with 99% confidence; MLPerf's early-stopping rule gives 459 for p99).
+pub fn samples_for_percentile(p: f64) -> u64 {
+    let q = p / 100.0;
+    if q <= 0.0 || q >= 1.0 {
+        return 1;
+    }
+    ((0.01f64).ln() / q.ln()).ceil() as u64
+}
+
+fn cost(spec: &Spec, pr: &PointResult) -> Option<CostResult> {
+    let price = spec.cost.gpu_hour_usd?;
+    let gpus = spec
+        .cost
+        .gpus
+        .or(pr.config.target.sim.as_ref().map(|s| s.gpus))
+        .unwrap_or(1) as f64;
+    let s = &pr.merged;
+    let usd_per_s = price * gpus / 3600.0;
+    let per_1m = |tokens_per_s: f64| (tokens_per_s > 0.0).then(|| usd_per_s / tokens_per_s * 1e6);
+    let good_tokens_per_s = if s.window_s > 0.0 {
+        s.tokens.good_output_total as f64 / s.window_s
+    } else {
+        0.0
+    };
+    Some(CostResult {
+        usd_per_1m_output_tokens: per_1m(s.output_tokens_per_s),
+        usd_per_1m_tokens_at_slo: per_1m(good_tokens_per_s),
+        output_tokens_per_joule: None,
+        electricity_usd_per_1m_output_tokens: None,
+        good_requests_per_gpu_usd: (price > 0.0).then(|| s.goodput * 3600.0 / (price * gpus)),
+    })
+}
+
+/// The histogram of a metric in a point, decoded.
+pub fn point_hist(pr: &PointResult, metric: Metric) -> Option<Hist> {
+    crate::hist::decode(pr.histograms.get(metric.name())?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_sample_bounds_match_mlperf() {
+        assert_eq!(samples_for_percentile(99.0), 459);
+        assert_eq!(samples_for_percentile(50.0), 7);
+        assert_eq!(samples_for_percentile(90.0), 44);
+        assert_eq!(samples_for_percentile(99.9), 4603);
+    }
+}
