@@ -28,9 +28,7 @@ pub fn execute(command: Command) -> Result<Outcome> {
         Command::Schema { kind } => {
             let text = match kind {
                 SchemaKind::Spec => spec::schema::spec_schema_text(),
-                SchemaKind::Results => {
-                    return Err(not_built("schema results", "the results format"));
-                }
+                SchemaKind::Results => crate::results::schema_text(),
             };
             write_stdout(&text)?;
             Ok(Outcome(EXIT_OK))
