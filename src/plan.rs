@@ -579,3 +579,139 @@ pub fn estimate_seconds(p: &PointConfig) -> Option<f64> {
     }?;
     Some((warmup + measure) * l.runs as f64)
 }
+
+#[cfg(test)]
+mod github_rules {
+    //! The examples of GitHub Actions' documentation for `strategy.matrix`
+    //! ("Expanding or adding matrix configurations", "Excluding matrix
+    //! configurations", "Adding configurations only"), reproduced exactly.
+    use super::expand;
+
+    type Combo = Vec<(&'static str, &'static str)>;
+
+    fn axes(a: &[(&'static str, &[&'static str])]) -> Vec<(&'static str, Vec<&'static str>)> {
+        a.iter().map(|(k, v)| (*k, v.to_vec())).collect()
+    }
+
+    fn sorted(mut c: Combo) -> Combo {
+        c.sort();
+        c
+    }
+
+    fn run(
+        a: &[(&'static str, &[&'static str])],
+        exclude: &[Combo],
+        include: &[Combo],
+    ) -> Vec<Combo> {
+        expand(&axes(a), exclude, include)
+            .into_iter()
+            .map(sorted)
+            .collect()
+    }
+
+    #[test]
+    fn expanding_or_adding_configurations() {
+        let got = run(
+            &[("fruit", &["apple", "pear"]), ("animal", &["cat", "dog"])],
+            &[],
+            &[
+                vec![("color", "green")],
+                vec![("color", "pink"), ("animal", "cat")],
+                vec![("fruit", "apple"), ("shape", "circle")],
+                vec![("fruit", "banana")],
+                vec![("fruit", "banana"), ("animal", "cat")],
+            ],
+        );
+        let want: Vec<Combo> = vec![
+            vec![
+                ("fruit", "apple"),
+                ("animal", "cat"),
+                ("color", "pink"),
+                ("shape", "circle"),
+            ],
+            vec![
+                ("fruit", "apple"),
+                ("animal", "dog"),
+                ("color", "green"),
+                ("shape", "circle"),
+            ],
+            vec![("fruit", "pear"), ("animal", "cat"), ("color", "pink")],
+            vec![("fruit", "pear"), ("animal", "dog"), ("color", "green")],
+            vec![("fruit", "banana")],
+            vec![("fruit", "banana"), ("animal", "cat")],
+        ];
+        assert_eq!(got, want.into_iter().map(sorted).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn excluding_configurations() {
+        let got = run(
+            &[
+                ("os", &["macos-latest", "windows-latest"]),
+                ("version", &["12", "14", "16"]),
+                ("environment", &["staging", "production"]),
+            ],
+            &[
+                vec![
+                    ("os", "macos-latest"),
+                    ("version", "12"),
+                    ("environment", "production"),
+                ],
+                vec![("os", "windows-latest"), ("version", "16")],
+            ],
+            &[],
+        );
+        assert_eq!(got.len(), 9, "12 combinations, one and two excluded");
+        assert!(!got.contains(&sorted(vec![
+            ("os", "macos-latest"),
+            ("version", "12"),
+            ("environment", "production")
+        ])));
+        assert!(
+            !got.iter()
+                .any(|c| c.contains(&("os", "windows-latest")) && c.contains(&("version", "16")))
+        );
+    }
+
+    #[test]
+    fn extending_one_combination() {
+        let got = run(
+            &[
+                ("os", &["windows-latest", "ubuntu-latest"]),
+                ("node", &["14", "16"]),
+            ],
+            &[],
+            &[vec![("os", "windows-latest"), ("node", "16"), ("npm", "6")]],
+        );
+        assert_eq!(got.len(), 4);
+        assert_eq!(got.iter().filter(|c| c.contains(&("npm", "6"))).count(), 1);
+        assert!(got.contains(&sorted(vec![
+            ("os", "windows-latest"),
+            ("node", "16"),
+            ("npm", "6")
+        ])));
+    }
+
+    #[test]
+    fn only_includes() {
+        let got = run(
+            &[],
+            &[],
+            &[
+                vec![("site", "production"), ("datacenter", "site-a")],
+                vec![("site", "staging"), ("datacenter", "site-b")],
+            ],
+        );
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn order_follows_the_axes() {
+        let got = expand(&axes(&[("a", &["1", "2"]), ("b", &["x", "y"])]), &[], &[]);
+        let flat: Vec<String> = got
+            .iter()
+            .map(|c| format!("{}{}", c[0].1, c[1].1))
+            .collect();
+        assert_eq!(flat, vec!["1x", "1y", "2x", "2y"]);
+    }
+}

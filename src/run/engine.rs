@@ -426,6 +426,10 @@ pub fn run_once<B: Backend>(
             }
         }
         let Some(front) = ahead.front() else { break };
+        // Nothing goes out before the clock starts.
+        if front.due.at_ns.is_none() && !pace_until(t0, &shared.interrupt) {
+            break;
+        }
         if let Some(ns) = front.due.at_ns {
             let due = t0 + Duration::from_nanos(ns);
             // Use the wait to build later requests.
