@@ -233,6 +233,10 @@ pub struct Counts {
     /// Requests still in flight when the run was cut short.
     #[serde(default)]
     pub unfinished: u64,
+    /// Requests re-sent once because the server closed a kept-alive
+    /// connection just as they went out.
+    #[serde(default)]
+    pub resent: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -29,6 +29,8 @@ pub struct ChunkInfo {
     pub usage: Option<super::Usage>,
     pub error: Option<String>,
     pub done: bool,
+    /// The server's own timings, where it reports them (llama.cpp).
+    pub server_timing: Option<super::record::ServerTiming>,
 }
 
 #[derive(Deserialize)]
@@ -43,6 +45,8 @@ struct Chunk<'a> {
     object: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     message: Option<Cow<'a, str>>,
+    #[serde(default)]
+    timings: Option<super::record::ServerTiming>,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +116,7 @@ pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<ChunkInfo, S
         info.error = Some(chunk.message.as_deref().unwrap_or("error").to_string());
         return Ok(info);
     }
+    info.server_timing = chunk.timings;
     info.usage = chunk.usage.map(|u| super::Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
@@ -181,7 +186,19 @@ pub struct ClientOptions<'a> {
     pub connect_timeout: Duration,
 }
 
-/// Installs the TLS crypto provider once per process.
+/// A small HTTP client for control requests (readiness, identity, scrapes):
+/// no proxies, a per-request timeout.
+pub fn control_client(timeout: Duration) -> Result<reqwest::Client, String> {
+    install_crypto();
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))
+}
+
+/// Installs the TLS crypto provider once per process (reqwest is built
+/// without a default one, so every client must come through here).
 fn install_crypto() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -301,50 +318,60 @@ impl OpenAi {
 
     async fn execute(&self, req: Prepared, rec: &mut RequestRecord) {
         let t = self.timeouts;
-        let request = self
-            .client
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .body(req.body)
-            .build();
-        let request = match request {
-            Ok(r) => r,
-            Err(e) => {
-                return rec.fail(
-                    ErrorClass::Connect,
-                    format!("cannot build the request: {e}"),
-                );
+        let mut attempt = 0;
+        let response = loop {
+            let request = self
+                .client
+                .post(self.url.clone())
+                .headers(self.headers.clone())
+                .body(req.body.clone())
+                .build();
+            let request = match request {
+                Ok(r) => r,
+                Err(e) => {
+                    return rec.fail(
+                        ErrorClass::Connect,
+                        format!("cannot build the request: {e}"),
+                    );
+                }
+            };
+            rec.t_send = Instant::now();
+            let total_deadline = rec.t_send + t.total.as_std();
+            let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
+            match tokio::time::timeout_at(first_deadline.into(), self.client.execute(request)).await
+            {
+                Err(_) => {
+                    let class = if first_deadline == total_deadline {
+                        ErrorClass::TimeoutTotal
+                    } else {
+                        ErrorClass::TimeoutFirstToken
+                    };
+                    return rec.fail(class, "no response headers before the deadline");
+                }
+                // A kept-alive connection the server had just closed: the
+                // request never reached it, so it is sent once more on a
+                // fresh connection (counted; TTFT from the scheduled time
+                // still includes the lost attempt).
+                Ok(Err(e)) if attempt == 0 && closed_before_response(&e) => {
+                    attempt += 1;
+                    rec.retries += 1;
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    let class = if e.is_timeout() && e.is_connect() {
+                        ErrorClass::TimeoutConnect
+                    } else if e.is_connect() {
+                        ErrorClass::Connect
+                    } else {
+                        ErrorClass::Truncated
+                    };
+                    return rec.fail(class, error_chain(&e));
+                }
+                Ok(Ok(r)) => break r,
             }
         };
-        rec.t_send = Instant::now();
         let total_deadline = rec.t_send + t.total.as_std();
         let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
-        let response = match tokio::time::timeout_at(
-            first_deadline.into(),
-            self.client.execute(request),
-        )
-        .await
-        {
-            Err(_) => {
-                let class = if first_deadline == total_deadline {
-                    ErrorClass::TimeoutTotal
-                } else {
-                    ErrorClass::TimeoutFirstToken
-                };
-                return rec.fail(class, "no response headers before the deadline");
-            }
-            Ok(Err(e)) => {
-                let class = if e.is_timeout() && e.is_connect() {
-                    ErrorClass::TimeoutConnect
-                } else if e.is_connect() {
-                    ErrorClass::Connect
-                } else {
-                    ErrorClass::Truncated
-                };
-                return rec.fail(class, error_chain(&e));
-            }
-            Ok(Ok(r)) => r,
-        };
         let status = response.status();
         if !status.is_success() {
             let body = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
@@ -446,6 +473,15 @@ impl OpenAi {
             });
             if problem.is_some() || done {
                 rec.t_done = now;
+                if done && problem.is_none() {
+                    // Read the body's end (the chunked terminator) so the
+                    // connection goes back to the pool instead of closing;
+                    // it does not count in any timing.
+                    let _ = tokio::time::timeout(idle.min(Duration::from_secs(1)), async {
+                        while let Ok(Some(_)) = response.chunk().await {}
+                    })
+                    .await;
+                }
                 break;
             }
         }
@@ -498,6 +534,7 @@ impl OpenAi {
                 if let Some(u) = info.usage {
                     rec.usage = u;
                 }
+                rec.server_timing = info.server_timing;
                 if !info.output {
                     return rec.fail(ErrorClass::Empty, "the response carried no output");
                 }
@@ -539,6 +576,9 @@ fn handle_event(
                     rec.usage.completion_tokens = u.completion_tokens;
                 }
             }
+            if info.server_timing.is_some() {
+                rec.server_timing = info.server_timing;
+            }
             if info.output {
                 rec.events.push(OutputEvent {
                     at_ns: now.duration_since(rec.t_send).as_nanos() as u64,
@@ -550,6 +590,21 @@ fn handle_event(
             *done |= info.done;
         }
     }
+}
+
+/// Whether an error is hyper's "connection closed before message
+/// completed" with no response: the server closed a pooled connection as
+/// the request went out (llama.cpp's server closes streaming keep-alive
+/// connections after two responses).
+fn closed_before_response(e: &reqwest::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message();
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// The first useful line of an error body (OpenAI-style `error.message`).

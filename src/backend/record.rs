@@ -80,6 +80,23 @@ pub struct Usage {
     pub completion_tokens: Option<u32>,
 }
 
+/// Timings a server reports about its own work on a request (llama.cpp's
+/// `timings`): an independent view to hold the client's measurements
+/// against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTiming {
+    /// Prompt processing, ms.
+    #[serde(default)]
+    pub prompt_ms: Option<f64>,
+    #[serde(default)]
+    pub prompt_n: Option<u32>,
+    /// Generation of the predicted tokens, ms.
+    #[serde(default)]
+    pub predicted_ms: Option<f64>,
+    #[serde(default)]
+    pub predicted_n: Option<u32>,
+}
+
 /// Where a request's output token count came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -124,6 +141,11 @@ pub struct RequestRecord {
     pub failure: Option<Failure>,
     /// The reply text, kept only when a conversation needs it.
     pub reply: Option<String>,
+    /// The server's own timings, if it reported them.
+    pub server_timing: Option<ServerTiming>,
+    /// Times the request was re-sent because the server closed a kept-alive
+    /// connection as it went out.
+    pub retries: u32,
 }
 
 impl RequestRecord {
@@ -143,6 +165,8 @@ impl RequestRecord {
             requested_output: 0,
             failure: None,
             reply: None,
+            server_timing: None,
+            retries: 0,
         }
     }
 

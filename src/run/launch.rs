@@ -19,6 +19,7 @@ use crate::results::ServerInfo;
 /// A server this process started.
 pub struct Launched {
     child: Option<Child>,
+    spec_dir: PathBuf,
     base_url: String,
     port: u16,
     log: PathBuf,
@@ -35,9 +36,23 @@ pub fn free_port() -> std::io::Result<u16> {
 }
 
 /// Values of the launch placeholders for one point.
-pub fn placeholder_values(cfg: &PointConfig, port: u16) -> Vec<(String, Option<String>)> {
+pub fn placeholder_values(
+    cfg: &PointConfig,
+    port: u16,
+    spec_dir: &Path,
+) -> Vec<(String, Option<String>)> {
     let p = cfg.precision.as_ref();
+    let spec_dir = std::path::absolute(spec_dir).unwrap_or_else(|_| spec_dir.to_path_buf());
+    let dir = spec_dir.display().to_string();
+    // Paths in the spec (weights, tokenizer) may themselves use {spec.dir}.
+    let path = |v: Option<String>| {
+        v.map(|v| {
+            let v = v.replace("{spec.dir}", &dir);
+            fill(&v, &[], false).unwrap_or(v)
+        })
+    };
     vec![
+        ("spec.dir".into(), Some(dir.clone())),
         ("port".into(), Some(port.to_string())),
         ("host".into(), Some("127.0.0.1".into())),
         ("model".into(), Some(cfg.model.name.clone())),
@@ -47,16 +62,20 @@ pub fn placeholder_values(cfg: &PointConfig, port: u16) -> Vec<(String, Option<S
         ),
         (
             "model.weights".into(),
-            p.and_then(|p| p.weights.clone())
-                .or_else(|| cfg.model.weights.clone()),
+            path(
+                p.and_then(|p| p.weights.clone())
+                    .or_else(|| cfg.model.weights.clone()),
+            ),
         ),
-        ("model.tokenizer".into(), cfg.model.tokenizer.clone()),
+        ("model.tokenizer".into(), path(cfg.model.tokenizer.clone())),
         ("precision".into(), p.map(|p| p.name.clone())),
         ("precision.arg".into(), p.and_then(|p| p.arg.clone())),
         (
             "precision.weights".into(),
-            p.and_then(|p| p.weights.clone())
-                .or_else(|| cfg.model.weights.clone()),
+            path(
+                p.and_then(|p| p.weights.clone())
+                    .or_else(|| cfg.model.weights.clone()),
+            ),
         ),
         (
             "precision.dtype".into(),
@@ -178,6 +197,7 @@ fn indent(s: &str) -> String {
 impl Launched {
     pub fn start(
         cfg: &PointConfig,
+        spec_dir: &Path,
         log_dir: &Path,
         handle: &tokio::runtime::Handle,
         interrupt: &Interrupt,
@@ -188,7 +208,7 @@ impl Launched {
             .as_ref()
             .ok_or("the target has no launch block")?;
         let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
-        let values = placeholder_values(cfg, port);
+        let values = placeholder_values(cfg, port, spec_dir);
         let args: Vec<String> = launch
             .command
             .iter()
@@ -235,7 +255,7 @@ impl Launched {
             cmd.env(k, fill(v, &values, false)?);
         }
         if let Some(dir) = &launch.cwd {
-            cmd.current_dir(dir);
+            cmd.current_dir(spec_dir.join(fill(dir, &values, false)?));
         }
         // SAFETY: prctl is async-signal-safe; it only asks the kernel to
         // kill the server if this thread (the run's main thread) dies.
@@ -261,6 +281,7 @@ impl Launched {
         })?;
         let mut server = Launched {
             child: Some(child),
+            spec_dir: spec_dir.to_path_buf(),
             base_url,
             port,
             log,
@@ -272,11 +293,7 @@ impl Launched {
         };
         let ready_url = format!("http://127.0.0.1:{port}{}", launch.ready);
         let deadline = Instant::now() + launch.startup_timeout.as_std();
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .map_err(|e| e.to_string())?;
+        let client = crate::backend::openai::control_client(Duration::from_secs(2))?;
         loop {
             if interrupt.is_set() {
                 server.stop(handle);
@@ -362,7 +379,7 @@ impl Launched {
     }
 
     pub fn metrics_url(&self, cfg: &PointConfig) -> Option<String> {
-        let values = placeholder_values(cfg, self.port);
+        let values = placeholder_values(cfg, self.port, &self.spec_dir);
         cfg.target
             .metrics_url
             .as_ref()

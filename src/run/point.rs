@@ -105,7 +105,7 @@ pub fn run_plan(
         }
         let first = &plan.points[group[0]].config;
         let started = Instant::now();
-        let server = Server::start(first, &log_dir, rt.handle(), &interrupt);
+        let server = Server::start(first, spec.base_dir(), &log_dir, rt.handle(), &interrupt);
         let mut server = match server {
             Ok(s) => s,
             Err(msg) => {
@@ -550,6 +550,12 @@ fn request_line(point: &str, r: &RequestRecord, run_start: Instant) -> String {
         "token_source": source,
         "error": r.failure.as_ref().map(|f| f.class.name()),
         "error_detail": r.failure.as_ref().map(|f| f.detail.as_str()),
+        "ttft_from_send_ms": r.events.first().map(|e| e.at_ns as f64 / 1e6),
+        "tpot_ms": match (r.events.first(), r.events.last()) {
+            (Some(f), Some(l)) if out >= 2 => Some((l.at_ns - f.at_ns) as f64 / 1e6 / (out - 1) as f64),
+            _ => None,
+        },
+        "server_timing": r.server_timing,
     }))
     .expect("serializes");
     line.push('\n');
@@ -649,6 +655,12 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
         if asked > 0.0 && got < asked * 0.95 {
             warnings.push(format!("outputs averaged {got:.0} tokens against {asked:.0} requested: the server may not honour ignore_eos"));
         }
+    }
+    if pr.merged.requests.resent > 0 {
+        warnings.push(format!(
+            "{} request(s) were re-sent once because the server closed a kept-alive connection as they went out (their TTFT counts the lost attempt)",
+            pr.merged.requests.resent
+        ));
     }
     if t.output_source.contains_key("events") {
         warnings.push("some output token counts were counted from events (the server sent no usage): approximate".into());

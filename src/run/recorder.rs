@@ -157,6 +157,7 @@ impl Tally {
         rec_us(&mut self.latency[6], d.dispatch);
         rec_us(&mut self.latency[7], d.queue);
         self.counts.sent += 1;
+        self.counts.resent += r.retries as u64;
         self.requested_input_sum += r.requested_input as u64;
         self.requested_output_sum += r.requested_output as u64;
         self.first_send = Some(self.first_send.map_or(r.t_send, |t| t.min(r.t_send)));
@@ -221,6 +222,7 @@ impl Tally {
         self.counts.failed += o.counts.failed;
         self.counts.warmup += o.counts.warmup;
         self.counts.unfinished += o.counts.unfinished;
+        self.counts.resent += o.counts.resent;
         for (k, v) in &o.errors {
             *self.errors.entry(k.clone()).or_default() += v;
         }

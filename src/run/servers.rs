@@ -20,6 +20,7 @@ impl Server {
     /// Starts what the point's target needs. `log_dir` receives server logs.
     pub fn start(
         cfg: &PointConfig,
+        spec_dir: &Path,
         log_dir: &Path,
         handle: &tokio::runtime::Handle,
         interrupt: &super::engine::Interrupt,
@@ -27,8 +28,10 @@ impl Server {
         match cfg.target.kind {
             TargetKind::Sim => crate::sim::server::SimServer::start(cfg).map(Server::Sim),
             TargetKind::Openai => match &cfg.target.launch {
-                Some(_) => super::launch::Launched::start(cfg, log_dir, handle, interrupt)
-                    .map(Server::Launched),
+                Some(_) => {
+                    super::launch::Launched::start(cfg, spec_dir, log_dir, handle, interrupt)
+                        .map(Server::Launched)
+                }
                 None => Ok(Server::External {
                     base_url: cfg.target.base_url.clone().unwrap_or_default(),
                 }),

@@ -195,6 +195,7 @@ const PLACEHOLDERS: &[&str] = &[
     "precision.arg",
     "precision.weights",
     "precision.dtype",
+    "spec.dir",
 ];
 
 /// The `{...}` placeholders in a template string.

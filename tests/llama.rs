@@ -1,0 +1,322 @@
+//! A real server in the suite: llama.cpp's llama-server, built from source
+//! by `scripts/setup-llama` (CPU only) with tiny random-weight GGUF models.
+//! infer-bench launches one server per precision, measures it, stops it,
+//! and copes with servers that are missing, never ready, or die mid-point.
+//!
+//! The build is found through INFER_BENCH_LLAMA_DIR (set by scripts/test)
+//! or at target/llama; without it these tests fail and say how to build it,
+//! unless INFER_BENCH_SKIP_LLAMA=1 opts out explicitly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One server-launching test at a time: each starts real processes.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn llama_dir() -> Option<PathBuf> {
+    if std::env::var_os("INFER_BENCH_SKIP_LLAMA").is_some() {
+        eprintln!("INFER_BENCH_SKIP_LLAMA is set: skipping the llama.cpp tests");
+        return None;
+    }
+    let dir = std::env::var_os("INFER_BENCH_LLAMA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/llama"));
+    assert!(
+        dir.join("bin/llama-server").is_file() && dir.join("models/tiny-f16.gguf").is_file(),
+        "llama-server is not built at {}: run scripts/setup-llama (or scripts/test, which does), \
+         or set INFER_BENCH_SKIP_LLAMA=1 to skip these tests",
+        dir.display()
+    );
+    Some(std::path::absolute(dir).unwrap())
+}
+
+fn run(spec: &Path, out: &Path, llama: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .arg("run")
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .env("INFER_BENCH_LLAMA_DIR", llama)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn results(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
+/// Processes whose command line mentions `needle` (from /proc).
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !e
+            .file_name()
+            .to_string_lossy()
+            .chars()
+            .all(|c| c.is_ascii_digit())
+        {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn one_server_per_precision_started_once_and_stopped() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(llama) = llama_dir() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let (code, stderr) = run(
+        &root().join("tests/specs/llama.toml"),
+        out.path(),
+        &llama,
+        &["--requests"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let r = results(out.path());
+    assert_eq!(r["complete"], true);
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 6);
+    for p in points {
+        assert_eq!(p["status"], "complete", "{}", p["slug"]);
+        let m = &p["merged"];
+        assert_eq!(
+            m["requests"]["succeeded"], 10,
+            "{}: {}",
+            p["slug"], m["errors"]
+        );
+        // ignore_eos gives exactly the requested output, counted from usage.
+        assert_eq!(m["tokens"]["output_total"], 320);
+        assert_eq!(m["tokens"]["output_source"]["usage"], 10);
+        let server = &p["server"];
+        assert_eq!(server["model"], "tiny");
+        assert_eq!(server["name"], "llama.cpp");
+        let cmd: Vec<&str> = server["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(cmd[0].ends_with("bin/llama-server"));
+        assert!(cmd.iter().any(|a| a.ends_with(".gguf")));
+    }
+    // One log per (target, model, precision) group, each server started once.
+    let mut logs: Vec<String> = std::fs::read_dir(out.path().join("servers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    logs.sort();
+    assert_eq!(
+        logs,
+        vec![
+            "llama.tiny.f16.log",
+            "llama.tiny.f32.log",
+            "llama.tiny.q8_0.log"
+        ]
+    );
+    for l in &logs {
+        let text = std::fs::read_to_string(out.path().join("servers").join(l)).unwrap();
+        assert_eq!(
+            text.matches("listening on http").count(),
+            1,
+            "{l}: one start"
+        );
+    }
+    // The precisions differ for real: each server loaded its own file.
+    let f16 = std::fs::read_to_string(out.path().join("servers/llama.tiny.f16.log")).unwrap();
+    assert!(f16.contains("tiny-f16.gguf"));
+    // No server is left behind.
+    assert!(
+        processes_with(&llama.join("bin/llama-server").display().to_string()).is_empty(),
+        "a llama-server is still running"
+    );
+}
+
+#[test]
+fn client_timings_agree_with_the_servers_own() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(llama) = llama_dir() else { return };
+    // The 8-layer model: slow enough per token to compare like with like.
+    let spec = std::fs::read_to_string(root().join("tests/specs/llama.toml"))
+        .unwrap()
+        .replace("models/tiny-f32.gguf", "models/small-f16.gguf")
+        .replace(
+            "precision = [\"f32\", \"f16\", \"q8_0\"]\nconcurrency = [1, 2]",
+            "precision = [\"f32\"]\nconcurrency = [1]",
+        )
+        .replace("requests = 10", "requests = 12")
+        .replace("output_tokens = 32", "output_tokens = 48");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("timing.toml");
+    std::fs::write(&path, spec).unwrap();
+    let out = dir.path().join("out");
+    let (code, stderr) = run(&path, &out, &llama, &["--requests"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(out.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &serde_json::Value| l["warmup"] == false)
+        .collect();
+    assert_eq!(lines.len(), 12);
+    let mut ttft_gap = Vec::new();
+    for l in &lines {
+        let t = &l["server_timing"];
+        let prompt_ms = t["prompt_ms"]
+            .as_f64()
+            .expect("llama-server reports its timings");
+        let predicted_ms = t["predicted_ms"].as_f64().unwrap();
+        let n = t["predicted_n"].as_f64().unwrap();
+        let ttft = l["ttft_from_send_ms"].as_f64().unwrap();
+        let tpot = l["tpot_ms"].as_f64().unwrap();
+        // TPOT: the server generates n tokens in predicted_ms after the
+        // first; per gap that is predicted_ms / (n - 1). Within 10% or 0.5 ms.
+        let server_tpot = predicted_ms / (n - 1.0);
+        assert!(
+            (tpot - server_tpot).abs() <= (server_tpot * 0.10).max(0.5),
+            "TPOT client {tpot:.3} ms vs server {server_tpot:.3} ms"
+        );
+        // TTFT: the server's prompt processing, plus HTTP and tokenization,
+        // which the client sees and the server's timer does not.
+        assert!(
+            ttft >= prompt_ms * 0.95,
+            "TTFT {ttft:.3} ms below the server's prompt time {prompt_ms:.3} ms"
+        );
+        ttft_gap.push(ttft - prompt_ms);
+    }
+    ttft_gap.sort_by(f64::total_cmp);
+    let median = ttft_gap[ttft_gap.len() / 2];
+    assert!(
+        median < 5.0,
+        "client TTFT exceeds the server's prompt time by {median:.2} ms at the median (HTTP + tokenization + first sample)"
+    );
+    eprintln!("TTFT minus the server's prompt time: median {median:.2} ms");
+}
+
+#[test]
+fn missing_never_ready_and_dying_servers_fail_their_points_and_the_run_goes_on() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(llama) = llama_dir() else { return };
+    let server = llama.join("bin/llama-server").display().to_string();
+    let model = llama.join("models/tiny-f16.gguf").display().to_string();
+    let spec = format!(
+        r#"name = "failures"
+[targets.missing]
+kind = "openai"
+launch = {{ command = ["/nonexistent/llama-server", "--port", "{{port}}"] }}
+[targets.sleepy]
+kind = "openai"
+launch = {{ command = ["sleep", "30"], startup_timeout = "2s", stop_grace = "1s" }}
+[targets.dies]
+kind = "openai"
+launch = {{ command = ["timeout", "1.5", "{server}", "-m", "{model}", "--port", "{{port}}", "-np", "2", "-t", "1"] }}
+[targets.good]
+kind = "openai"
+launch = {{ command = ["{server}", "-m", "{model}", "--port", "{{port}}", "-np", "2", "-t", "1"] }}
+[models.tiny]
+[workloads.w]
+api = "completions"
+input_tokens = 8
+output_tokens = 16
+ignore_eos = true
+[load]
+duration = "2s"
+timeouts = {{ connect = "1s", first_token = "5s", idle = "2s", total = "10s" }}
+[matrix]
+target = ["missing", "sleepy", "dies", "good"]
+concurrency = [1, 2]
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("failures.toml");
+    std::fs::write(&path, spec).unwrap();
+    let out = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let (code, stderr) = run(&path, &out, &llama, &[]);
+    assert!(started.elapsed().as_secs() < 60, "nothing hangs");
+    assert_eq!(
+        code,
+        Some(3),
+        "servers that fail are infrastructure failures: {stderr}"
+    );
+    let r = results(&out);
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 8, "every point is accounted for");
+    let failure = |target: &str, c: u32| -> String {
+        let p = points
+            .iter()
+            .find(|p| {
+                p["config"]["target"]["name"] == target && p["axes"]["concurrency"].as_str() == Some(c.to_string().as_str())
+            })
+            .unwrap();
+        p["failure"].as_str().unwrap_or("").to_string()
+    };
+    assert!(
+        failure("missing", 1)
+            .contains("cannot start `/nonexistent/llama-server`: No such file or directory"),
+        "{}",
+        failure("missing", 1)
+    );
+    assert!(failure("missing", 2).contains("is it installed and on PATH?"));
+    let sleepy = failure("sleepy", 1);
+    assert!(
+        sleepy.contains("did not answer 200 on http://127.0.0.1:")
+            && sleepy.contains("/health within 2s"),
+        "{sleepy}"
+    );
+    // The dying server: whichever point it died in fails with its exit and
+    // log tail (a server still shutting down can finish the first point),
+    // and the group's later points fail without another start.
+    let (d1, d2) = (failure("dies", 1), failure("dies", 2));
+    let died = if d1.is_empty() { &d2 } else { &d1 };
+    assert!(
+        died.contains("the server exited") && died.contains("last lines of"),
+        "{d1} / {d2}"
+    );
+    if !d1.is_empty() {
+        assert!(
+            d2.contains("the server died during an earlier point"),
+            "{d2}"
+        );
+    }
+    // The run went on: the last group ran normally.
+    for c in [1, 2] {
+        let p = points
+            .iter()
+            .find(|p| {
+                p["config"]["target"]["name"] == "good" && p["axes"]["concurrency"].as_str() == Some(c.to_string().as_str())
+            })
+            .unwrap();
+        assert_eq!(p["status"], "complete");
+        assert!(p["merged"]["requests"]["succeeded"].as_u64().unwrap() > 0);
+    }
+    assert!(
+        stderr.contains("error: missing/tiny: the server could not be started")
+            || stderr.contains("missing/tiny"),
+        "{stderr}"
+    );
+    assert!(
+        processes_with(&model).is_empty(),
+        "a llama-server is still running"
+    );
+    assert!(
+        processes_with("sleep 30").is_empty(),
+        "the never-ready server was stopped"
+    );
+}
