@@ -38,6 +38,14 @@ pub fn execute(command: Command) -> Result<Outcome> {
             Ok(Outcome(EXIT_OK))
         }
         Command::Run(args) => run(args),
+        Command::SelfBench { quick } => {
+            let text = crate::selfbench::run(quick)?;
+            write_stdout(&text)?;
+            Ok(Outcome(EXIT_OK))
+        }
+        Command::ScriptedServer { ttft_ms, itl_ms } => {
+            crate::selfbench::serve_scripted(ttft_ms, itl_ms).map(|_| Outcome(EXIT_OK))
+        }
         Command::Diff(_) => Err(not_built("diff", "the regression judge")),
         Command::Bless { .. } => Err(not_built("bless", "baselines")),
         Command::Report { .. } => Err(not_built("report", "reports")),

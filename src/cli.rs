@@ -82,6 +82,22 @@ pub enum Command {
     },
     /// List the simulator's GPUs and model presets.
     Catalog,
+    /// Measure the client's own cost against a fast local server in another
+    /// process: CPU per SSE event, concurrent streams, highest request rate.
+    SelfBench {
+        /// A shorter run (about 20 s) with smaller loads.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Serve the scripted test server on 127.0.0.1 until stdin closes
+    /// (used by self-bench and tests).
+    #[command(hide = true)]
+    ScriptedServer {
+        #[arg(long, default_value_t = 0)]
+        ttft_ms: u64,
+        #[arg(long, default_value_t = 0)]
+        itl_ms: u64,
+    },
 }
 
 /// Which points to run.

@@ -16,6 +16,7 @@ pub mod plan;
 pub mod results;
 pub mod run;
 pub mod scripted;
+pub mod selfbench;
 pub mod sim;
 pub mod spec;
 pub mod telemetry;

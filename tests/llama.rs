@@ -262,7 +262,8 @@ concurrency = [1, 2]
         let p = points
             .iter()
             .find(|p| {
-                p["config"]["target"]["name"] == target && p["axes"]["concurrency"].as_str() == Some(c.to_string().as_str())
+                p["config"]["target"]["name"] == target
+                    && p["axes"]["concurrency"].as_str() == Some(c.to_string().as_str())
             })
             .unwrap();
         p["failure"].as_str().unwrap_or("").to_string()
@@ -300,7 +301,8 @@ concurrency = [1, 2]
         let p = points
             .iter()
             .find(|p| {
-                p["config"]["target"]["name"] == "good" && p["axes"]["concurrency"].as_str() == Some(c.to_string().as_str())
+                p["config"]["target"]["name"] == "good"
+                    && p["axes"]["concurrency"].as_str() == Some(c.to_string().as_str())
             })
             .unwrap();
         assert_eq!(p["status"], "complete");
