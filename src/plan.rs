@@ -10,6 +10,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -25,11 +26,11 @@ use crate::spec::{
 /// and baselines; its measured part is hashed into the point's ID.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PointConfig {
-    pub target: Target,
-    pub model: Model,
+    pub target: Arc<Target>,
+    pub model: Arc<Model>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision: Option<Precision>,
-    pub workload: Workload,
+    pub workload: Arc<Workload>,
     pub load: Load,
     #[serde(default, skip_serializing_if = "Goodput::is_empty")]
     pub goodput: Goodput,
@@ -59,27 +60,88 @@ const UNHASHED: &[&[&str]] = &[
 ];
 
 impl PointConfig {
-    /// The part of the configuration that defines what is measured, as
-    /// canonical JSON (sorted keys).
-    pub fn measured_json(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self).expect("configs serialize");
-        for path in UNHASHED {
-            let (last, parents) = path.split_last().expect("non-empty");
-            let mut node = Some(&mut v);
-            for p in parents {
-                node = node.and_then(|n| n.get_mut(*p));
-            }
-            if let Some(obj) = node.and_then(|n| n.as_object_mut()) {
-                obj.remove(*last);
+    /// One measured part as JSON (unhashed fields removed), `None` when
+    /// the point has no such part (no precision, no goodput bounds).
+    fn part_json(&self, key: &str) -> Option<serde_json::Value> {
+        let v = match key {
+            "goodput" if self.goodput.is_empty() => return None,
+            "goodput" => serde_json::to_value(&self.goodput),
+            "load" => serde_json::to_value(&self.load),
+            "model" => serde_json::to_value(&self.model),
+            "precision" => serde_json::to_value(self.precision.as_ref()?),
+            "seed" => Ok(serde_json::Value::from(self.seed)),
+            "target" => serde_json::to_value(&self.target),
+            "workload" => serde_json::to_value(&self.workload),
+            _ => return None,
+        };
+        let mut v = v.expect("configs serialize");
+        if let Some(obj) = v.as_object_mut() {
+            for path in UNHASHED.iter().filter(|p| p[0] == key) {
+                obj.remove(path[1]);
             }
         }
-        v
+        Some(v)
     }
 
-    /// First 8 hex digits of SHA-256 over the measured configuration.
+    /// The part of the configuration that defines what is measured, as
+    /// canonical JSON (sorted keys): the baseline's drift diff shows it.
+    pub fn measured_json(&self) -> serde_json::Value {
+        let parts = [
+            "goodput",
+            "load",
+            "model",
+            "precision",
+            "seed",
+            "target",
+            "workload",
+        ];
+        serde_json::Value::Object(
+            parts
+                .iter()
+                .filter_map(|k| self.part_json(k).map(|v| (k.to_string(), v)))
+                .collect(),
+        )
+    }
+
+    /// The point's hash: the first 8 hex digits of SHA-256 over the
+    /// SHA-256 digests of its measured parts (goodput, load without `runs`,
+    /// model, precision, seed, target identity, workload; each part's
+    /// canonical JSON as in `measured_json`), in that order. Hashing the
+    /// parts first lets a plan of many points digest each shared part once.
     pub fn hash(&self) -> String {
-        let text = serde_json::to_string(&self.measured_json()).expect("serializes");
-        hex(&Sha256::digest(text.as_bytes()))[..8].to_string()
+        self.hash_cached(&mut HashParts::default())
+    }
+
+    fn hash_cached(&self, cache: &mut HashParts) -> String {
+        let digest_of = |key: &str| -> [u8; 32] {
+            match self.part_json(key) {
+                Some(v) => {
+                    Sha256::digest(serde_json::to_string(&v).expect("serializes").as_bytes()).into()
+                }
+                None => [0; 32],
+            }
+        };
+        let mut part = |kind: &'static str, name: String| -> [u8; 32] {
+            *cache
+                .0
+                .entry((kind, name))
+                .or_insert_with(|| digest_of(kind))
+        };
+        let mut h = Sha256::new();
+        h.update(digest_of("goodput"));
+        h.update(digest_of("load"));
+        h.update(part(
+            "model",
+            format!("{}\0{}", self.model.name, self.model.served_name),
+        ));
+        h.update(match &self.precision {
+            Some(p) => part("precision", format!("{}\0{}", self.model.name, p.name)),
+            None => [0; 32],
+        });
+        h.update(self.seed.to_le_bytes());
+        h.update(part("target", self.target.name.clone()));
+        h.update(part("workload", self.workload.name.clone()));
+        hex(&h.finalize()[..4])
     }
 
     /// The model name to send in requests.
@@ -90,6 +152,16 @@ impl PointConfig {
             .unwrap_or(&self.model.served_name)
     }
 }
+
+/// What the points of a plan share, built once: the digests of their
+/// measured parts, and the parts themselves behind `Arc`s.
+#[derive(Default)]
+struct HashParts(
+    std::collections::HashMap<(&'static str, String), [u8; 32]>,
+    std::collections::HashMap<String, Arc<Target>>,
+    std::collections::HashMap<(String, String), Arc<Model>>,
+    std::collections::HashMap<String, Arc<Workload>>,
+);
 
 /// One point of the matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -241,10 +313,11 @@ impl Plan {
         } else {
             expand(&m.axes, &m.exclude, &m.include)
         };
-        let mut points = Vec::new();
+        let mut points = Vec::with_capacity(combos.len());
         let mut errors = Vec::new();
+        let mut cache = HashParts::default();
         for combo in &combos {
-            match resolve(spec, combo) {
+            match resolve(spec, combo, &mut cache) {
                 Ok(p) => points.push(p),
                 Err(e) => {
                     if !errors.contains(&e) {
@@ -348,7 +421,7 @@ fn level_slug(level: &Level) -> String {
     }
 }
 
-fn resolve(spec: &Spec, combo: &Combo) -> Result<Point, SpecError> {
+fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, SpecError> {
     let (tname, target) = pick(spec, combo, Axis::Target, &spec.targets)?;
     let (mname, (model, precisions)) = pick(spec, combo, Axis::Model, &spec.models)?;
     let (_, workload) = pick(spec, combo, Axis::Workload, &spec.workloads)?;
@@ -401,12 +474,32 @@ fn resolve(spec: &Spec, combo: &Combo) -> Result<Point, SpecError> {
         }
     }
     let load = resolve_load(spec, combo)?;
-    let mut model = model.clone();
-    if let Some(sn) = precision.as_ref().and_then(|p| p.served_name.clone()) {
-        model.served_name = sn;
-    }
+    let served = precision
+        .as_ref()
+        .and_then(|p| p.served_name.clone())
+        .unwrap_or_else(|| model.served_name.clone());
+    let model = cache
+        .2
+        .entry((mname.clone(), served.clone()))
+        .or_insert_with(|| {
+            Arc::new(Model {
+                served_name: served,
+                ..model.clone()
+            })
+        })
+        .clone();
+    let target = cache
+        .1
+        .entry(tname.clone())
+        .or_insert_with(|| Arc::new(target.clone()))
+        .clone();
+    let workload = cache
+        .3
+        .entry(workload.name.clone())
+        .or_insert_with(|| Arc::new(workload.clone()))
+        .clone();
     let config = PointConfig {
-        target: target.clone(),
+        target,
         model,
         precision,
         workload: workload.clone(),
@@ -441,7 +534,7 @@ fn resolve(spec: &Spec, combo: &Combo) -> Result<Point, SpecError> {
             }
         })
         .collect();
-    let hash = config.hash();
+    let hash = config.hash_cached(cache);
     Ok(Point {
         id: format!("{slug}-{hash}"),
         slug,
@@ -578,6 +671,38 @@ pub fn estimate_seconds(p: &PointConfig) -> Option<f64> {
         _ => None,
     }?;
     Some((warmup + measure) * l.runs as f64)
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    /// The plan's cached hashes equal a point's hash computed alone.
+    #[test]
+    fn cached_hash_is_the_point_hash() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("specs");
+        for f in [
+            "quickstart.toml",
+            "rate-sweep.toml",
+            "precision-comparison.toml",
+            "ramp.toml",
+            "llama-cpp.toml",
+        ] {
+            let spec = crate::spec::load(&path.join(f)).unwrap();
+            let plan = Plan::build(&spec).unwrap();
+            let mut hashes: Vec<&str> = plan.points.iter().map(|p| p.hash.as_str()).collect();
+            for p in &plan.points {
+                assert_eq!(p.hash, p.config.hash(), "{f}: {}", p.slug);
+            }
+            hashes.sort();
+            hashes.dedup();
+            assert_eq!(
+                hashes.len(),
+                plan.points.len(),
+                "{f}: distinct points, distinct hashes"
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -573,7 +573,7 @@ mod tests {
     ) -> PointConfig {
         let t = D::from_secs(5);
         PointConfig {
-            target: Target {
+            target: Arc::new(Target {
                 name: "t".into(),
                 kind: crate::spec::raw::TargetKind::Openai,
                 base_url: None,
@@ -585,17 +585,17 @@ mod tests {
                 launch: None,
                 gpu_ids: None,
                 sim: None,
-            },
-            model: Model {
+            }),
+            model: Arc::new(Model {
                 name: "m".into(),
                 served_name: "m".into(),
                 tokenizer: None,
                 weights: None,
                 params_b: None,
                 architecture: None,
-            },
+            }),
             precision: None,
-            workload: Workload {
+            workload: Arc::new(Workload {
                 name: "w".into(),
                 api: Api::Completions,
                 input_tokens: Some(Dist::Fixed(8)),
@@ -608,7 +608,7 @@ mod tests {
                 max_tokens_field: "max_tokens".into(),
                 sampling: Default::default(),
                 extra_body: Default::default(),
-            },
+            }),
             load: Load {
                 arrival,
                 burstiness: 1.0,
