@@ -277,9 +277,12 @@ pub struct SloResult {
     pub note: Option<String>,
 }
 
-/// Cost figures, units in the names.
+/// Cost figures, units in the names (formulas in `cost` and docs/telemetry.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CostResult {
+    /// GPUs the hourly price applies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usd_per_1m_output_tokens: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
