@@ -50,7 +50,27 @@ pub fn execute(command: Command) -> Result<Outcome> {
         Command::Bless { .. } => Err(not_built("bless", "baselines")),
         Command::Report { .. } => Err(not_built("report", "reports")),
         Command::Merge { .. } => Err(not_built("merge", "scale-out")),
+        Command::TelemetryProbe(args) => telemetry_probe(args),
     }
+}
+
+/// `telemetry-probe`: samples the GPUs as a point would and prints what was seen.
+fn telemetry_probe(args: crate::cli::ProbeArgs) -> Result<Outcome> {
+    let ids = (!args.gpu_ids.is_empty()).then_some(args.gpu_ids.as_slice());
+    let source = crate::telemetry::gpu::NvmlSource::new();
+    let t = crate::telemetry::probe::probe(&source, ids, args.seconds, args.interval.as_std())
+        .map_err(|why| {
+            Error::Infra(format!(
+                "there is no GPU to probe: {why}\n  hint: run this on a machine with an NVIDIA GPU and its driver"
+            ))
+        })?;
+    write_stdout(&match args.format {
+        crate::cli::OutputFormat::Table => export::telemetry::probe(&t),
+        crate::cli::OutputFormat::Json => {
+            serde_json::to_string_pretty(&t).expect("telemetry serializes") + "\n"
+        }
+    })?;
+    Ok(Outcome(EXIT_OK))
 }
 
 fn not_built(cmd: &str, what: &str) -> Error {

@@ -98,6 +98,25 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         itl_ms: u64,
     },
+    /// Sample this machine's GPUs for a while and print what NVML reports
+    /// (a check for GPU machines; see scripts/gpu-check).
+    #[command(hide = true)]
+    TelemetryProbe(ProbeArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProbeArgs {
+    /// How long to sample, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Sampling interval.
+    #[arg(long, default_value = "100ms")]
+    pub interval: crate::spec::Duration,
+    /// Only these GPUs: indices or UUIDs, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub gpu_ids: Vec<String>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 /// Which points to run.

@@ -6,6 +6,7 @@ pub mod app;
 pub mod backend;
 pub mod catalog;
 pub mod cli;
+pub mod cost;
 pub mod error;
 pub mod export;
 pub mod hist;

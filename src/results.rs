@@ -14,6 +14,8 @@ use crate::metric::{Kind, Metric};
 use crate::plan::PointConfig;
 use crate::spec::{SloExpr, Stat};
 
+pub mod telemetry;
+
 pub const FORMAT: &str = "infer-bench-results";
 /// Version of this file format.
 pub const VERSION: u32 = 1;
@@ -135,9 +137,9 @@ pub struct PointResult {
     pub server: Option<ServerInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostResult>,
-    /// GPU and server telemetry of the point.
+    /// GPU and server telemetry of the point (see `results::telemetry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<serde_json::Value>,
+    pub telemetry: Option<telemetry::PointTelemetry>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -279,9 +281,12 @@ pub struct SloResult {
     pub note: Option<String>,
 }
 
-/// Cost figures, units in the names.
+/// Cost figures, units in the names (formulas in `cost` and docs/telemetry.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CostResult {
+    /// GPUs the hourly price applies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usd_per_1m_output_tokens: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

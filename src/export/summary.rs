@@ -1,5 +1,6 @@
 //! The terminal summary of a run: one row per point with the numbers
-//! people look at first, then what made points invalid or failed.
+//! people look at first, the points' telemetry where there is some, then
+//! what made points invalid or failed.
 
 use super::table::{Align, Table};
 use crate::results::{PointStatus, Results};
@@ -110,6 +111,12 @@ pub fn table(r: &Results) -> String {
         if r.complete { "" } else { ", incomplete" }
     );
     out.push_str(&t.render());
+    let (telemetry, telemetry_notes) = super::telemetry::points(r);
+    if let Some(table) = telemetry {
+        out.push('\n');
+        out.push_str(&table);
+    }
+    notes.extend(telemetry_notes);
     if !r.pending.is_empty() {
         notes.push(format!(
             "{} point(s) did not run: {}",

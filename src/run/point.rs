@@ -20,6 +20,9 @@ use crate::metric::Metric;
 use crate::plan::{Plan, Point, PointConfig};
 use crate::results::*;
 use crate::spec::{Level, Spec, Threshold};
+use crate::telemetry::gpu::GpuSource;
+use crate::telemetry::scrape::HttpMetrics;
+use crate::telemetry::session::{self, RunTimes, ScrapePlan, Session};
 
 /// How to run.
 pub struct RunOptions {
@@ -51,7 +54,8 @@ fn sha256_hex(s: &str) -> String {
     crate::spec::hex(&Sha256::digest(s.as_bytes()))
 }
 
-/// Runs every point of `plan` and returns the results (also on disk).
+/// Runs every point of `plan` and returns the results (also on disk),
+/// sampling this machine's GPUs through NVML.
 pub fn run_plan(
     spec: &Spec,
     plan: &Plan,
@@ -59,6 +63,29 @@ pub fn run_plan(
     rt: &tokio::runtime::Runtime,
     interrupt: Arc<Interrupt>,
 ) -> Result<Results> {
+    let gpus = crate::telemetry::gpu::NvmlSource::new();
+    run_plan_with(spec, plan, opts, rt, interrupt, &gpus)
+}
+
+/// `run_plan` with GPUs from `gpus` (tests pass a scripted source).
+pub fn run_plan_with(
+    spec: &Spec,
+    plan: &Plan,
+    opts: &RunOptions,
+    rt: &tokio::runtime::Runtime,
+    interrupt: Arc<Interrupt>,
+    gpus: &dyn GpuSource,
+) -> Result<Results> {
+    session::preflight(
+        spec.telemetry.gpu,
+        plan.points.iter().map(|p| &p.config),
+        gpus,
+    )
+    .map_err(Error::Infra)?;
+    let tel = TelemetryEnv {
+        config: &spec.telemetry,
+        gpus,
+    };
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
     let path = results_path(&opts.out_dir);
     let mut results = Results {
@@ -154,6 +181,7 @@ pub fn run_plan(
                 requests.as_ref(),
                 opts,
                 &label,
+                &tel,
             );
             match outcome {
                 PointOutcome::Interrupted => break,
@@ -226,12 +254,40 @@ pub fn groups(plan: &Plan) -> Vec<Vec<usize>> {
     out
 }
 
+/// What a point's telemetry needs.
+struct TelemetryEnv<'a> {
+    config: &'a crate::spec::Telemetry,
+    gpus: &'a dyn GpuSource,
+}
+
+impl TelemetryEnv<'_> {
+    /// Starts a point's GPU sampling and metrics scraping.
+    fn start(&self, cfg: &PointConfig, server: &Server) -> Session {
+        let gpu = session::gpu_plan(self.config.gpu, cfg, self.gpus);
+        let scrape = server
+            .metrics_url(cfg)
+            .filter(|_| self.config.server_metrics)
+            .and_then(|url| {
+                let source = HttpMetrics::new(&url, std::time::Duration::from_secs(2))
+                    .map_err(|e| eprintln!("warning: {}: not scraping {url}: {e}", cfg.target.name))
+                    .ok()?;
+                Some(ScrapePlan {
+                    url,
+                    source: Box::new(source),
+                    interval: self.config.scrape_interval.as_std(),
+                })
+            });
+        Session::start(gpu, self.config.interval.as_std(), scrape)
+    }
+}
+
 enum PointOutcome {
     Done(Box<PointResult>),
     ServerDied(String, Box<PointResult>),
     Interrupted,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_point(
     p: &Point,
     server: &mut Server,
@@ -240,6 +296,7 @@ fn run_point(
     requests: Option<&RequestLog>,
     opts: &RunOptions,
     label: &str,
+    tel: &TelemetryEnv<'_>,
 ) -> PointOutcome {
     let cfg = &p.config;
     let api_key = cfg
@@ -283,8 +340,10 @@ fn run_point(
     let mut steps: BTreeMap<u32, Tally> = BTreeMap::new();
     let mut merged_window_s = 0.0;
     let mut concurrency_max = 0;
+    let mut telemetry = tel.start(cfg, server);
     for run in 0..cfg.load.runs {
         server.begin_run(run);
+        telemetry.mark();
         let live = Arc::new(Live::default());
         let started_at = now_rfc3339();
         let run_start = Instant::now();
@@ -314,6 +373,15 @@ fn run_point(
             return PointOutcome::Interrupted;
         }
         let stats = out.recorder.stats();
+        telemetry.mark();
+        telemetry.add_run(RunTimes {
+            run,
+            start: run_start,
+            window: out
+                .recorder
+                .window_start()
+                .map(|w| (w, w + std::time::Duration::from_secs_f64(stats.window_s))),
+        });
         merged.merge(&out.recorder.run);
         merged_window_s += stats.window_s;
         concurrency_max = concurrency_max.max(stats.concurrency_max);
@@ -338,6 +406,7 @@ fn run_point(
                 server,
             );
             let mut pr = pr;
+            pr.telemetry = Some(telemetry.finish());
             pr.status = PointStatus::Failed;
             pr.failure = Some(format!("the server died: {msg}"));
             pr.valid = false;
@@ -346,7 +415,7 @@ fn run_point(
             return PointOutcome::ServerDied(msg, Box::new(pr));
         }
     }
-    PointOutcome::Done(Box::new(finish_point(
+    let mut pr = finish_point(
         p,
         runs,
         &merged,
@@ -354,7 +423,9 @@ fn run_point(
         concurrency_max,
         &steps,
         server,
-    )))
+    );
+    pr.telemetry = Some(telemetry.finish());
+    PointOutcome::Done(Box::new(pr))
 }
 
 /// A point that could not be measured at all.
@@ -690,7 +761,9 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
         })
         .collect();
     pr.slo_pass = (!pr.slo.is_empty()).then(|| pr.slo.iter().all(|s| s.pass));
-    pr.cost = cost(spec, pr);
+    let energy_j = pr.telemetry.as_ref().and_then(|t| t.gpu.energy_j);
+    let gpus = crate::cost::gpus(&spec.cost, &pr.config);
+    pr.cost = crate::cost::compute(&spec.cost, gpus, &pr.merged, energy_j);
 }
 
 /// Requests needed before a percentile means something: the smallest n
@@ -702,30 +775,6 @@ pub fn samples_for_percentile(p: f64) -> u64 {
         return 1;
     }
     ((0.01f64).ln() / q.ln()).ceil() as u64
-}
-
-fn cost(spec: &Spec, pr: &PointResult) -> Option<CostResult> {
-    let price = spec.cost.gpu_hour_usd?;
-    let gpus = spec
-        .cost
-        .gpus
-        .or(pr.config.target.sim.as_ref().map(|s| s.gpus))
-        .unwrap_or(1) as f64;
-    let s = &pr.merged;
-    let usd_per_s = price * gpus / 3600.0;
-    let per_1m = |tokens_per_s: f64| (tokens_per_s > 0.0).then(|| usd_per_s / tokens_per_s * 1e6);
-    let good_tokens_per_s = if s.window_s > 0.0 {
-        s.tokens.good_output_total as f64 / s.window_s
-    } else {
-        0.0
-    };
-    Some(CostResult {
-        usd_per_1m_output_tokens: per_1m(s.output_tokens_per_s),
-        usd_per_1m_tokens_at_slo: per_1m(good_tokens_per_s),
-        output_tokens_per_joule: None,
-        electricity_usd_per_1m_output_tokens: None,
-        good_requests_per_gpu_usd: (price > 0.0).then(|| s.goodput * 3600.0 / (price * gpus)),
-    })
 }
 
 /// The histogram of a metric in a point, decoded.

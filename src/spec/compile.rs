@@ -1281,10 +1281,19 @@ impl Cx<'_> {
                 None,
             );
         }
+        let scrape_interval = t.scrape_interval.unwrap_or(Duration::from_millis(500));
+        if scrape_interval < Duration::from_millis(10) {
+            self.err(
+                "telemetry.scrape_interval",
+                format!("expected an interval of at least 10ms, found {scrape_interval}"),
+                None,
+            );
+        }
         Telemetry {
             gpu: t.gpu.unwrap_or_default(),
             interval,
             server_metrics: t.server_metrics.unwrap_or(true),
+            scrape_interval,
         }
     }
 

@@ -319,8 +319,11 @@ pub struct Cost {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Telemetry {
     pub gpu: GpuMode,
+    /// GPU sampling interval.
     pub interval: Duration,
     pub server_metrics: bool,
+    /// Server metrics scraping interval.
+    pub scrape_interval: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

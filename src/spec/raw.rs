@@ -657,9 +657,13 @@ pub enum GpuMode {
 pub struct RawTelemetry {
     #[serde(default)]
     pub gpu: Option<GpuMode>,
-    /// Sampling interval. Default "100ms".
+    /// GPU sampling interval. Default "100ms".
     #[serde(default)]
     pub interval: Option<Duration>,
+    /// How often the server's metrics_url is scraped. Default "500ms"
+    /// (a scrape costs the server more than an NVML read costs the driver).
+    #[serde(default)]
+    pub scrape_interval: Option<Duration>,
     /// Scrape the target's metrics_url. Default true when it is set.
     #[serde(default)]
     pub server_metrics: Option<bool>,

@@ -1,8 +1,18 @@
-//! GPU facts and sampling through NVML. The NVML library is loaded at run
-//! time; on a machine without it every function here says "no GPU"
-//! instead of failing.
+//! GPUs: their inventory and their sampling, behind two traits. A
+//! `GpuSource` opens a `GpuSampler` over the GPUs a target names (or says
+//! why there is none); a sampler reads every one of its GPUs at once.
+//! Three sources: NVML (the library is loaded at run time, so the binary
+//! runs on machines without a driver and simply finds no GPU there), a
+//! null one (no GPU, with the reason: a simulated target, sampling off),
+//! and a scripted one that plays back deterministic readings for tests.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use nvml_wrapper::Nvml;
+use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
+use nvml_wrapper::enums::device::UsedGpuMemory;
 
 /// One GPU's identity.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -22,16 +32,141 @@ pub struct Inventory {
     pub gpus: Vec<GpuInfo>,
 }
 
+/// One reading of one GPU; `None` where the device cannot say.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuReading {
+    /// Percent of the last sample period in which a kernel ran.
+    pub utilization_pct: Option<f64>,
+    /// Percent of the last sample period in which device memory was read or written.
+    pub memory_bandwidth_utilization_pct: Option<f64>,
+    pub memory_used_bytes: Option<u64>,
+    pub power_w: Option<f64>,
+    /// The device's energy counter since the driver loaded, millijoules.
+    pub energy_mj: Option<u64>,
+    pub sm_clock_mhz: Option<u32>,
+    pub memory_clock_mhz: Option<u32>,
+    pub temperature_c: Option<u32>,
+    /// NVML clock-event (throttle) reason bits.
+    pub throttle_reasons: Option<u64>,
+    pub pcie_rx_bytes_per_s: Option<f64>,
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    /// Processes with a compute context on the device.
+    pub processes: Vec<ProcessReading>,
+}
+
+/// A compute process NVML lists on a GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessReading {
+    pub pid: u32,
+    pub name: Option<String>,
+    pub memory_used_bytes: Option<u64>,
+}
+
+/// Reads a fixed set of GPUs.
+pub trait GpuSampler: Send {
+    /// The GPUs read, in the order of every reading.
+    fn devices(&self) -> &[GpuInfo];
+    /// One reading per device.
+    fn sample(&mut self) -> Vec<GpuReading>;
+}
+
+/// Opens samplers over the GPUs a target names.
+pub trait GpuSource: Send + Sync {
+    /// A sampler over the GPUs `ids` names (indices or UUIDs; all when
+    /// `None`), or one sentence saying why there is none.
+    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String>;
+}
+
+/// NVML's clock-event (throttle) reasons: bit and name.
+pub const THROTTLE_REASONS: &[(u64, &str)] = &[
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+];
+
+/// The names of the reasons set in `bits`.
+pub fn throttle_names(bits: u64) -> Vec<&'static str> {
+    THROTTLE_REASONS
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| *n)
+        .collect()
+}
+
+/// Picks the GPUs `ids` names among `all`: each id is an index ("0") or
+/// a UUID ("GPU-8f1c..."), compared without case.
+pub fn select(all: &[GpuInfo], ids: Option<&[String]>) -> Result<Vec<GpuInfo>, String> {
+    let Some(ids) = ids else {
+        return Ok(all.to_vec());
+    };
+    let mut out: Vec<GpuInfo> = Vec::new();
+    for id in ids {
+        let id = id.trim();
+        let found = all.iter().find(|g| {
+            id.parse::<u32>().is_ok_and(|i| i == g.index)
+                || g.uuid
+                    .as_deref()
+                    .is_some_and(|u| u.eq_ignore_ascii_case(id))
+        });
+        match found {
+            Some(g) if !out.iter().any(|o| o.index == g.index) => out.push(g.clone()),
+            Some(_) => {}
+            None => {
+                let have: Vec<String> = all
+                    .iter()
+                    .map(|g| match &g.uuid {
+                        Some(u) => format!("{} ({u})", g.index),
+                        None => g.index.to_string(),
+                    })
+                    .collect();
+                return Err(format!(
+                    "gpu_ids names GPU \"{id}\", which this machine does not have (it has {})",
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// NVML, loaded once per process on first use.
+#[derive(Default)]
+pub struct NvmlSource {
+    nvml: OnceLock<Result<Arc<Nvml>, String>>,
+}
+
+impl NvmlSource {
+    pub fn new() -> NvmlSource {
+        NvmlSource::default()
+    }
+
+    fn nvml(&self) -> Result<Arc<Nvml>, String> {
+        self.nvml
+            .get_or_init(|| nvml().map(Arc::new))
+            .as_ref()
+            .map(Arc::clone)
+            .map_err(Clone::clone)
+    }
+}
+
 /// Loads NVML, or says why it could not.
 pub fn nvml() -> Result<Nvml, String> {
     Nvml::init().map_err(|e| format!("NVML is not available ({e})"))
 }
 
-/// The GPUs NVML sees; `None` when NVML cannot be loaded (no driver).
-pub fn inventory() -> Option<Inventory> {
-    let nvml = nvml().ok()?;
+fn devices_of(nvml: &Nvml) -> Vec<GpuInfo> {
     let count = nvml.device_count().unwrap_or(0);
-    let gpus = (0..count)
+    (0..count)
         .filter_map(|i| {
             let d = nvml.device_by_index(i).ok()?;
             Some(GpuInfo {
@@ -41,11 +176,200 @@ pub fn inventory() -> Option<Inventory> {
                 memory_total_bytes: d.memory_info().ok().map(|m| m.total),
             })
         })
-        .collect();
+        .collect()
+}
+
+impl GpuSource for NvmlSource {
+    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String> {
+        let nvml = self.nvml()?;
+        let all = devices_of(&nvml);
+        if all.is_empty() {
+            return Err("NVML is loaded but lists no GPU".into());
+        }
+        let devices = select(&all, ids)?;
+        Ok(Box::new(NvmlSampler {
+            nvml,
+            devices,
+            names: HashMap::new(),
+        }))
+    }
+}
+
+/// Samples GPUs through NVML.
+pub struct NvmlSampler {
+    nvml: Arc<Nvml>,
+    devices: Vec<GpuInfo>,
+    /// Process names by pid, read once from /proc.
+    names: HashMap<u32, Option<String>>,
+}
+
+fn process_name(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+impl GpuSampler for NvmlSampler {
+    fn devices(&self) -> &[GpuInfo] {
+        &self.devices
+    }
+
+    fn sample(&mut self) -> Vec<GpuReading> {
+        let mut out = Vec::with_capacity(self.devices.len());
+        for g in &self.devices {
+            let Ok(d) = self.nvml.device_by_index(g.index) else {
+                out.push(GpuReading::default());
+                continue;
+            };
+            let util = d.utilization_rates().ok();
+            let processes = d
+                .running_compute_processes()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| ProcessReading {
+                    pid: p.pid,
+                    name: self
+                        .names
+                        .entry(p.pid)
+                        .or_insert_with(|| process_name(p.pid))
+                        .clone(),
+                    memory_used_bytes: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => Some(b),
+                        UsedGpuMemory::Unavailable => None,
+                    },
+                })
+                .collect();
+            out.push(GpuReading {
+                utilization_pct: util.as_ref().map(|u| u.gpu as f64),
+                memory_bandwidth_utilization_pct: util.as_ref().map(|u| u.memory as f64),
+                memory_used_bytes: d.memory_info().ok().map(|m| m.used),
+                power_w: d.power_usage().ok().map(|mw| mw as f64 / 1000.0),
+                energy_mj: d.total_energy_consumption().ok(),
+                sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+                memory_clock_mhz: d.clock_info(Clock::Memory).ok(),
+                temperature_c: d.temperature(TemperatureSensor::Gpu).ok(),
+                throttle_reasons: d.current_throttle_reasons().ok().map(|r| r.bits()),
+                // NVML reports KB/s; taken as 1024 bytes.
+                pcie_rx_bytes_per_s: d
+                    .pcie_throughput(PcieUtilCounter::Receive)
+                    .ok()
+                    .map(|k| k as f64 * 1024.0),
+                pcie_tx_bytes_per_s: d
+                    .pcie_throughput(PcieUtilCounter::Send)
+                    .ok()
+                    .map(|k| k as f64 * 1024.0),
+                processes,
+            });
+        }
+        out
+    }
+}
+
+/// A source with no GPU, for a stated reason.
+pub struct NullSource {
+    pub reason: String,
+}
+
+impl GpuSource for NullSource {
+    fn open(&self, _ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String> {
+        Err(self.reason.clone())
+    }
+}
+
+/// What a scripted sampler plays back.
+#[derive(Clone)]
+pub enum Script {
+    /// The n-th call returns the n-th readings (one per device); the last
+    /// repeats once the script runs out.
+    Series(Vec<Vec<GpuReading>>),
+    /// Readings as a function of the instant of the call.
+    ByTime(Arc<dyn Fn(Instant) -> Vec<GpuReading> + Send + Sync>),
+}
+
+/// Deterministic GPUs for tests.
+#[derive(Clone)]
+pub struct ScriptedSource {
+    pub devices: Vec<GpuInfo>,
+    pub script: Script,
+}
+
+impl ScriptedSource {
+    /// `n` made-up GPUs named "Scripted GPU", 80 GB each.
+    pub fn gpus(n: u32, script: Script) -> ScriptedSource {
+        ScriptedSource {
+            devices: (0..n)
+                .map(|i| GpuInfo {
+                    index: i,
+                    name: "Scripted GPU".into(),
+                    uuid: Some(format!("GPU-00000000-0000-0000-0000-00000000000{i}")),
+                    memory_total_bytes: Some(80_000_000_000),
+                })
+                .collect(),
+            script,
+        }
+    }
+}
+
+impl GpuSource for ScriptedSource {
+    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String> {
+        let devices = select(&self.devices, ids)?;
+        let positions: Vec<usize> = devices
+            .iter()
+            .map(|d| {
+                self.devices
+                    .iter()
+                    .position(|x| x.index == d.index)
+                    .expect("selected from these")
+            })
+            .collect();
+        Ok(Box::new(ScriptedSampler {
+            devices,
+            positions,
+            script: self.script.clone(),
+            calls: 0,
+        }))
+    }
+}
+
+/// Plays back a script.
+pub struct ScriptedSampler {
+    devices: Vec<GpuInfo>,
+    /// Where each selected device sits in the script's readings.
+    positions: Vec<usize>,
+    script: Script,
+    calls: usize,
+}
+
+impl GpuSampler for ScriptedSampler {
+    fn devices(&self) -> &[GpuInfo] {
+        &self.devices
+    }
+
+    fn sample(&mut self) -> Vec<GpuReading> {
+        let all = match &self.script {
+            Script::Series(s) => s
+                .get(self.calls)
+                .or_else(|| s.last())
+                .cloned()
+                .unwrap_or_default(),
+            Script::ByTime(f) => f(Instant::now()),
+        };
+        self.calls += 1;
+        self.positions
+            .iter()
+            .map(|&p| all.get(p).cloned().unwrap_or_default())
+            .collect()
+    }
+}
+
+/// The GPUs NVML sees; `None` when NVML cannot be loaded (no driver).
+pub fn inventory() -> Option<Inventory> {
+    let nvml = nvml().ok()?;
     Some(Inventory {
         driver_version: nvml.sys_driver_version().ok(),
         cuda_version: nvml.sys_cuda_driver_version().ok(),
-        gpus,
+        gpus: devices_of(&nvml),
     })
 }
 
@@ -61,5 +385,56 @@ mod tests {
         if let Some(i) = inv {
             assert!(i.gpus.iter().all(|g| !g.name.is_empty()));
         }
+        match NvmlSource::new().open(None) {
+            Ok(mut s) => assert_eq!(s.sample().len(), s.devices().len()),
+            Err(why) => assert!(why.contains("NVML") || why.contains("GPU"), "{why}"),
+        }
+    }
+
+    fn two() -> Vec<GpuInfo> {
+        ScriptedSource::gpus(2, Script::Series(vec![])).devices
+    }
+
+    #[test]
+    fn selection_by_index_or_uuid() {
+        let all = two();
+        assert_eq!(select(&all, None).unwrap().len(), 2);
+        let by_index = select(&all, Some(&["1".to_string()])).unwrap();
+        assert_eq!(by_index[0].index, 1);
+        let uuid = all[0].uuid.clone().unwrap().to_lowercase();
+        let by_uuid = select(&all, Some(&[uuid, "0".into()])).unwrap();
+        assert_eq!(by_uuid.len(), 1, "the same GPU twice counts once");
+        let err = select(&all, Some(&["7".to_string()])).unwrap_err();
+        assert!(
+            err.contains("\"7\"") && err.contains("it has 0 (GPU-"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn scripted_sampler_plays_its_series_and_honours_the_selection() {
+        let r = |u: f64| GpuReading {
+            utilization_pct: Some(u),
+            ..Default::default()
+        };
+        let src = ScriptedSource::gpus(
+            2,
+            Script::Series(vec![vec![r(1.0), r(2.0)], vec![r(3.0), r(4.0)]]),
+        );
+        let mut s = src.open(Some(&["1".to_string()])).unwrap();
+        assert_eq!(s.devices().len(), 1);
+        let got: Vec<f64> = (0..3)
+            .map(|_| s.sample()[0].utilization_pct.unwrap())
+            .collect();
+        assert_eq!(got, vec![2.0, 4.0, 4.0]);
+    }
+
+    #[test]
+    fn throttle_bits_have_names() {
+        assert_eq!(
+            throttle_names(0x4 | 0x40),
+            vec!["sw_power_cap", "hw_thermal_slowdown"]
+        );
+        assert!(throttle_names(0).is_empty());
     }
 }
