@@ -312,8 +312,25 @@ fn failing_names(s: &LoadSample<'_>) -> Vec<String> {
     s.slo
         .iter()
         .filter(|x| !x.pass)
-        .map(|x| format!("{} {}", x.metric, x.expr))
+        .map(|x| format!("{} {}", x.metric, expr_text(&x.expr)))
         .collect()
+}
+
+/// An SLO expression for people and charts: durations in milliseconds,
+/// the unit latencies are reported in ("p50 < 17.1ms" where the spec's
+/// canonical form is "p50 < 17100us"); it parses back to the same gate.
+pub fn expr_text(e: &SloExpr) -> String {
+    let t = match e.threshold {
+        Threshold::Duration(d) => format!(
+            "{}ms",
+            crate::spec::fmt_number((d.as_millis_f64() * 1e6).round() / 1e6)
+        ),
+        other => other.to_string(),
+    };
+    match e.stat {
+        Some(stat) => format!("{stat} {} {t}", e.cmp.symbol()),
+        None => format!("{} {t}", e.cmp.symbol()),
+    }
 }
 
 /// The load where `value` crosses `threshold` on the line through
@@ -370,7 +387,7 @@ pub fn capacity(samples: &[LoadSample<'_>]) -> Capacity {
                     at,
                     Binding {
                         metric: f.metric.clone(),
-                        expr: f.expr.to_string(),
+                        expr: expr_text(&f.expr),
                         threshold,
                         value_at_last_pass: v0,
                         value_at_first_fail: v1,
@@ -576,6 +593,10 @@ fn max_by<'a>(it: impl Iterator<Item = (&'a PointRow, f64)>) -> Option<(&'a Poin
     })
 }
 
+/// What the points of a sweep share: their source (by index), load kind,
+/// and every axis but the load's.
+type SweepKey = (usize, LoadKind, Vec<(String, String)>);
+
 /// A sweep: points of one source that differ only in load.
 #[derive(Debug, Clone, Serialize)]
 pub struct Sweep {
@@ -637,9 +658,7 @@ impl Analysis {
     pub fn of(sources: &[Source]) -> Analysis {
         let many = sources.len() > 1;
         let mut points = Vec::new();
-        // (source, kind, fixed axes) -> rows
-        let mut groups: BTreeMap<(usize, LoadKind, Vec<(String, String)>), Vec<usize>> =
-            BTreeMap::new();
+        let mut groups: BTreeMap<SweepKey, Vec<usize>> = BTreeMap::new();
         for (si, src) in sources.iter().enumerate() {
             for (pi, p) in src.results.points.iter().enumerate() {
                 let gpus = src.gpus(p);
@@ -1260,6 +1279,20 @@ mod tests {
             ("b", BestBasis::GoodputPerGpu, 3.0)
         );
         assert!(best(&rows, &[]).is_none());
+    }
+
+    #[test]
+    fn expressions_read_in_milliseconds_and_parse_back() {
+        for (text, want) in [
+            ("p50 < 17100us", "p50 < 17.1ms"),
+            ("p99 <= 2s", "p99 <= 2000ms"),
+            ("< 1%", "< 1%"),
+            ("mean > 20/s", "mean > 20/s"),
+        ] {
+            let e: SloExpr = text.parse().unwrap();
+            assert_eq!(expr_text(&e), want);
+            assert_eq!(want.parse::<SloExpr>().unwrap(), e);
+        }
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub struct Axis {
     pub scale: Scale,
     /// Include zero in a linear range (rates and counts start at zero).
     pub zero: bool,
+    /// A fixed range instead of the data's; what falls outside is clipped.
+    pub range: Option<(f64, f64)>,
 }
 
 impl Axis {
@@ -73,6 +75,7 @@ impl Axis {
             label: label.into(),
             scale: Scale::Linear,
             zero: true,
+            range: None,
         }
     }
     pub fn log(label: impl Into<String>) -> Axis {
@@ -80,6 +83,7 @@ impl Axis {
             label: label.into(),
             scale: Scale::Log,
             zero: false,
+            range: None,
         }
     }
     pub fn nines(label: impl Into<String>) -> Axis {
@@ -87,6 +91,7 @@ impl Axis {
             label: label.into(),
             scale: Scale::Nines,
             zero: false,
+            range: None,
         }
     }
     /// Log when the positive values span at least `ratio`, else linear.
@@ -186,6 +191,8 @@ pub struct RefLine {
 /// A chart: title, axes, series, reference lines.
 #[derive(Debug, Clone)]
 pub struct Chart {
+    /// Unique within a page: names the chart's clip path.
+    pub id: String,
     pub title: String,
     pub x: Axis,
     pub y: Axis,
@@ -198,6 +205,7 @@ pub struct Chart {
 impl Chart {
     pub fn new(title: impl Into<String>, x: Axis, y: Axis) -> Chart {
         Chart {
+            id: "chart".into(),
             title: title.into(),
             x,
             y,
@@ -265,9 +273,15 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
             if t.len() >= 2 {
                 return t;
             }
-            // A narrow range: fall back to finer steps.
+            // A narrow range: finer steps, else plain linear ones.
             let fine = pick(&[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
-            return if fine.len() >= 2 { fine } else { t };
+            if fine.len() >= 2 {
+                return fine;
+            }
+            return nice_ticks(lo, hi, 4)
+                .into_iter()
+                .filter(|v| *v >= lo && *v <= hi)
+                .collect();
         }
     }
     pick(&[1.0])
@@ -346,12 +360,15 @@ impl Mapping {
                 Scale::Nines => (0.0..100.0).contains(v),
             })
             .collect();
-        let (mut lo, mut hi) = usable
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-                (a.min(v), b.max(v))
-            });
-        if usable.is_empty() {
+        let (mut lo, mut hi) = match axis.range {
+            Some(r) => r,
+            None => usable
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+                    (a.min(v), b.max(v))
+                }),
+        };
+        if usable.is_empty() && axis.range.is_none() {
             (lo, hi) = match axis.scale {
                 Scale::Nines => (0.0, 99.0),
                 _ => (1.0, 10.0),
@@ -566,11 +583,26 @@ pub fn render(c: &Chart) -> String {
         escape(&c.y.label)
     );
 
-    // Reference lines under the data.
+    let clip = format!("{}-plot", escape(&c.id));
+    let _ = write!(
+        s,
+        "<defs><clipPath id=\"{clip}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
+        n(x0 - 5.0),
+        n(y0 - 5.0),
+        n(plot_w + 10.0),
+        n(plot_h + 10.0)
+    );
+
+    // Reference lines under the data; labels of vertical ones staggered so
+    // that close lines stay readable.
+    let mut verticals = 0usize;
+    let mut placed: Vec<(f64, f64, f64)> = Vec::new();
     for l in &c.lines {
         let col = l.color.map(color).unwrap_or(SLO_COLOR);
         if l.vertical {
             if let Some(x) = px(l.value) {
+                let ly = y0 + 4.0 + (verticals % 3) as f64 * plot_h / 3.0;
+                verticals += 1;
                 let _ = write!(
                     s,
                     "<g class=\"ref\"><path d=\"M{} {}V{}\" stroke=\"{col}\" stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/><text x=\"{}\" y=\"{}\" fill=\"{col}\" font-size=\"11\" text-anchor=\"end\" transform=\"rotate(-90 {} {})\">{}</text><title>{}</title></g>",
@@ -578,21 +610,32 @@ pub fn render(c: &Chart) -> String {
                     n(y0),
                     n(y0 + plot_h),
                     n(x - 4.0),
-                    n(y0 + 4.0),
+                    n(ly),
                     n(x - 4.0),
-                    n(y0 + 4.0),
+                    n(ly),
                     escape(&l.label),
                     escape(l.tip.as_deref().unwrap_or(&l.label))
                 );
             }
         } else if let Some(y) = py(l.value) {
+            // Right-aligned above the line, moved left of any label it
+            // would overlap.
+            let w = text_width(&l.label, 11.0);
+            let mut end = x0 + plot_w - 4.0;
+            while let Some(&(_, start, _)) = placed
+                .iter()
+                .find(|(py, start, stop)| (py - y).abs() < 14.0 && end > *start && end - w < *stop)
+            {
+                end = start - 10.0;
+            }
+            placed.push((y, end - w, end));
             let _ = write!(
                 s,
                 "<g class=\"ref\"><path d=\"M{} {}H{}\" stroke=\"{col}\" stroke-width=\"1.5\" stroke-dasharray=\"8 3 2 3\"/><text x=\"{}\" y=\"{}\" fill=\"{col}\" font-size=\"11\" text-anchor=\"end\">{}</text><title>{}</title></g>",
                 n(x0),
                 n(y),
                 n(x0 + plot_w),
-                n(x0 + plot_w - 4.0),
+                n(end),
                 n(y - 4.0),
                 escape(&l.label),
                 escape(l.tip.as_deref().unwrap_or(&l.label))
@@ -601,11 +644,12 @@ pub fn render(c: &Chart) -> String {
     }
 
     // Data.
+    let mut labels = String::new();
     for series in &c.series {
         let col = color(series.color);
         let _ = write!(
             s,
-            "<g class=\"series\"><title>{}</title>",
+            "<g class=\"series\" clip-path=\"url(#{clip})\"><title>{}</title>",
             escape(&series.name)
         );
         if series.stroke != Stroke::None {
@@ -646,10 +690,11 @@ pub fn render(c: &Chart) -> String {
                     let _ = write!(s, "<title>{}</title>", escape(tip));
                 }
                 s.push_str("</circle>");
-                if let Some(label) = &p.label {
+                let inside = (x0..=x0 + plot_w).contains(&x) && (y0..=y0 + plot_h).contains(&y);
+                if let (Some(label), true) = (&p.label, inside) {
                     let anchor_right = x > x0 + plot_w * 0.75;
                     let _ = write!(
-                        s,
+                        labels,
                         "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#1b1f24\" text-anchor=\"{}\">{}</text>",
                         n(if anchor_right { x - 7.0 } else { x + 7.0 }),
                         n(y - 7.0),
@@ -661,6 +706,8 @@ pub fn render(c: &Chart) -> String {
         }
         s.push_str("</g>");
     }
+    // Point labels above the data, unclipped.
+    s.push_str(&labels);
 
     // Legend.
     let ly0 = c.height + 10.0;
@@ -722,7 +769,7 @@ mod tests {
         );
         assert_eq!(
             nice_ticks(0.1, 0.34, 5),
-            vec![0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
+            vec![0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
         );
         let t = nice_ticks(0.0, 23.0, 5);
         assert_eq!(t, vec![0.0, 5.0, 10.0, 15.0, 20.0, 25.0]);
@@ -736,7 +783,8 @@ mod tests {
             vec![1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]
         );
         // Narrow ranges get finer steps.
-        assert!(log_ticks(11.0, 19.0).len() >= 2);
+        assert_eq!(log_ticks(11.0, 19.0), vec![12.0, 14.0, 16.0, 18.0]);
+        assert_eq!(log_ticks(3.5, 9.0), vec![4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
     }
 
     #[test]
