@@ -12,7 +12,7 @@ pub mod telemetry;
 
 use std::collections::BTreeMap;
 
-use crate::analysis::{Analysis, Source};
+use crate::analysis::{Analysis, Source, expr_text};
 use crate::metric::Metric;
 use crate::results::{Environment, PointResult, PointStatus};
 
@@ -66,7 +66,7 @@ pub(crate) fn slo_text(p: &PointResult) -> String {
             p.slo
                 .iter()
                 .filter(|x| !x.pass)
-                .map(|x| format!("{} {}", x.metric, x.expr))
+                .map(|x| format!("{} {}", x.metric, expr_text(&x.expr)))
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
@@ -242,7 +242,7 @@ pub(crate) fn slo_list(sources: &[Source]) -> Vec<String> {
     for src in sources {
         for p in &src.results.points {
             for s in &p.slo {
-                let t = format!("{} {}", s.metric, s.expr);
+                let t = format!("{} {}", s.metric, expr_text(&s.expr));
                 if !out.contains(&t) {
                     out.push(t);
                 }
