@@ -925,14 +925,20 @@ pub fn round_sig(x: f64, digits: i32) -> f64 {
     (x * m).round() / m
 }
 
-/// The SLO expressions of a metric anywhere in the sources, once each.
-pub fn slo_lines(sources: &[Source], metric: &str) -> Vec<SloExpr> {
-    let mut out: Vec<SloExpr> = Vec::new();
+/// The SLO expressions of a metric in `sources`, once each, with the
+/// labels of the sources that set each.
+pub fn slo_lines<'a>(
+    sources: impl IntoIterator<Item = &'a Source>,
+    metric: &str,
+) -> Vec<(SloExpr, Vec<String>)> {
+    let mut out: Vec<(SloExpr, Vec<String>)> = Vec::new();
     for s in sources {
         for p in &s.results.points {
             for r in p.slo.iter().filter(|r| r.metric == metric) {
-                if !out.contains(&r.expr) {
-                    out.push(r.expr);
+                match out.iter_mut().find(|(e, _)| *e == r.expr) {
+                    Some((_, labels)) if labels.contains(&s.label) => {}
+                    Some((_, labels)) => labels.push(s.label.clone()),
+                    None => out.push((r.expr, vec![s.label.clone()])),
                 }
             }
         }

@@ -341,6 +341,11 @@ fn tip(a: &Analysis, row: usize, what: &str) -> String {
 
 fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKind) {
     let sweeps: Vec<&Sweep> = a.sweeps.iter().filter(|s| s.load_kind == kind).collect();
+    // The sources these charts draw: their SLOs are the ones to show.
+    let here: Vec<&Source> = sources
+        .iter()
+        .filter(|src| sweeps.iter().any(|s| s.source == src.label))
+        .collect();
     let loads: Vec<f64> = sweeps
         .iter()
         .flat_map(|s| s.loads.iter().copied())
@@ -525,9 +530,9 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
         (Metric::Tpot, "Time per output token"),
         (Metric::E2e, "End-to-end latency"),
     ] {
-        let slos = slo_lines(sources, metric.name());
+        let slos = slo_lines(here.iter().copied(), metric.name());
         let mut stats: Vec<f64> = vec![50.0, 99.0];
-        for e in &slos {
+        for (e, _) in &slos {
             if let Some(crate::spec::Stat::Percentile(p)) = e.stat {
                 if !stats.contains(&p) {
                     stats.push(p);
@@ -569,15 +574,7 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
                 });
             }
         }
-        for e in &slos {
-            c.lines.push(RefLine {
-                value: threshold_value(&e.threshold),
-                label: format!("SLO {} {}", metric.name(), expr_text(e)),
-                tip: None,
-                vertical: false,
-                color: None,
-            });
-        }
+        c.lines.extend(slo_refs(&slos, here.len(), metric));
         figure(
             h,
             &c,
@@ -703,6 +700,31 @@ fn pareto_section(h: &mut String, a: &Analysis) {
     h.push_str("</tbody></table></div></div></div></section>\n");
 }
 
+/// Threshold lines of SLOs; one not set by all `of` sources the chart
+/// draws says whose it is.
+fn slo_refs(
+    slos: &[(crate::spec::SloExpr, Vec<String>)],
+    of: usize,
+    metric: Metric,
+) -> Vec<RefLine> {
+    slos.iter()
+        .map(|(e, labels)| {
+            let whose = if labels.len() < of {
+                format!(" ({})", labels.join(", "))
+            } else {
+                String::new()
+            };
+            RefLine {
+                value: threshold_value(&e.threshold),
+                label: format!("SLO {} {}{whose}", metric.name(), expr_text(e)),
+                tip: None,
+                vertical: false,
+                color: None,
+            }
+        })
+        .collect()
+}
+
 /// Up to `MAX_CURVES` points to draw percentile curves for: the best, then
 /// the Pareto frontier, then the rest in order.
 fn curve_points(a: &Analysis) -> Vec<usize> {
@@ -735,6 +757,12 @@ fn curve_points(a: &Analysis) -> Vec<usize> {
 
 fn latency_section(h: &mut String, a: &Analysis, sources: &[Source]) {
     let pick = curve_points(a);
+    let here: Vec<&Source> = sources
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| pick.iter().any(|&i| a.points[i].source_index == *k))
+        .map(|(_, s)| s)
+        .collect();
     let measured_points = a.points.iter().filter(|p| p.measured).count();
     let _ = write!(
         h,
@@ -796,15 +824,11 @@ fn latency_section(h: &mut String, a: &Analysis, sources: &[Source]) {
         };
         let mut c = Chart::new(title, Axis::nines("percentile"), y);
         c.series = series;
-        for e in slo_lines(sources, metric.name()) {
-            c.lines.push(RefLine {
-                value: threshold_value(&e.threshold),
-                label: format!("SLO {} {}", metric.name(), expr_text(&e)),
-                tip: None,
-                vertical: false,
-                color: None,
-            });
-        }
+        c.lines.extend(slo_refs(
+            &slo_lines(here.iter().copied(), metric.name()),
+            here.len(),
+            metric,
+        ));
         figure(h, &c, "");
     }
     h.push_str("</div></section>\n");
@@ -829,15 +853,26 @@ pub fn percentile_curve(h: &crate::hist::Hist, scale: f64) -> Vec<(f64, f64)> {
 }
 
 fn telemetry_charts(a: &Analysis, sources: &[Source]) -> Vec<(Chart, String)> {
+    // Through JSON, whatever type results give telemetry: the search for
+    // time series does not depend on one layout.
+    let points: Vec<(String, serde_json::Value)> = (0..a.points.len())
+        .filter_map(|i| {
+            let t = serde_json::to_value(&a.point(sources, i).telemetry).ok()?;
+            (!t.is_null()).then(|| (a.points[i].label.clone(), t))
+        })
+        .collect();
+    telemetry_charts_of(&points)
+}
+
+/// Charts of utilization, memory and power over time, from each point's
+/// label and telemetry.
+fn telemetry_charts_of(points: &[(String, serde_json::Value)]) -> Vec<(Chart, String)> {
     let mut by_kind: Vec<(telemetry::Kind, Vec<Series>)> = telemetry::Kind::ALL
         .iter()
         .map(|k| (*k, Vec::new()))
         .collect();
     let mut left_out = 0usize;
-    for i in 0..a.points.len() {
-        let Some(t) = &a.point(sources, i).telemetry else {
-            continue;
-        };
+    for (label, t) in points {
         for ts in telemetry::series(t) {
             let slot = by_kind
                 .iter_mut()
@@ -849,7 +884,7 @@ fn telemetry_charts(a: &Analysis, sources: &[Source]) -> Vec<(Chart, String)> {
             }
             let n = slot.1.len();
             slot.1.push(Series {
-                name: format!("{} {}", a.points[i].label, ts.name),
+                name: format!("{label} {}", ts.name),
                 color: n,
                 stroke: Stroke::Solid,
                 markers: false,
@@ -974,6 +1009,26 @@ fn spec_section(h: &mut String, sources: &[Source]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn telemetry_time_series_become_charts() {
+        let t = serde_json::json!({"gpu": {"devices": [{"index": 0, "series": {
+            "t_s": [0.0, 0.1, 0.2],
+            "utilization_pct": [35.0, null, 95.0],
+            "memory_used_bytes": [4.0e10, 4.1e10, 4.15e10],
+            "power_w": [210.0, 330.0, 345.0]
+        }}]}});
+        let charts =
+            telemetry_charts_of(&[("c=8".into(), t), ("c=32".into(), serde_json::Value::Null)]);
+        let titles: Vec<&str> = charts.iter().map(|(c, _)| c.title.as_str()).collect();
+        assert_eq!(titles, ["GPU utilization", "GPU memory used", "GPU power"]);
+        let util = &charts[0].0.series[0];
+        assert_eq!(util.name, "c=8 gpu.devices[0].utilization_pct");
+        assert!(util.points[1].y.is_nan(), "the missing sample is a gap");
+        let svg = chart::render(&charts[2].0);
+        assert!(svg.contains("<polyline"));
+        assert!(telemetry_charts_of(&[]).is_empty());
+    }
 
     #[test]
     fn percentile_curves_stop_at_the_sample_count() {

@@ -4,7 +4,8 @@
 //! field (`t_s`, `time_ms`, `elapsed_s`...), or objects of parallel arrays
 //! with one for time. Fields named like utilization, memory or power
 //! become series, in %, GiB and W. Anything else is ignored; a layout this
-//! does not recognise just draws nothing.
+//! does not recognise just draws nothing. Missing samples (`null`) are
+//! gaps in the line.
 
 use serde_json::{Map, Value};
 
@@ -72,8 +73,17 @@ fn time_scale(key: &str) -> Option<f64> {
 fn classify(key: &str, values: &[f64]) -> Option<(Kind, f64)> {
     let k = key.to_ascii_lowercase();
     if k.contains("util") || k.contains("busy") {
-        let fraction = values.iter().all(|v| *v <= 1.0);
-        return Some((Kind::Utilization, if fraction { 100.0 } else { 1.0 }));
+        let scale = if k.contains("pct") || k.contains("percent") {
+            1.0
+        } else if k.contains("frac") || k.contains("ratio") {
+            100.0
+        } else if values.iter().filter(|v| v.is_finite()).all(|v| *v <= 1.0) {
+            // Unitless: a fraction if it never exceeds 1.
+            100.0
+        } else {
+            1.0
+        };
+        return Some((Kind::Utilization, scale));
     }
     if k.contains("power") || k.contains("watt") {
         let scale = if k.ends_with("_mw") { 1e-3 } else { 1.0 };
@@ -107,14 +117,24 @@ fn push(out: &mut Vec<TimeSeries>, name: String, key: &str, times: &[f64], value
     let Some((kind, scale)) = classify(key, values) else {
         return;
     };
-    let t0 = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let t0 = times
+        .iter()
+        .copied()
+        .filter(|t| t.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    // NaN values stay: they are gaps.
     let points: Vec<(f64, f64)> = times
         .iter()
         .zip(values)
         .map(|(t, v)| (t - t0, v * scale))
-        .filter(|(t, v)| t.is_finite() && v.is_finite())
+        .filter(|(t, _)| t.is_finite())
         .collect();
-    if points.len() >= 2 {
+    if points.iter().filter(|(_, v)| v.is_finite()).count() >= 2 {
+        let name = name
+            .split('.')
+            .filter(|seg| !matches!(*seg, "series" | "samples"))
+            .collect::<Vec<_>>()
+            .join(".");
         out.push(TimeSeries { name, kind, points });
     }
 }
@@ -158,10 +178,16 @@ fn rows(path: &str, items: &[Value], out: &mut Vec<TimeSeries>) -> bool {
 
 /// Samples as parallel arrays in one object, one of them time.
 fn columns(path: &str, obj: &Map<String, Value>, out: &mut Vec<TimeSeries>) -> bool {
+    // An array of numbers, `null` standing for a missing sample.
     let numbers = |v: &Value| -> Option<Vec<f64>> {
         let a = v.as_array()?;
-        (a.len() >= 2).then_some(())?;
-        a.iter().map(Value::as_f64).collect()
+        (a.len() >= 2 && a.iter().any(Value::is_number)).then_some(())?;
+        a.iter()
+            .map(|x| match x {
+                Value::Null => Some(f64::NAN),
+                other => other.as_f64(),
+            })
+            .collect()
     };
     let Some((tkey, times)) = obj.iter().find_map(|(k, v)| {
         let s = time_scale(k)?;
@@ -243,9 +269,9 @@ mod tests {
         assert_eq!(
             names,
             vec![
-                "gpus[0].samples.memory_used_bytes",
-                "gpus[0].samples.power_w",
-                "gpus[0].samples.util_pct"
+                "gpus[0].memory_used_bytes",
+                "gpus[0].power_w",
+                "gpus[0].util_pct"
             ]
         );
         assert_eq!(s[0].kind, Kind::Memory);
@@ -264,6 +290,45 @@ mod tests {
         assert_eq!(util.points, vec![(0.0, 10.0), (1.0, 50.0), (2.0, 100.0)]);
         let mem = s.iter().find(|x| x.kind == Kind::Memory).unwrap();
         assert_eq!(mem.points[1], (1.0, 2.0));
+    }
+
+    #[test]
+    fn reads_the_typed_telemetry_layout_with_gaps() {
+        // results' PointTelemetry: per-device parallel series, null where
+        // a sample failed, beside summary statistics.
+        let t = json!({
+            "runs": [{"run": 0, "start_s": 0.0, "window_start_s": 1.0, "window_end_s": 6.0}],
+            "gpu": {"status": "sampled", "interval_s": 0.1, "devices": [{
+                "index": 0, "name": "NVIDIA H100 80GB HBM3",
+                "stats": {"utilization_pct": {"count": 3, "mean": 60.0, "min": 0.5, "p50": 80.0, "p95": 99.0, "max": 99.0}},
+                "series": {
+                    "thinned_by": 1,
+                    "t_s": [1.0, 1.1, 1.2, 1.3],
+                    "utilization_pct": [0.5, null, 80.0, 99.0],
+                    "memory_used_bytes": [1073741824.0, 2147483648.0, 2147483648.0, 2147483648.0],
+                    "power_w": [100.0, 350.0, null, 690.0],
+                    "energy_j": [0.0, 35.0, 70.0, 139.0],
+                    "sm_clock_mhz": [1980.0, 1980.0, 1980.0, 1980.0]
+                }
+            }]}
+        });
+        let mut s = series(&t);
+        s.sort_by(|a, b| a.name.cmp(&b.name));
+        let names: Vec<&str> = s.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "gpu.devices[0].memory_used_bytes",
+                "gpu.devices[0].power_w",
+                "gpu.devices[0].utilization_pct"
+            ]
+        );
+        let util = &s[2];
+        // A percentage stays one, even when every sample is below 1.
+        assert_eq!(util.points[0], (0.0, 0.5));
+        assert!(util.points[1].1.is_nan(), "a gap");
+        assert!((util.points[3].0 - 0.3).abs() < 1e-9);
+        assert_eq!(s[0].points[1].1, 2.0);
     }
 
     #[test]
