@@ -198,21 +198,65 @@ fn html_is_self_contained() {
 }
 
 #[test]
-fn telemetry_time_series_are_drawn_when_present() {
-    let mut s = read(&[fixture("rate-sweep.json")]);
-    assert!(!report::html::render(&s).contains("id=\"telemetry\""));
-    s[0].results.points[1].telemetry = Some(serde_json::json!({
-        "gpus": [{"index": 0, "samples": [
-            {"t_s": 0.0, "util_pct": 35.0, "memory_used_bytes": 40_000_000_000u64, "power_w": 210.0},
-            {"t_s": 0.1, "util_pct": 80.0, "memory_used_bytes": 41_000_000_000u64, "power_w": 330.0},
-            {"t_s": 0.2, "util_pct": 95.0, "memory_used_bytes": 41_500_000_000u64, "power_w": 345.0}
-        ]}]
-    }));
+fn failed_points_and_empty_files_still_make_reports() {
+    use infer_bench::results::{PointStatus, Stats};
+    let mut s = read(&[fixture("rate-sweep.json"), fixture("quickstart.json")]);
+    // The rate sweep's 64/s point could not be measured.
+    let p = &mut s[0].results.points[2];
+    p.status = PointStatus::Failed;
+    p.failure = Some("the server closed the connection <before> answering".into());
+    p.valid = false;
+    p.runs.clear();
+    p.merged = Stats::default();
+    p.histograms.clear();
+    p.slo.clear();
+    p.slo_pass = None;
+    p.cost = None;
+    // The quickstart's file finished nothing.
+    s[1].results.points.clear();
+    s[1].results.complete = false;
+    let a = Analysis::of(&s);
+    assert_eq!(a.sweeps.len(), 1);
+    let Capacity::Between {
+        capacity,
+        first_fail,
+        binding,
+        note,
+        ..
+    } = &a.sweeps[0].capacity
+    else {
+        panic!("{:?}", a.sweeps[0].capacity)
+    };
+    assert_eq!(
+        (*capacity, first_fail.load, binding.is_none()),
+        (32.0, 64.0, true)
+    );
+    assert!(note.as_deref().unwrap().contains("could not be measured"));
     let html = report::html::render(&s);
-    assert!(html.contains("id=\"telemetry\""));
-    for title in ["GPU utilization", "GPU memory used", "GPU power"] {
-        assert!(html.contains(&format!("<title>{title}</title>")), "{title}");
-    }
+    assert!(html.contains("the server closed the connection &lt;before&gt; answering"));
+    assert!(html.contains("FAILED"));
+    assert!(html.ends_with("</html>\n"));
+    let md = report::markdown::render(&s);
+    assert!(md.contains("| FAILED |"), "{md}");
+    let csv = report::csv::render(&s);
+    let failed_row = csv.lines().find(|l| l.contains(",failed,")).unwrap();
+    assert_eq!(failed_row.split(',').count(), report::csv::COLUMNS.len());
+    serde_json::from_str::<serde_json::Value>(&report::json(&s)).unwrap();
+
+    let empty = read(&[fixture("quickstart.json")]);
+    let mut empty = empty;
+    empty[0].results.points.clear();
+    let html = report::html::render(&empty);
+    assert!(html.contains("0 points"));
+    assert!(report::markdown::render(&empty).contains("0 points"));
+    assert_eq!(report::csv::render(&empty).lines().count(), 1);
+}
+
+#[test]
+fn no_telemetry_no_telemetry_section() {
+    // Drawing telemetry is tested beside the HTML exporter, on JSON: the
+    // simulator has no GPU to sample.
+    assert!(!report::html::render(&fixtures()).contains("id=\"telemetry\""));
 }
 
 // ------------------------------------------------- a fresh simulator sweep
@@ -623,6 +667,9 @@ fn render_200_points() {
             p
         })
         .collect();
+    let dir = scratch("report-200");
+    let big = dir.join("results.json");
+    r.write(&big).unwrap();
     let s = label_sources(vec![(file, r)]);
     let time = |name: &str, f: &dyn Fn() -> String| {
         let mut best = Duration::MAX;
@@ -644,5 +691,14 @@ fn render_200_points() {
     time("csv", &|| report::csv::render(&s));
     time("json", &|| report::json(&s));
     assert_eq!(Analysis::of(&s).sweeps.len(), 40);
+    // End to end: read the 200-point results file, analyse, render, write.
+    let out = dir.join("report.html");
+    let t = Instant::now();
+    cli(&["report", big.to_str().unwrap(), "-o", out.to_str().unwrap()]).unwrap();
+    eprintln!(
+        "report command, html, 200 points from a {} KiB results file: {:.1} ms",
+        std::fs::metadata(&big).unwrap().len() / 1024,
+        t.elapsed().as_secs_f64() * 1e3
+    );
     eprintln!("html under a second: {}", html < Duration::from_secs(1));
 }
