@@ -84,8 +84,10 @@ footer { color: var(--muted); font-size: 12px; text-align: center; margin-top: 2
   h2, h3 { break-after: avoid; }
   th { position: static; }
   .table-wrap { overflow: visible; }
-  table { font-size: 9px; }
-  th, td { padding: 2px 5px; }
+  table { font-size: 8.5px; width: 100%; }
+  th, td { padding: 2px 4px; white-space: normal; }
+  .badge { font-size: 8.5px; padding: 0 3px; }
+  figcaption, p.lead, ul.notes { font-size: 9.5px; }
   pre.spec { max-height: none; overflow: visible; white-space: pre-wrap; }
 }
 "#;
