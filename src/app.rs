@@ -48,7 +48,11 @@ pub fn execute(command: Command) -> Result<Outcome> {
         }
         Command::Diff(_) => Err(not_built("diff", "the regression judge")),
         Command::Bless { .. } => Err(not_built("bless", "baselines")),
-        Command::Report { .. } => Err(not_built("report", "reports")),
+        Command::Report {
+            results,
+            format,
+            output,
+        } => report(&results, format, output.as_deref()),
         Command::Merge { .. } => Err(not_built("merge", "scale-out")),
         Command::TelemetryProbe(args) => telemetry_probe(args),
     }
@@ -81,6 +85,47 @@ fn not_built(cmd: &str, what: &str) -> Error {
 
 fn write_stdout(text: &str) -> Result<()> {
     export::stdout(text).map_err(|e| Error::io("<stdout>", e))
+}
+
+/// `report`: reads every results file (or run directory), labels them,
+/// renders one report and writes it to `output` or stdout.
+fn report(
+    paths: &[std::path::PathBuf],
+    format: crate::cli::ReportFormat,
+    output: Option<&std::path::Path>,
+) -> Result<Outcome> {
+    use crate::cli::ReportFormat;
+    let mut inputs = Vec::with_capacity(paths.len());
+    for path in paths {
+        let file = if path.is_dir() {
+            path.join("results.json")
+        } else {
+            path.clone()
+        };
+        if !file.is_file() {
+            return Err(Error::Usage(format!(
+                "no results at {}: expected a results.json file or a run directory that holds one (`infer-bench run SPEC --out DIR` writes DIR/results.json)",
+                path.display()
+            )));
+        }
+        let (results, file) = crate::results::Results::read(path)?;
+        inputs.push((file, results));
+    }
+    let sources = crate::analysis::label_sources(inputs);
+    let text = match format {
+        ReportFormat::Html => export::report::html::render(&sources),
+        ReportFormat::Md => export::report::markdown::render(&sources),
+        ReportFormat::Csv => export::report::csv::render(&sources),
+        ReportFormat::Json => export::report::json(&sources),
+    };
+    match output {
+        Some(out) => {
+            crate::results::write_atomic(out, text.as_bytes()).map_err(|e| Error::io(out, e))?;
+            eprintln!("report: {}", out.display());
+        }
+        None => write_stdout(&text)?,
+    }
+    Ok(Outcome(EXIT_OK))
 }
 
 /// Validates every spec, reporting all of them; fails if any failed.

@@ -2,6 +2,7 @@
 //! servers. Data flows one way: spec -> plan -> run -> results -> judge /
 //! export. `main.rs` only parses arguments and calls `cli::main`.
 
+pub mod analysis;
 pub mod app;
 pub mod backend;
 pub mod catalog;

@@ -1,7 +1,9 @@
 //! Exporters: the only code that writes to stdout. Each output format is
 //! a function from plain data (plans, results, verdicts) to text.
 
+pub mod chart;
 pub mod plan;
+pub mod report;
 pub mod summary;
 pub mod table;
 pub mod telemetry;
