@@ -90,6 +90,9 @@ pub fn run_plan(
         points: Vec::new(),
         pending: plan.points.iter().map(|p| p.id.clone()).collect(),
     };
+    // Tokenizers and datasets are read before any server starts, once per
+    // (workload, model): a malformed file stops the run here.
+    let materials = super::workload::materials(spec, plan)?;
     results.write(&path)?;
     let requests = if opts.requests_jsonl {
         Some(RequestLog::open(&opts.out_dir.join("requests.jsonl"))?)
@@ -148,6 +151,7 @@ pub fn run_plan(
             let label = format!("[{done}/{total}] {}", p.slug);
             let outcome = run_point(
                 p,
+                materials[i].clone(),
                 &mut server,
                 rt,
                 &interrupt,
@@ -232,8 +236,10 @@ enum PointOutcome {
     Interrupted,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_point(
     p: &Point,
+    material: Arc<crate::workload::Material>,
     server: &mut Server,
     rt: &tokio::runtime::Runtime,
     interrupt: &Arc<Interrupt>,
@@ -278,6 +284,13 @@ fn run_point(
             Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
         }
     };
+    let fingerprint = super::engine::workload_fingerprint(&*backend, cfg, &p.hash, &material);
+    let open = matches!(cfg.load.level, Level::Rate(_));
+    let mut turns: BTreeMap<u32, Tally> = BTreeMap::new();
+    let workload = |pr: &mut PointResult, turns: &BTreeMap<u32, Tally>| {
+        pr.workload = Some(super::workload::info(&material, fingerprint.clone()));
+        pr.turns = super::workload::turn_results(turns, open);
+    };
     let mut runs = Vec::new();
     let mut merged = Tally::default();
     let mut steps: BTreeMap<u32, Tally> = BTreeMap::new();
@@ -303,6 +316,7 @@ fn run_point(
             sink,
             agent: opts.agent,
             start_at: None,
+            material: material.clone(),
         };
         let ticker = (opts.progress == Progress::Live)
             .then(|| super::progress::Ticker::start(label.to_string(), run, cfg, live.clone()));
@@ -319,6 +333,9 @@ fn run_point(
         concurrency_max = concurrency_max.max(stats.concurrency_max);
         for (k, t) in out.recorder.steps() {
             steps.entry(*k).or_default().merge(t);
+        }
+        for (k, t) in out.recorder.turns().into_iter().flatten() {
+            turns.entry(*k).or_default().merge(t);
         }
         runs.push(RunResult {
             run,
@@ -338,6 +355,7 @@ fn run_point(
                 server,
             );
             let mut pr = pr;
+            workload(&mut pr, &turns);
             pr.status = PointStatus::Failed;
             pr.failure = Some(format!("the server died: {msg}"));
             pr.valid = false;
@@ -346,7 +364,7 @@ fn run_point(
             return PointOutcome::ServerDied(msg, Box::new(pr));
         }
     }
-    PointOutcome::Done(Box::new(finish_point(
+    let mut pr = finish_point(
         p,
         runs,
         &merged,
@@ -354,7 +372,9 @@ fn run_point(
         concurrency_max,
         &steps,
         server,
-    )))
+    );
+    workload(&mut pr, &turns);
+    PointOutcome::Done(Box::new(pr))
 }
 
 /// A point that could not be measured at all.
@@ -379,6 +399,8 @@ pub fn failed_point(p: &Point, failure: String) -> PointResult {
         server: None,
         cost: None,
         telemetry: None,
+        workload: None,
+        turns: Vec::new(),
     }
 }
 
@@ -443,6 +465,8 @@ fn finish_point(
         server: server.info(),
         cost: None,
         telemetry: None,
+        workload: None,
+        turns: Vec::new(),
     };
     if pr.merged.requests.succeeded == 0 && pr.merged.requests.failed > 0 {
         let connect_only = pr
@@ -535,6 +559,7 @@ fn request_line(point: &str, r: &RequestRecord, run_start: Instant) -> String {
         "point": point,
         "run": r.run,
         "index": r.index,
+        "turn": r.turn,
         "warmup": r.warmup,
         "step": r.step,
         "sched_ms": ms(run_start, r.t_sched),
