@@ -158,6 +158,10 @@ pub struct WorkloadInfo {
     /// tokenizer.json) or "approximate" (one token per word of the built-in
     /// list; datasets: one per four bytes).
     pub lengths: String,
+    /// With a tokenizer that did not prove additive over the word list:
+    /// every prompt was encoded and corrected as it was built.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_prompt_verified: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetUse>,
 }

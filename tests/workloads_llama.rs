@@ -37,7 +37,10 @@ fn llama_dir() -> Option<PathBuf> {
         return Some(dir);
     }
     if std::env::var("INFER_BENCH_SKIP_LLAMA").as_deref() == Ok("1") {
-        eprintln!("skipped: no llama-server in {} (INFER_BENCH_SKIP_LLAMA=1)", dir.display());
+        eprintln!(
+            "skipped: no llama-server in {} (INFER_BENCH_SKIP_LLAMA=1)",
+            dir.display()
+        );
         return None;
     }
     panic!(
@@ -133,8 +136,14 @@ fn read_vocab(path: &Path) -> Vocab {
             other => panic!("{other:?}"),
         })
         .collect();
-    let scores = array("tokenizer.ggml.scores").iter().map(|v| num(v) as f32).collect();
-    let types = array("tokenizer.ggml.token_type").iter().map(|v| num(v) as i32).collect();
+    let scores = array("tokenizer.ggml.scores")
+        .iter()
+        .map(|v| num(v) as f32)
+        .collect();
+    let types = array("tokenizer.ggml.token_type")
+        .iter()
+        .map(|v| num(v) as i32)
+        .collect();
     Vocab {
         tokens,
         scores,
@@ -225,27 +234,31 @@ impl Drop for Server {
     }
 }
 
+/// Starts llama-server on a free port and waits for its "listening on"
+/// line; the server is stopped when the returned guard drops, panics
+/// included.
 fn start(dir: &Path) -> Server {
-    let mut child = Command::new(dir.join("bin/llama-server"))
-        .args(["-m"])
+    let child = Command::new(dir.join("bin/llama-server"))
+        .arg("-m")
         .arg(dir.join("models/tiny-f16.gguf"))
-        .args(["--host", "127.0.0.1", "--port", "0", "-np", "4", "-cb", "-c", "4096"])
+        .args(["--host", "127.0.0.1", "--port", "0"])
+        .args(["-np", "4", "-cb", "-c", "4096"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("llama-server starts");
+    let mut server = Server { child, port: 0 };
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     for pipe in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
+        Box::new(server.child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(server.child.stderr.take().unwrap()),
     ] {
         let tx = tx.clone();
+        // Drains the log to the end so the server never blocks writing it.
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    // Keep draining so the server never blocks on its log.
-                }
+                let _ = tx.send(line);
             }
         });
     }
@@ -253,23 +266,25 @@ fn start(dir: &Path) -> Server {
     let mut log = Vec::new();
     while Instant::now() < deadline {
         let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) else {
-            if let Ok(Some(status)) = child.try_wait() {
+            if let Ok(Some(status)) = server.child.try_wait() {
                 panic!("llama-server exited ({status}):\n{}", log.join("\n"));
             }
             continue;
         };
         if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
-            let port: u16 = rest
+            server.port = rest
                 .trim()
                 .trim_end_matches('/')
                 .parse()
-                .unwrap_or_else(|_| panic!("port in {line:?}"));
-            return Server { child, port };
+                .unwrap_or_else(|_| panic!("no port in {line:?}"));
+            return server;
         }
         log.push(line);
     }
-    let _ = child.kill();
-    panic!("llama-server was not ready within 60 s:\n{}", log.join("\n"));
+    panic!(
+        "llama-server was not ready within 60 s:\n{}",
+        log.join("\n")
+    );
 }
 
 #[test]

@@ -42,6 +42,7 @@ pub fn info(material: &Material, sha256: String) -> WorkloadInfo {
             "approximate"
         }
         .into(),
+        every_prompt_verified: material.verifies_every_prompt(),
         dataset: material.dataset.as_ref().map(|d| DatasetUse {
             read: d.read as u64,
             used: d.entries.len() as u64,

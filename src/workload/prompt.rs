@@ -7,8 +7,15 @@
 //! server-reported length is recorded beside the requested one, so any
 //! deviation shows. With the model's tokenizer (`models.*.tokenizer`) the
 //! list is narrowed to the words that are one token in *that* tokenizer,
-//! the prompt is built to the exact length, then encoded to verify, and
-//! corrected (words dropped or added) until it is exact. Lengths count what
+//! and the prompt is built to the exact length. Verification is by
+//! encoding: once per point, a sample of long random texts of those words
+//! is encoded, and if every one counts exactly one token per word (plus the
+//! tokenizer's special tokens) the tokenizer is *additive* over the list and
+//! every prompt is exact by construction; if not, every prompt is encoded
+//! after it is built and corrected (words dropped or added at its end) until
+//! it is exact. Encoding costs about a millisecond per thousand tokens, too
+//! much to pay per request when it is not needed: the client must never be
+//! what limits a benchmark. Lengths count what
 //! the server counts: for completions, the special tokens the tokenizer
 //! adds (a Llama BOS is one of the N); for chat, the message content only
 //! (the chat template's own tokens depend on the server's template and show
@@ -393,6 +400,9 @@ pub struct Material {
     pub dataset: Option<DatasetPrompts>,
     /// The words synthesized prompts are made of.
     words: Vec<&'static str>,
+    /// With a tokenizer: whether texts of `words` count one token per word
+    /// (checked by encoding a sample); if not, every prompt is verified.
+    additive: bool,
 }
 
 impl std::fmt::Debug for Material {
@@ -401,6 +411,7 @@ impl std::fmt::Debug for Material {
             .field("tokenizer", &self.counter.is_some())
             .field("dataset", &self.dataset.as_ref().map(|d| d.entries.len()))
             .field("words", &self.words.len())
+            .field("additive", &self.additive)
             .finish()
     }
 }
@@ -415,6 +426,7 @@ impl Material {
             counter: None,
             dataset: None,
             words: WORDS.to_vec(),
+            additive: true,
         }
     }
 
@@ -467,17 +479,42 @@ impl Material {
             Some(c) => c.single_token_words(WORDS),
             None => WORDS.to_vec(),
         };
+        let additive = counter.as_ref().is_none_or(|c| additive(c, &words));
         Ok(Material {
             counter,
             dataset,
             words,
+            additive,
         })
+    }
+
+    /// Whether every prompt is encoded after it is built (the tokenizer
+    /// did not prove additive over the word list).
+    pub fn verifies_every_prompt(&self) -> bool {
+        self.counter.is_some() && !self.additive
+    }
+
+    /// Encodes and corrects every prompt, whatever the sample said.
+    pub fn verify_every_prompt(&mut self) {
+        self.additive = false;
     }
 
     /// The words synthesized prompts are made of.
     pub fn words(&self) -> &[&'static str] {
         &self.words
     }
+}
+
+/// Whether texts made of `words` count exactly one token per word, with
+/// and without the tokenizer's special tokens: 16 texts of 256 random
+/// words from a fixed seed, so every pair of words is likely to meet.
+fn additive(c: &TokenCounter, words: &[&str]) -> bool {
+    let mut rng = super::seed::rng(0x1f2e_3d4c, 0);
+    (0..16).all(|_| {
+        let mut text = String::new();
+        push_words(&mut rng, words, 256, &mut text);
+        c.count(&text, false) == 256 && c.count(&text, true) == 256 + c.specials()
+    })
 }
 
 /// Appends `n` random words, space-separated.
@@ -610,7 +647,7 @@ impl PromptGen {
         let mut rng = super::seed::rng(self.seed, index);
         let w = &self.workload;
         if let Some(ds) = &self.material.dataset {
-            return self.from_dataset(ds, &mut rng);
+            return self.drawn_from(ds, &mut rng);
         }
         let input = w
             .input_tokens
@@ -632,7 +669,7 @@ impl PromptGen {
         self.marker(index, marker, &mut text);
         push_words(&mut rng, self.material.words(), own - marker, &mut text);
         let input_tokens = match &self.material.counter {
-            Some(c) => fit(
+            Some(c) if !self.material.additive => fit(
                 c,
                 self.material.words(),
                 &mut text,
@@ -641,7 +678,7 @@ impl PromptGen {
                 w.api == Api::Completions,
                 &mut rng,
             ),
-            None => target,
+            _ => target,
         };
         Prompt {
             history: Vec::new(),
@@ -683,7 +720,7 @@ impl PromptGen {
         }
     }
 
-    fn from_dataset<R: rand::Rng + ?Sized>(&self, ds: &DatasetPrompts, rng: &mut R) -> Prompt {
+    fn drawn_from<R: rand::Rng + ?Sized>(&self, ds: &DatasetPrompts, rng: &mut R) -> Prompt {
         let e = &ds.entries[rng.random_range(0..ds.entries.len())];
         let output_tokens = self.output(rng, e.output_tokens);
         let mut text = String::new();
@@ -867,6 +904,41 @@ mod tests {
         ));
         let p = g.prompt(0);
         assert_eq!((p.input_tokens, c.count(&p.text, true)), (129, 129));
+    }
+
+    #[test]
+    fn verified_prompts_equal_prompts_exact_by_construction() {
+        let w = workload(Api::Completions, Dist::Uniform { min: 1, max: 600 }, None);
+        let fast = with_tokenizer(&w);
+        assert!(
+            !fast.material().verifies_every_prompt(),
+            "the fixture is additive"
+        );
+        let mut m = Material::new(&w, Some(fixture_tokenizer()), Path::new(".")).unwrap();
+        m.verify_every_prompt();
+        let slow = PromptGen::new(&w, Arc::new(m), 5, 6);
+        for i in 0..30 {
+            assert_eq!(fast.prompt(i), slow.prompt(i));
+        }
+    }
+
+    #[test]
+    fn fit_corrects_a_text_whose_words_are_not_one_token_each() {
+        let c = fixture_tokenizer();
+        let one = c.single_token_words(WORDS);
+        let mut rng = crate::workload::seed::rng(9, 0);
+        // All words, many of which split into several tokens here.
+        let mut text = "keep this".to_string();
+        push_words(&mut rng, WORDS, 500, &mut text);
+        assert!(c.count(&text, true) > 503, "some words split");
+        let n = fit(&c, &one, &mut text, 9, 400, true, &mut rng);
+        assert_eq!((n, c.count(&text, true)), (400, 400));
+        assert!(text.starts_with("keep this "));
+        // And upwards.
+        let mut short = String::new();
+        push_words(&mut rng, WORDS, 10, &mut short);
+        let n = fit(&c, &one, &mut short, 0, 300, false, &mut rng);
+        assert_eq!((n, c.count(&short, false)), (300, 300));
     }
 
     #[test]

@@ -61,10 +61,11 @@ impl TokenCounter {
         self.specials
     }
 
-    /// The token strings of `text` (for tests and diagnostics).
+    /// The token strings of `text` (for tests and diagnostics; slower
+    /// than `count`, which skips building them).
     pub fn tokens(&self, text: &str, specials: bool) -> Vec<String> {
         self.tok
-            .encode_fast(text, specials)
+            .encode(text, specials)
             .map(|e| e.get_tokens().to_vec())
             .unwrap_or_default()
     }
