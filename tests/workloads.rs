@@ -244,6 +244,16 @@ requests = 6
     assert!(between < Duration::from_millis(100), "{between:?}");
 
     let p = &results.points[0];
+    for t in &p.turns {
+        eprintln!(
+            "turn {}: prompt {:.0} tokens requested, {:?} reported; TTFT p50 {:.2} ms",
+            t.turn, t.requested_input_mean, t.reported_input_mean, t.latency_ms["ttft"].p50
+        );
+    }
+    eprintln!(
+        "dispatch lag p99 {:.3} ms",
+        p.merged.latency_ms["dispatch_lag"].p99
+    );
     assert_eq!(p.merged.requests.succeeded, 6);
     assert_eq!(p.turns.len(), 3);
     for (k, t) in p.turns.iter().enumerate() {

@@ -873,6 +873,50 @@ mod tests {
     }
 
     #[test]
+    fn sessions_run_their_turns_in_order_and_a_failed_turn_ends_its_session() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let mut cfg = config(Level::Concurrency(2), Arrival::Closed, 0, Some(12));
+        cfg.workload.api = Api::Chat;
+        cfg.workload.conversation = Some(crate::spec::Conversation {
+            turns: 3,
+            think_time: D::from_millis(20),
+        });
+        let seen = Arc::new(Mutex::new(Vec::<(u64, u32, bool, Instant, Instant)>::new()));
+        let log = seen.clone();
+        let mut e = env(&rt);
+        e.sink = Some(Arc::new(move |r: &RequestRecord| {
+            log.lock()
+                .push((r.index, r.turn, r.ok(), r.t_sched, r.t_done))
+        }));
+        // Request index 4 is turn 1 of session 1: it fails, so turn 2 of
+        // that session (index 5) is never sent.
+        let backend = FakeBackend {
+            fail_every: 5,
+            ..FakeBackend::default()
+        };
+        let out = run_once(Arc::new(backend), &cfg, "h", 0, &e);
+        let s = out.recorder.stats();
+        assert_eq!(s.requests.sent, 12);
+        let seen = seen.lock().clone();
+        let indices: std::collections::BTreeSet<u64> = seen.iter().map(|r| r.0).collect();
+        assert!(!indices.contains(&5), "{indices:?}");
+        assert!(seen.iter().all(|r| r.1 as u64 == r.0 % 3));
+        // A later turn is scheduled at the previous turn's end + think time.
+        for r in &seen {
+            if r.1 > 0 {
+                let prev = seen.iter().find(|p| p.0 == r.0 - 1).unwrap();
+                assert_eq!(r.3, prev.4 + Duration::from_millis(20));
+            }
+        }
+        let turns = out.recorder.turns().unwrap();
+        assert_eq!(turns.len(), 3);
+        assert_eq!(
+            turns.values().map(|t| t.counts().sent).sum::<u64>(),
+            s.requests.sent
+        );
+    }
+
+    #[test]
     fn interruption_stops_the_run_and_counts_what_was_in_flight() {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let cfg = config(Level::Concurrency(3), Arrival::Closed, 60_000, None);
