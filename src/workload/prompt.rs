@@ -438,18 +438,7 @@ impl Material {
         base_dir: &Path,
     ) -> Result<Material, WorkloadError> {
         let counter = match &model.tokenizer {
-            Some(p) => {
-                let path = base_dir.join(p);
-                let c = TokenCounter::load(&path)?;
-                if c.single_token_words(WORDS).len() < MIN_WORDS {
-                    return Err(WorkloadError::file(
-                        &path,
-                        format!("fewer than {MIN_WORDS} common English words are one token in this tokenizer, so prompts of exact lengths cannot be built from them"),
-                    )
-                    .with_hint("use the model's own tokenizer.json, or remove `tokenizer` to use the approximation"));
-                }
-                Some(c)
-            }
+            Some(p) => Some(TokenCounter::load(&base_dir.join(p))?),
             None => None,
         };
         Material::new(workload, counter, base_dir)
@@ -479,7 +468,22 @@ impl Material {
             Some(c) => c.single_token_words(WORDS),
             None => WORDS.to_vec(),
         };
-        let additive = counter.as_ref().is_none_or(|c| additive(c, &words));
+        // Words are needed to synthesize prompts and prefixes; a dataset
+        // alone only needs counting.
+        let synthesizes = workload.dataset.is_none() || workload.shared_prefix.is_some();
+        if let Some(c) = counter
+            .as_ref()
+            .filter(|_| synthesizes && words.len() < MIN_WORDS)
+        {
+            return Err(WorkloadError::file(
+                Path::new(c.source()),
+                format!("fewer than {MIN_WORDS} common English words are one token in this tokenizer, so prompts of exact lengths cannot be built from them"),
+            )
+            .with_hint("use the model's own tokenizer.json, or remove `tokenizer` to use the approximation"));
+        }
+        let additive = counter
+            .as_ref()
+            .is_none_or(|c| words.is_empty() || additive(c, &words));
         Ok(Material {
             counter,
             dataset,
