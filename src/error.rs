@@ -40,6 +40,9 @@ pub enum Error {
     /// The world outside: a server, a GPU, the network.
     #[error("error: {0}")]
     Infra(String),
+    /// A workload's file (tokenizer, dataset) is missing or malformed.
+    #[error("error: {0}")]
+    Workload(#[from] crate::workload::WorkloadError),
     /// The run was interrupted (Ctrl-C); finished points were kept.
     #[error("interrupted: {0}")]
     Interrupted(String),
@@ -48,7 +51,9 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Spec(_) | Error::Usage(_) | Error::Format { .. } => EXIT_USAGE,
+            Error::Spec(_) | Error::Usage(_) | Error::Format { .. } | Error::Workload(_) => {
+                EXIT_USAGE
+            }
             Error::Io { .. } | Error::Infra(_) => EXIT_INFRA,
             Error::Interrupted(_) => 130,
         }

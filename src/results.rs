@@ -140,6 +140,61 @@ pub struct PointResult {
     /// GPU and server telemetry of the point (see `results::telemetry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<telemetry::PointTelemetry>,
+    /// What was sent: the workload's fingerprint and where prompts came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadInfo>,
+    /// Conversations: a few statistics per turn (all runs merged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnResult>,
+}
+
+/// What a point sent, as the client built it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkloadInfo {
+    /// SHA-256 over the bodies of the first `fingerprint_requests` requests
+    /// of every run (for conversations: first turns, plus later turns' new
+    /// messages). Equal for the same spec and seed on every machine.
+    pub sha256: String,
+    pub fingerprint_requests: u64,
+    /// How prompt lengths were counted: "tokenizer" (exact, the model's
+    /// tokenizer.json) or "approximate" (one token per word of the built-in
+    /// list; datasets: one per four bytes).
+    pub lengths: String,
+    /// With a tokenizer that did not prove additive over the word list:
+    /// every prompt was encoded and corrected as it was built.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_prompt_verified: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetUse>,
+}
+
+/// How much of a dataset a point used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DatasetUse {
+    /// Entries read from the file.
+    pub read: u64,
+    /// Entries requests were drawn from.
+    pub used: u64,
+    /// Left out by min_input_tokens / max_input_tokens.
+    pub filtered: u64,
+    /// Left out for having no usable prompt.
+    pub unusable: u64,
+}
+
+/// One turn of a conversation (all sessions and runs merged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnResult {
+    /// 1 for the first turn.
+    pub turn: u32,
+    pub requests: Counts,
+    /// Prompt length with the history, as built and as the server counted it.
+    pub requested_input_mean: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_input_mean: Option<f64>,
+    /// ttft, tpot and e2e in milliseconds; a later turn's TTFT counts from
+    /// its scheduled time (the previous reply's end plus the think time).
+    #[serde(default)]
+    pub latency_ms: BTreeMap<String, Summary>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -259,6 +314,17 @@ pub struct TokenStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reported_input_mean: Option<f64>,
     pub requested_output_mean: f64,
+    /// Prompt lengths as the client built them, every request sent (the
+    /// realized distribution of the workload's `input_tokens`).
+    #[serde(default)]
+    pub requested_input: Summary,
+    /// `max_tokens` of every request sent.
+    #[serde(default)]
+    pub requested_output: Summary,
+    /// Share of requests whose server-reported prompt length equals the
+    /// requested one (1.0 with the model's tokenizer on a completions API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_input_exact: Option<f64>,
 }
 
 /// One window of a run: a few statistics per metric.

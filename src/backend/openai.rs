@@ -290,10 +290,13 @@ impl OpenAi {
         m.insert("model".into(), Value::String(self.model.clone()));
         match self.api {
             Api::Chat => {
-                m.insert(
-                    "messages".into(),
-                    json!([{"role": "user", "content": prompt.text}]),
-                );
+                let mut messages: Vec<Value> = prompt
+                    .history
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect();
+                messages.push(json!({"role": "user", "content": prompt.text}));
+                m.insert("messages".into(), Value::Array(messages));
             }
             Api::Completions => {
                 m.insert("prompt".into(), Value::String(prompt.text.clone()));

@@ -124,6 +124,8 @@ pub struct RequestRecord {
     pub index: u64,
     pub run: u32,
     pub step: u32,
+    /// The turn of a conversation (0 for the first, and without one).
+    pub turn: u32,
     pub warmup: bool,
     /// When the schedule said the request was due.
     pub t_sched: Instant,
@@ -154,6 +156,7 @@ impl RequestRecord {
             index,
             run,
             step,
+            turn: 0,
             warmup,
             t_sched,
             t_slot: t_sched,

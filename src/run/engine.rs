@@ -10,6 +10,18 @@
 //! instant its slot freed; an open loop's at its arrival time, so waiting
 //! for a slot counts in its latency. Warm-up requests are sent and
 //! excluded; the run drains its in-flight requests before it ends.
+//!
+//! Conversations fit the same loop: an arrival starts a *session*, and the
+//! session is the unit a slot or a spawned task runs. The pacer builds its
+//! first turn ahead like any request (with every later turn's new message,
+//! which depends only on the seed); the task sends it, then builds each
+//! later turn from the history (earlier messages and the server's replies)
+//! while the think time runs, and sends it at (previous reply's end + think
+//! time), which is that turn's scheduled time: its TTFT counts from there.
+//! A closed loop of concurrency N is therefore N users, each with one
+//! conversation at a time. A failed turn ends its session. Request `k` of
+//! session `s` has index `s * turns + k`, so warm-up by count, request
+//! limits and per-request records count turns.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -26,7 +38,7 @@ use crate::plan::PointConfig;
 use crate::spec::{Level, Load, Warmup};
 use crate::workload::arrival::step_at;
 use crate::workload::seed::{Purpose, derive};
-use crate::workload::{Arrivals, Due, PromptGen};
+use crate::workload::{Arrivals, Due, Material, Message, Prompt, PromptGen, Role};
 
 /// Ctrl-C, shared by everything that waits.
 #[derive(Default)]
@@ -73,6 +85,9 @@ pub struct RunEnv {
     pub agent: Option<(u32, u32)>,
     /// Agents start together at this instant.
     pub start_at: Option<Instant>,
+    /// What the point's prompts are made from, loaded once per point by
+    /// `Material::load` for this point's workload and model.
+    pub material: Arc<Material>,
 }
 
 /// What a run produced.
@@ -114,10 +129,98 @@ fn pace_until(deadline: Instant, interrupt: &Interrupt) -> bool {
     }
 }
 
-/// A request ready to go.
+/// A request ready to go: one request, or the first turn of a session.
 struct Item {
     due: Due,
     prepared: Prepared,
+    /// A conversation: every turn's prompt (turn 0's is `prepared`).
+    session: Option<Vec<Prompt>>,
+}
+
+/// Builds the request (or session) of arrival `due`: the one place that
+/// turns prompts into bodies, shared by the pacer and the fingerprint.
+fn build<B: Backend>(backend: &B, prompts: &PromptGen, due: Due) -> Item {
+    if prompts.turns() > 1 {
+        let session = prompts.session(due.index);
+        Item {
+            due,
+            prepared: backend.prepare(&session[0]),
+            session: Some(session),
+        }
+    } else {
+        Item {
+            due,
+            prepared: backend.prepare(&prompts.prompt(due.index)),
+            session: None,
+        }
+    }
+}
+
+/// Requests per run whose bodies the workload fingerprint covers.
+pub const FINGERPRINT_REQUESTS: u64 = 64;
+
+/// SHA-256 over what the client builds for the first
+/// [`FINGERPRINT_REQUESTS`] arrivals of every run of a point, in order:
+/// each request's body, and for a conversation each later turn's new
+/// message and lengths (the history also holds the server's replies, which
+/// are not the client's to fix). Timing never enters it, so the same spec
+/// and seed give the same fingerprint on every machine, and a change to
+/// prompt synthesis, a dataset or a tokenizer changes it.
+pub fn workload_fingerprint<B: Backend>(
+    backend: &B,
+    cfg: &PointConfig,
+    point_hash: &str,
+    material: &Arc<Material>,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for run in 0..cfg.load.runs {
+        let prompts = prompt_gen(cfg, point_hash, run, material);
+        for index in 0..FINGERPRINT_REQUESTS {
+            let item = build(backend, &prompts, Due { index, at_ns: None });
+            h.update((item.prepared.body.len() as u64).to_le_bytes());
+            h.update(&item.prepared.body);
+            for p in item.session.iter().flatten().skip(1) {
+                h.update((p.text.len() as u64).to_le_bytes());
+                h.update(p.text.as_bytes());
+                h.update(p.input_tokens.to_le_bytes());
+                h.update(p.output_tokens.to_le_bytes());
+            }
+        }
+    }
+    crate::spec::hex(&h.finalize())
+}
+
+/// The prompt generator of one run of a point.
+pub fn prompt_gen(
+    cfg: &PointConfig,
+    point_hash: &str,
+    run: u32,
+    material: &Arc<Material>,
+) -> PromptGen {
+    let request_seed = derive(cfg.seed, point_hash, run, Purpose::Requests);
+    let prefix_seed = derive(cfg.seed, point_hash, 0, Purpose::Prefixes);
+    PromptGen::new(&cfg.workload, material.clone(), request_seed, prefix_seed)
+}
+
+/// The request bodies of the first `n` arrivals of a run, exactly as the
+/// pacer builds them (first turns only, for conversations).
+pub fn request_bodies<B: Backend>(
+    backend: &B,
+    cfg: &PointConfig,
+    point_hash: &str,
+    run: u32,
+    material: &Arc<Material>,
+    n: u64,
+) -> Vec<bytes::Bytes> {
+    let prompts = prompt_gen(cfg, point_hash, run, material);
+    (0..n)
+        .map(|index| {
+            build(backend, &prompts, Due { index, at_ns: None })
+                .prepared
+                .body
+        })
+        .collect()
 }
 
 /// Which requests count, decided as each is sent.
@@ -144,6 +247,9 @@ struct Run<B> {
     /// Closed-loop ramps: how many slots are active now.
     active: AtomicU32,
     active_changed: Notify,
+    /// Turns per session (1 without a conversation) and the think time.
+    turns: u32,
+    think: Duration,
 }
 
 impl<B: Backend> Run<B> {
@@ -185,20 +291,94 @@ impl<B: Backend> Run<B> {
         self.window.lock().measure_end
     }
 
-    /// Sends one admitted request and records it.
+    /// Sends one admitted request (or session) and records it.
     async fn send(&self, item: Item, warmup: bool, t_sched: Instant, t_slot: Instant) {
+        let base = item.due.index * self.turns as u64;
+        let mut rec = self
+            .send_one(base, 0, item.prepared, warmup, t_sched, t_slot)
+            .await;
+        let Some(session) = item.session else { return };
+        let mut history: Vec<Message> = session[0].history.clone();
+        let mut history_tokens = 0u32;
+        for k in 1..session.len() {
+            if !rec.ok() || self.ended() {
+                return;
+            }
+            let before = &session[k - 1];
+            history.push(Message {
+                role: Role::User,
+                content: before.text.clone(),
+            });
+            history.push(Message {
+                role: Role::Assistant,
+                content: rec.reply.take().unwrap_or_default(),
+            });
+            // What the client knows of the history's length: the messages as
+            // built, and each reply as the server counted it.
+            history_tokens += before.input_tokens + rec.output_tokens().0;
+            let now = &session[k];
+            let prepared = self.backend.prepare(&Prompt {
+                history: history.clone(),
+                text: now.text.clone(),
+                input_tokens: history_tokens + now.input_tokens,
+                output_tokens: now.output_tokens,
+            });
+            let due = rec.t_done + self.think;
+            if !self.wait_until(due).await {
+                return;
+            }
+            let index = base + k as u64;
+            let Some(warmup) = self.admit(index, due) else {
+                return;
+            };
+            rec = self
+                .send_one(index, k as u32, prepared, warmup, due, due)
+                .await;
+        }
+    }
+
+    /// Waits until `due`: tokio's timer most of the way (it fires up to a
+    /// millisecond late), then yields until the instant.
+    async fn wait_until(&self, due: Instant) -> bool {
+        let coarse = due.checked_sub(Duration::from_millis(2)).unwrap_or(due);
+        if coarse > Instant::now() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(coarse.into()) => {}
+                _ = self.interrupt.wait() => return false,
+            }
+        }
+        while Instant::now() < due {
+            if self.interrupt.is_set() {
+                return false;
+            }
+            tokio::task::yield_now().await;
+        }
+        true
+    }
+
+    /// Sends one admitted request, records it and returns its record.
+    async fn send_one(
+        &self,
+        index: u64,
+        turn: u32,
+        prepared: Prepared,
+        warmup: bool,
+        t_sched: Instant,
+        t_slot: Instant,
+    ) -> RequestRecord {
         let warmup_end = self.window.lock().warmup_end.unwrap_or(self.t0);
         let step = step_at(
             &self.load,
             t_sched.saturating_duration_since(warmup_end).as_nanos() as u64,
         );
-        let mut rec = RequestRecord::new(item.due.index, self.run, step, warmup, t_sched);
+        let mut rec = RequestRecord::new(index, self.run, step, warmup, t_sched);
+        rec.turn = turn;
         rec.t_slot = t_slot;
         let in_flight = self.live.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         if !warmup {
             self.recorder.lock().note_in_flight(in_flight);
         }
-        let rec = self.backend.send(item.prepared, rec).await;
+        let rec = self.backend.send(prepared, rec).await;
         self.live.in_flight.fetch_sub(1, Ordering::Relaxed);
         if !rec.warmup {
             self.live.done.fetch_add(1, Ordering::Relaxed);
@@ -210,6 +390,7 @@ impl<B: Backend> Run<B> {
         if let Some(s) = &self.sink {
             s(&rec);
         }
+        rec
     }
 
     /// Waits until slot `i` is active (closed-loop ramps); false once the run ends.
@@ -269,7 +450,7 @@ async fn slot<B: Backend>(
             // Closed loop: due the moment this slot freed.
             None => (free_since, free_since),
         };
-        let Some(warmup) = run.admit(item.due.index, t_sched) else {
+        let Some(warmup) = run.admit(item.due.index * run.turns as u64, t_sched) else {
             return;
         };
         run.send(item, warmup, t_sched, t_slot).await;
@@ -288,9 +469,7 @@ pub fn run_once<B: Backend>(
     tighten_timer_slack();
     let load = &cfg.load;
     let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
-    let request_seed = derive(cfg.seed, point_hash, run, Purpose::Requests);
-    let prefix_seed = derive(cfg.seed, point_hash, 0, Purpose::Prefixes);
-    let prompts = PromptGen::new(&cfg.workload, request_seed, prefix_seed);
+    let prompts = prompt_gen(cfg, point_hash, run, &env.material);
     let warmup_ns = match load.warmup {
         Warmup::Time(d) => d.as_nanos(),
         _ => 0,
@@ -330,10 +509,7 @@ pub fn run_once<B: Backend>(
         env.agent
             .is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64)
     });
-    let build = |d: Due| Item {
-        due: d,
-        prepared: backend.prepare(&prompts.prompt(d.index)),
-    };
+    let build = |d: Due| build(&*backend, &prompts, d);
     let mut ahead: VecDeque<Item> = VecDeque::new();
     let initial = limit.map(|l| l as usize).unwrap_or(16).min(LOOKAHEAD);
     while ahead.len() < initial {
@@ -362,6 +538,9 @@ pub fn run_once<B: Backend>(
     if let Some(w) = warmup_end {
         recorder.lock().set_window_start(w);
     }
+    if prompts.turns() > 1 {
+        recorder.lock().track_turns();
+    }
     let shared = Arc::new(Run {
         backend: backend.clone(),
         load: load.clone(),
@@ -384,6 +563,13 @@ pub fn run_once<B: Backend>(
         interrupt: env.interrupt.clone(),
         active: AtomicU32::new(first_active),
         active_changed: Notify::new(),
+        turns: prompts.turns(),
+        think: cfg
+            .workload
+            .conversation
+            .as_ref()
+            .map(|c| c.think_time.as_std())
+            .unwrap_or_default(),
     });
     let mut tasks: JoinSet<()> = JoinSet::new();
 
@@ -497,7 +683,7 @@ pub fn run_once<B: Backend>(
                     .at_ns
                     .map(|ns| t0 + Duration::from_nanos(ns))
                     .unwrap_or_else(Instant::now);
-                let Some(warmup) = shared.admit(item.due.index, due) else {
+                let Some(warmup) = shared.admit(item.due.index * shared.turns as u64, due) else {
                     break;
                 };
                 let run = shared.clone();
@@ -640,6 +826,7 @@ mod tests {
             sink: None,
             agent: None,
             start_at: None,
+            material: Arc::new(Material::plain()),
         }
     }
 
@@ -687,6 +874,50 @@ mod tests {
         let s = out.recorder.stats();
         assert_eq!(s.requests.succeeded, 10);
         assert_eq!(s.requests.warmup, 4);
+    }
+
+    #[test]
+    fn sessions_run_their_turns_in_order_and_a_failed_turn_ends_its_session() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let mut cfg = config(Level::Concurrency(2), Arrival::Closed, 0, Some(12));
+        Arc::make_mut(&mut cfg.workload).api = Api::Chat;
+        Arc::make_mut(&mut cfg.workload).conversation = Some(crate::spec::Conversation {
+            turns: 3,
+            think_time: D::from_millis(20),
+        });
+        let seen = Arc::new(Mutex::new(Vec::<(u64, u32, bool, Instant, Instant)>::new()));
+        let log = seen.clone();
+        let mut e = env(&rt);
+        e.sink = Some(Arc::new(move |r: &RequestRecord| {
+            log.lock()
+                .push((r.index, r.turn, r.ok(), r.t_sched, r.t_done))
+        }));
+        // Request index 4 is turn 1 of session 1: it fails, so turn 2 of
+        // that session (index 5) is never sent.
+        let backend = FakeBackend {
+            fail_every: 5,
+            ..FakeBackend::default()
+        };
+        let out = run_once(Arc::new(backend), &cfg, "h", 0, &e);
+        let s = out.recorder.stats();
+        assert_eq!(s.requests.sent, 12);
+        let seen = seen.lock().clone();
+        let indices: std::collections::BTreeSet<u64> = seen.iter().map(|r| r.0).collect();
+        assert!(!indices.contains(&5), "{indices:?}");
+        assert!(seen.iter().all(|r| r.1 as u64 == r.0 % 3));
+        // A later turn is scheduled at the previous turn's end + think time.
+        for r in &seen {
+            if r.1 > 0 {
+                let prev = seen.iter().find(|p| p.0 == r.0 - 1).unwrap();
+                assert_eq!(r.3, prev.4 + Duration::from_millis(20));
+            }
+        }
+        let turns = out.recorder.turns().unwrap();
+        assert_eq!(turns.len(), 3);
+        assert_eq!(
+            turns.values().map(|t| t.counts().sent).sum::<u64>(),
+            s.requests.sent
+        );
     }
 
     #[test]

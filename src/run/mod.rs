@@ -1,6 +1,7 @@
 //! Running a plan: the load engine (one run of one point), the recorder
 //! (statistics), the servers points run against (external, simulated,
-//! launched), and the orchestration of points, runs and results files.
+//! launched), the workload material each point reads once before it
+//! runs, and the orchestration of points, runs and results files.
 
 pub mod engine;
 pub mod environment;
@@ -9,3 +10,4 @@ pub mod point;
 pub mod progress;
 pub mod recorder;
 pub mod servers;
+pub mod workload;

@@ -117,6 +117,9 @@ pub fn run_plan_with(
         points: Vec::new(),
         pending: plan.points.iter().map(|p| p.id.clone()).collect(),
     };
+    // Tokenizers and datasets are read before any server starts, once per
+    // (workload, model): a malformed file stops the run here.
+    let materials = super::workload::materials(spec, plan)?;
     results.write(&path)?;
     let requests = if opts.requests_jsonl {
         Some(RequestLog::open(&opts.out_dir.join("requests.jsonl"))?)
@@ -175,6 +178,7 @@ pub fn run_plan_with(
             let label = format!("[{done}/{total}] {}", p.slug);
             let outcome = run_point(
                 p,
+                materials[i].clone(),
                 &mut server,
                 rt,
                 &interrupt,
@@ -290,6 +294,7 @@ enum PointOutcome {
 #[allow(clippy::too_many_arguments)]
 fn run_point(
     p: &Point,
+    material: Arc<crate::workload::Material>,
     server: &mut Server,
     rt: &tokio::runtime::Runtime,
     interrupt: &Arc<Interrupt>,
@@ -335,6 +340,13 @@ fn run_point(
             Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
         }
     };
+    let fingerprint = super::engine::workload_fingerprint(&*backend, cfg, &p.hash, &material);
+    let open = matches!(cfg.load.level, Level::Rate(_));
+    let mut turns: BTreeMap<u32, Tally> = BTreeMap::new();
+    let workload = |pr: &mut PointResult, turns: &BTreeMap<u32, Tally>| {
+        pr.workload = Some(super::workload::info(&material, fingerprint.clone()));
+        pr.turns = super::workload::turn_results(turns, open);
+    };
     let mut runs = Vec::new();
     let mut merged = Tally::default();
     let mut steps: BTreeMap<u32, Tally> = BTreeMap::new();
@@ -362,6 +374,7 @@ fn run_point(
             sink,
             agent: opts.agent,
             start_at: None,
+            material: material.clone(),
         };
         let ticker = (opts.progress == Progress::Live)
             .then(|| super::progress::Ticker::start(label.to_string(), run, cfg, live.clone()));
@@ -388,6 +401,9 @@ fn run_point(
         for (k, t) in out.recorder.steps() {
             steps.entry(*k).or_default().merge(t);
         }
+        for (k, t) in out.recorder.turns().into_iter().flatten() {
+            turns.entry(*k).or_default().merge(t);
+        }
         runs.push(RunResult {
             run,
             started_at,
@@ -407,6 +423,7 @@ fn run_point(
             );
             let mut pr = pr;
             pr.telemetry = Some(telemetry.finish());
+            workload(&mut pr, &turns);
             pr.status = PointStatus::Failed;
             pr.failure = Some(format!("the server died: {msg}"));
             pr.valid = false;
@@ -425,6 +442,7 @@ fn run_point(
         server,
     );
     pr.telemetry = Some(telemetry.finish());
+    workload(&mut pr, &turns);
     PointOutcome::Done(Box::new(pr))
 }
 
@@ -450,6 +468,8 @@ pub fn failed_point(p: &Point, failure: String) -> PointResult {
         server: None,
         cost: None,
         telemetry: None,
+        workload: None,
+        turns: Vec::new(),
     }
 }
 
@@ -514,6 +534,8 @@ fn finish_point(
         server: server.info(),
         cost: None,
         telemetry: None,
+        workload: None,
+        turns: Vec::new(),
     };
     if pr.merged.requests.succeeded == 0 && pr.merged.requests.failed > 0 {
         let connect_only = pr
@@ -606,6 +628,7 @@ fn request_line(point: &str, r: &RequestRecord, run_start: Instant) -> String {
         "point": point,
         "run": r.run,
         "index": r.index,
+        "turn": r.turn,
         "warmup": r.warmup,
         "step": r.step,
         "sched_ms": ms(run_start, r.t_sched),

@@ -35,6 +35,9 @@ pub struct Tally {
     latency: Vec<Hist>,
     input: Hist,
     output: Hist,
+    /// Lengths as built by the client, of every request sent.
+    requested_input: Hist,
+    requested_output: Hist,
     counts: Counts,
     errors: BTreeMap<String, u64>,
     error_examples: BTreeMap<String, String>,
@@ -47,6 +50,8 @@ pub struct Tally {
     requested_output_sum: u64,
     reported_input_sum: u64,
     reported_input_n: u64,
+    /// Requests whose reported prompt length equals the requested one.
+    reported_input_exact: u64,
     in_flight_ns: u128,
     first_send: Option<Instant>,
     last_send: Option<Instant>,
@@ -61,6 +66,8 @@ impl Default for Tally {
             latency: LATENCIES.iter().map(|_| new_hist()).collect(),
             input: new_hist(),
             output: new_hist(),
+            requested_input: new_hist(),
+            requested_output: new_hist(),
             counts: Counts::default(),
             errors: BTreeMap::new(),
             error_examples: BTreeMap::new(),
@@ -73,6 +80,7 @@ impl Default for Tally {
             requested_output_sum: 0,
             reported_input_sum: 0,
             reported_input_n: 0,
+            reported_input_exact: 0,
             in_flight_ns: 0,
             first_send: None,
             last_send: None,
@@ -160,6 +168,8 @@ impl Tally {
         self.counts.resent += r.retries as u64;
         self.requested_input_sum += r.requested_input as u64;
         self.requested_output_sum += r.requested_output as u64;
+        let _ = self.requested_input.record(r.requested_input as u64);
+        let _ = self.requested_output.record(r.requested_output as u64);
         self.first_send = Some(self.first_send.map_or(r.t_send, |t| t.min(r.t_send)));
         self.last_send = Some(self.last_send.map_or(r.t_send, |t| t.max(r.t_send)));
         self.first_sched = Some(self.first_sched.map_or(r.t_sched, |t| t.min(r.t_sched)));
@@ -207,6 +217,7 @@ impl Tally {
         if let Some(p) = r.usage.prompt_tokens {
             self.reported_input_sum += p as u64;
             self.reported_input_n += 1;
+            self.reported_input_exact += (p == r.requested_input) as u64;
         }
     }
 
@@ -217,6 +228,8 @@ impl Tally {
         }
         let _ = self.input.add(&o.input);
         let _ = self.output.add(&o.output);
+        let _ = self.requested_input.add(&o.requested_input);
+        let _ = self.requested_output.add(&o.requested_output);
         self.counts.sent += o.counts.sent;
         self.counts.succeeded += o.counts.succeeded;
         self.counts.failed += o.counts.failed;
@@ -242,6 +255,7 @@ impl Tally {
         self.requested_output_sum += o.requested_output_sum;
         self.reported_input_sum += o.reported_input_sum;
         self.reported_input_n += o.reported_input_n;
+        self.reported_input_exact += o.reported_input_exact;
         self.in_flight_ns += o.in_flight_ns;
     }
 
@@ -288,6 +302,10 @@ impl Tally {
                 } else {
                     0.0
                 },
+                requested_input: Summary::of(&self.requested_input, 1.0),
+                requested_output: Summary::of(&self.requested_output, 1.0),
+                reported_input_exact: (self.reported_input_n > 0)
+                    .then(|| self.reported_input_exact as f64 / self.reported_input_n as f64),
             },
             request_throughput: per_s(self.counts.succeeded as f64),
             input_tokens_per_s: per_s(self.input_total as f64),
@@ -370,6 +388,8 @@ pub struct Recorder {
     windows: Vec<(u64, Tally)>,
     steps: BTreeMap<u32, Tally>,
     ramp: bool,
+    /// Conversations: per-turn tallies (turn 0 first).
+    turns: Option<BTreeMap<u32, Tally>>,
     concurrency_max: u64,
 }
 
@@ -392,8 +412,19 @@ impl Recorder {
             windows: Vec::new(),
             steps: BTreeMap::new(),
             ramp,
+            turns: None,
             concurrency_max: 0,
         }
+    }
+
+    /// Keeps a tally per conversation turn as well.
+    pub fn track_turns(&mut self) {
+        self.turns.get_or_insert_with(BTreeMap::new);
+    }
+
+    /// Per-turn tallies (conversations), turn 0 first.
+    pub fn turns(&self) -> Option<&BTreeMap<u32, Tally>> {
+        self.turns.as_ref()
     }
 
     pub fn set_window_start(&mut self, t: Instant) {
@@ -418,6 +449,9 @@ impl Recorder {
         self.run.add(r, &d);
         if self.ramp {
             self.steps.entry(r.step).or_default().add(r, &d);
+        }
+        if let Some(turns) = &mut self.turns {
+            turns.entry(r.turn).or_default().add(r, &d);
         }
         if let Some(start) = self.window_start {
             let w = ns(start, r.t_done) / self.window_len_ns;

@@ -537,6 +537,24 @@ impl Cx<'_> {
                 None,
             );
         }
+        if let Some(t) = &m.tokenizer {
+            // Read at run time, once per point; a missing file is caught here.
+            let path = self.base_dir.join(t);
+            if let Err(e) = std::fs::metadata(&path).and_then(|md| {
+                md.is_file()
+                    .then_some(())
+                    .ok_or_else(|| std::io::Error::other("not a file"))
+            }) {
+                self.err(
+                    &k("tokenizer"),
+                    format!("cannot read tokenizer {}: {e}", path.display()),
+                    Some(
+                        "give the path of a Hugging Face tokenizer.json, relative to the spec file"
+                            .into(),
+                    ),
+                );
+            }
+        }
         let preset = m.preset.as_deref().and_then(|p| {
             let found = catalog::model(p);
             if found.is_none() {

@@ -1,0 +1,385 @@
+//! Exact prompt lengths against a real server: llama.cpp's `llama-server`
+//! with the tiny GGUF models `scripts/setup-llama` builds (llama's 32000-token
+//! SentencePiece vocabulary). The model's vocabulary is read from the GGUF
+//! file and turned into a Hugging Face tokenizer.json (a BPE whose merges are
+//! ranked by the merged piece's score, which is how SentencePiece BPE and
+//! llama.cpp's SPM tokenizer merge), then a spec whose model points at that
+//! file runs completions of exact lengths through the ordinary `run` path.
+//! The server's `usage.prompt_tokens` must equal every requested length.
+//!
+//! BOS: llama-server adds `<s>` to a completions prompt and counts it in
+//! `usage.prompt_tokens`; the tokenizer.json's post-processor adds it too,
+//! so a prompt of N tokens is BOS plus N - 1 tokens of text, and length 1 is
+//! BOS alone (an empty prompt).
+//!
+//! The server comes from `$INFER_BENCH_LLAMA_DIR` (default `target/llama`
+//! in the repository). Without it the test fails, unless
+//! `INFER_BENCH_SKIP_LLAMA=1` says to skip it.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use infer_bench::plan::Plan;
+use infer_bench::run::engine::Interrupt;
+use infer_bench::run::point::{Progress, RunOptions, run_plan};
+use infer_bench::workload::TokenCounter;
+
+fn llama_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("INFER_BENCH_LLAMA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/llama"));
+    let ok = dir.join("bin/llama-server").is_file() && dir.join("models/tiny-f16.gguf").is_file();
+    if ok {
+        return Some(dir);
+    }
+    if std::env::var("INFER_BENCH_SKIP_LLAMA").as_deref() == Ok("1") {
+        eprintln!(
+            "skipped: no llama-server in {} (INFER_BENCH_SKIP_LLAMA=1)",
+            dir.display()
+        );
+        return None;
+    }
+    panic!(
+        "no llama-server at {}/bin/llama-server with models/tiny-f16.gguf: run scripts/setup-llama, \
+         set INFER_BENCH_LLAMA_DIR to a directory it built, or set INFER_BENCH_SKIP_LLAMA=1 to skip",
+        dir.display()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The vocabulary of a GGUF file.
+
+struct Vocab {
+    tokens: Vec<String>,
+    scores: Vec<f32>,
+    types: Vec<i32>,
+    bos: u32,
+}
+
+struct Reader<'a>(&'a [u8], usize);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> &[u8] {
+        let s = &self.0[self.1..self.1 + n];
+        self.1 += n;
+        s
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take(4).try_into().unwrap())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take(8).try_into().unwrap())
+    }
+    fn string(&mut self) -> String {
+        let n = self.u64() as usize;
+        String::from_utf8(self.take(n).to_vec()).unwrap()
+    }
+}
+
+#[derive(Debug)]
+enum Value {
+    Num(f64),
+    Str(String),
+    Array(Vec<Value>),
+}
+
+fn value(r: &mut Reader, ty: u32) -> Value {
+    match ty {
+        0 | 1 | 7 => Value::Num(r.take(1)[0] as i8 as f64),
+        2 | 3 => Value::Num(i16::from_le_bytes(r.take(2).try_into().unwrap()) as f64),
+        4 => Value::Num(r.u32() as f64),
+        5 => Value::Num(r.u32() as i32 as f64),
+        6 => Value::Num(f32::from_le_bytes(r.take(4).try_into().unwrap()) as f64),
+        8 => Value::Str(r.string()),
+        9 => {
+            let et = r.u32();
+            let n = r.u64();
+            Value::Array((0..n).map(|_| value(r, et)).collect())
+        }
+        10 | 11 => Value::Num(r.u64() as f64),
+        12 => Value::Num(f64::from_le_bytes(r.take(8).try_into().unwrap())),
+        t => panic!("unknown GGUF value type {t}"),
+    }
+}
+
+fn read_vocab(path: &Path) -> Vocab {
+    let bytes = std::fs::read(path).unwrap();
+    let mut r = Reader(&bytes, 0);
+    assert_eq!(r.take(4), b"GGUF");
+    let _version = r.u32();
+    let _tensors = r.u64();
+    let kvs = r.u64();
+    let mut kv = BTreeMap::new();
+    for _ in 0..kvs {
+        let key = r.string();
+        let ty = r.u32();
+        kv.insert(key, value(&mut r, ty));
+    }
+    let num = |v: &Value| match v {
+        Value::Num(x) => *x,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(kv.get("tokenizer.ggml.model"), Some(Value::Str(m)) if m == "llama"));
+    let bos = num(&kv["tokenizer.ggml.bos_token_id"]) as u32;
+    let mut array = |k: &str| match kv.remove(k) {
+        Some(Value::Array(v)) => v,
+        other => panic!("{k}: {other:?}"),
+    };
+    let tokens = array("tokenizer.ggml.tokens")
+        .into_iter()
+        .map(|v| match v {
+            Value::Str(s) => s,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let scores = array("tokenizer.ggml.scores")
+        .iter()
+        .map(|v| num(v) as f32)
+        .collect();
+    let types = array("tokenizer.ggml.token_type")
+        .iter()
+        .map(|v| num(v) as i32)
+        .collect();
+    Vocab {
+        tokens,
+        scores,
+        types,
+        bos,
+    }
+}
+
+/// A Llama-style tokenizer.json from a SentencePiece vocabulary: "▁" for
+/// spaces and a leading "▁", BPE with byte fallback, merges ranked by the
+/// merged piece's score (higher first), BOS added by the post-processor.
+fn tokenizer_json(v: &Vocab) -> String {
+    use serde_json::json;
+    const NORMAL: i32 = 1;
+    let index: std::collections::HashMap<&str, usize> = v
+        .tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.as_str(), i))
+        .collect();
+    let mut merges: Vec<(f32, usize, usize, &str, &str)> = Vec::new();
+    for (id, t) in v.tokens.iter().enumerate() {
+        if v.types[id] != NORMAL {
+            continue;
+        }
+        for (cut, _) in t.char_indices().skip(1) {
+            let (l, r) = t.split_at(cut);
+            if let (Some(&li), Some(_)) = (index.get(l), index.get(r)) {
+                merges.push((v.scores[id], id, li, l, r));
+            }
+        }
+    }
+    merges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let vocab: serde_json::Map<String, serde_json::Value> = v
+        .tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), json!(i)))
+        .collect();
+    let added: Vec<serde_json::Value> = (0..v.tokens.len())
+        .filter(|i| matches!(v.types[*i], 2 | 3))
+        .map(|i| {
+            json!({"id": i, "content": v.tokens[i], "single_word": false, "lstrip": false,
+                   "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
+    let bos = &v.tokens[v.bos as usize];
+    json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
+        ]},
+        "pre_tokenizer": null,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos.as_str(): {"id": bos, "ids": [v.bos], "tokens": [bos]}}
+        },
+        "decoder": null,
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": v.tokens[0], "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+            "vocab": vocab,
+            "merges": merges.iter().map(|m| json!([m.3, m.4])).collect::<Vec<_>>()
+        }
+    })
+    .to_string()
+}
+
+// ---------------------------------------------------------------------------
+// The server.
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts llama-server on a free port and waits for its "listening on"
+/// line; the server is stopped when the returned guard drops, panics
+/// included.
+fn start(dir: &Path) -> Server {
+    let child = Command::new(dir.join("bin/llama-server"))
+        .arg("-m")
+        .arg(dir.join("models/tiny-f16.gguf"))
+        .args(["--host", "127.0.0.1", "--port", "0"])
+        .args(["-np", "4", "-cb", "-c", "4096"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("llama-server starts");
+    let mut server = Server { child, port: 0 };
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    for pipe in [
+        Box::new(server.child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(server.child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        // Drains the log to the end so the server never blocks writing it.
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut log = Vec::new();
+    while Instant::now() < deadline {
+        let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) else {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("llama-server exited ({status}):\n{}", log.join("\n"));
+            }
+            continue;
+        };
+        if let Some(rest) = line.split("listening on http://127.0.0.1:").nth(1) {
+            server.port = rest
+                .trim()
+                .trim_end_matches('/')
+                .parse()
+                .unwrap_or_else(|_| panic!("no port in {line:?}"));
+            return server;
+        }
+        log.push(line);
+    }
+    panic!(
+        "llama-server was not ready within 60 s:\n{}",
+        log.join("\n")
+    );
+}
+
+#[test]
+fn llama_server_counts_exactly_the_requested_prompt_lengths() {
+    let Some(dir) = llama_dir() else { return };
+    let vocab = read_vocab(&dir.join("models/tiny-f16.gguf"));
+    assert_eq!(vocab.tokens.len(), 32000);
+    let tmp = tempfile::tempdir().unwrap();
+    let tok_path = tmp.path().join("tokenizer.json");
+    std::fs::write(&tok_path, tokenizer_json(&vocab)).unwrap();
+    let tok = TokenCounter::load(&tok_path).unwrap();
+    assert_eq!(tok.specials(), 1, "BOS");
+    assert_eq!(
+        tok.tokens("Hello world", true),
+        ["<s>", "▁Hello", "▁world"],
+        "the Llama vocabulary, BOS first"
+    );
+
+    let server = start(&dir);
+    let lengths = [1u32, 2, 7, 100, 1000];
+    let mut workloads = String::new();
+    for n in lengths {
+        workloads.push_str(&format!(
+            "[workloads.n{n}]\napi = \"completions\"\ninput_tokens = {n}\noutput_tokens = 4\n\n"
+        ));
+    }
+    let spec_text = format!(
+        r#"
+name = "llama-lengths"
+seed = 3
+[targets.llama]
+kind = "openai"
+base_url = "http://127.0.0.1:{port}/v1"
+# One connection per request: llama-server now and then closes a kept-alive
+# connection just as the next request is written (about one run in seven
+# here), which is not what this test is about.
+headers = {{ Connection = "close" }}
+[models.tiny]
+served_name = "tiny"
+tokenizer = "{tok}"
+{workloads}
+[load]
+concurrency = 2
+requests = 4
+timeouts = {{ first_token = "60s", total = "120s" }}
+[matrix]
+workload = [{list}]
+"#,
+        port = server.port,
+        tok = tok_path.display(),
+        list = lengths
+            .iter()
+            .map(|n| format!("\"n{n}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let spec_path = tmp.path().join("spec.toml");
+    std::fs::write(&spec_path, spec_text).unwrap();
+    let spec = infer_bench::spec::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let plan = Plan::build(&spec).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = RunOptions {
+        out_dir: tmp.path().join("out"),
+        requests_jsonl: true,
+        progress: Progress::Quiet,
+        partition: None,
+        agent: None,
+        start_at: None,
+    };
+    let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
+    let lines = std::fs::read_to_string(tmp.path().join("out/requests.jsonl")).unwrap();
+    let mut seen = 0;
+    for line in lines.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(
+            r["input_tokens"], r["input_tokens_requested"],
+            "the server counts what was requested: {r}"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 4 * lengths.len());
+    for (p, n) in results.points.iter().zip(lengths) {
+        let t = &p.merged.tokens;
+        eprintln!(
+            "{}: requested {n}, server counted {:?} (exact share {:?}, every prompt verified: {})",
+            p.slug,
+            t.reported_input_mean,
+            t.reported_input_exact,
+            p.workload.as_ref().unwrap().every_prompt_verified
+        );
+        assert_eq!(p.merged.requests.succeeded, 4, "{}", p.slug);
+        assert_eq!(t.requested_input.min, n as f64, "{}", p.slug);
+        assert_eq!(t.reported_input_mean, Some(n as f64), "{}", p.slug);
+        assert_eq!(t.reported_input_exact, Some(1.0), "{}", p.slug);
+        assert_eq!(p.workload.as_ref().unwrap().lengths, "tokenizer");
+    }
+}
