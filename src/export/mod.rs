@@ -4,6 +4,7 @@
 pub mod plan;
 pub mod summary;
 pub mod table;
+pub mod verdict;
 
 use std::io::Write;
 
