@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod cli;
 pub mod error;
 pub mod export;
+pub mod gate;
 pub mod hist;
 pub mod httpserv;
 pub mod judge;
