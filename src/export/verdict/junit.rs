@@ -225,6 +225,68 @@ pub fn esc(s: &str) -> String {
 mod tests {
     use super::*;
 
+    use crate::judge::compare::tests::{baseline_of, plan, point, results};
+    use crate::judge::compare::{Settings, compare};
+
+    /// One regressed point with a failed SLO, one INCONCLUSIVE point, one
+    /// new point: failures are the regression and the SLO; the
+    /// INCONCLUSIVE gate is skipped, and a failure under --strict.
+    #[test]
+    fn failures_follow_the_exit_code() {
+        let gates =
+            "[regression]\nmetrics = [{ metric = \"tpot\", stat = \"p50\", noise = \"5%\" }]\n";
+        let (spec, plan) = plan(16, gates);
+        let named = |slug: &str, v: &[f64]| {
+            let mut p = point(&plan, v, &[]);
+            p.slug = slug.into();
+            p.id = format!("{slug}-00000000");
+            p
+        };
+        let b = baseline_of(&results(vec![
+            named("a", &[100.0; 3]),
+            named("b", &[100.0; 3]),
+        ]));
+        let mut a = named("a", &[120.0; 3]);
+        a.slo = vec![crate::results::SloResult {
+            metric: "tpot".into(),
+            expr: "p50 < 110ms".parse().unwrap(),
+            value: Some(120.0),
+            pass: false,
+            note: None,
+        }];
+        a.slo_pass = Some(false);
+        let new = results(vec![
+            a,
+            named("b", &[100.0, 104.0, 108.0]),
+            named("c", &[1.0; 3]),
+        ]);
+        let mut r = compare(&b, &new, &Settings::from_regression(&spec.regression));
+        let xml = junit(&r);
+        assert!(
+            xml.contains("tests=\"4\" failures=\"2\" errors=\"0\" skipped=\"2\""),
+            "{xml}"
+        );
+        assert!(xml.contains("<testcase classname=\"a\" name=\"tpot p50\">\n      <failure type=\"REGRESSED\" message=\"REGRESSED: +20.0% [+20.0%, +20.0%] (band ±5.0%)\">"), "{xml}");
+        assert!(
+            xml.contains("name=\"slo tpot p50 &lt; 110ms\">\n      <failure type=\"SLO\""),
+            "{xml}"
+        );
+        assert!(xml.contains("<testcase classname=\"b\" name=\"tpot p50\">\n      <skipped message=\"INCONCLUSIVE: "), "{xml}");
+        assert!(
+            xml.contains(
+                "<testcase classname=\"c\" name=\"baseline\">\n      <skipped message=\"new point"
+            ),
+            "{xml}"
+        );
+        r.finish(true);
+        let strict = junit(&r);
+        assert!(strict.contains("failures=\"3\""), "{strict}");
+        assert!(
+            strict.contains("<failure type=\"UNJUDGED\" message=\"INCONCLUSIVE: "),
+            "{strict}"
+        );
+    }
+
     #[test]
     fn escapes_markup_and_drops_what_xml_cannot_hold() {
         assert_eq!(

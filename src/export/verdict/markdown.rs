@@ -406,3 +406,110 @@ impl Writer {
         self.out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::compare::compare;
+    use crate::judge::compare::tests::{baseline_of, plan, point, results};
+
+    const GATES: &str = r#"
+[regression]
+metrics = [{ metric = "tpot", stat = "p50", noise = "5%" }]
+"#;
+
+    /// `count` points named p0000.., each with baseline TPOT 100 and the
+    /// new TPOT `new(i)` in all three runs.
+    fn report(count: usize, new: impl Fn(usize) -> f64) -> Report {
+        let (spec, plan) = plan(16, GATES);
+        let named = |i: usize, v: f64| {
+            let mut p = point(&plan, &[v; 3], &[]);
+            p.slug = format!("p{i:04}");
+            p.id = format!("p{i:04}-00000000");
+            p
+        };
+        let b = baseline_of(&results((0..count).map(|i| named(i, 100.0)).collect()));
+        let mut points: Vec<_> = (0..count).map(|i| named(i, new(i))).collect();
+        if let Some(first) = points.first_mut() {
+            first.telemetry = Some(serde_json::json!({
+                "gpu": {"throttle_reasons": "hw_slowdown", "sm_clock_mhz": [1410, 1410]},
+                "vllm": {"num_preemptions_total": 7},
+            }));
+        }
+        let settings = crate::judge::compare::Settings::from_regression(&spec.regression);
+        compare(&b, &results(points), &settings)
+    }
+
+    #[test]
+    fn regressions_first_with_context_then_improvements_then_a_count() {
+        // p0000 regressed, p0001 improved, p0002 unchanged.
+        let r = report(3, |i| [120.0, 80.0, 100.0][i]);
+        let md = markdown(&r, MAX_BYTES);
+        assert!(
+            md.starts_with(
+                "## infer-bench: `unit` failed\n\nPoints: **1 regressed**, 1 improved, 1 unchanged."
+            ),
+            "{md}"
+        );
+        let reg = md.find("### Regressions").unwrap();
+        let imp = md.find("### Improvements").unwrap();
+        let unch = md.find("### Unchanged").unwrap();
+        assert!(reg < imp && imp < unch, "{md}");
+        assert!(
+            md.contains("| `p0000` | tpot p50 | 100 ms | 120 ms | **+20.0%** | [+20.0%, +20.0%] | ±5.0% | 3 vs 3 runs, 90% |"),
+            "{md}"
+        );
+        assert!(md.contains("gpu.throttle_reasons `hw_slowdown`"), "{md}");
+        assert!(
+            md.contains("gpu.sm_clock_mhz `mean 1410, max 1410 (2 samples)`"),
+            "{md}"
+        );
+        assert!(md.contains("vllm.num_preemptions_total `7`"), "{md}");
+        assert!(
+            md.contains("| `p0001` | tpot p50 | 100 ms | 80.0 ms | **-20.0%**"),
+            "{md}"
+        );
+        assert!(
+            md.contains("1 point(s) unchanged; 1 gate(s) unchanged"),
+            "{md}"
+        );
+        assert!(
+            md.trim_end()
+                .ends_with("exit code 1 (failed: regression or SLO failure)</sub>"),
+            "{md}"
+        );
+        assert!(!md.contains("cut to stay under"));
+    }
+
+    /// 3000 regressed points would take about 400 KB; the report keeps the
+    /// first rows that fit, says how much it left out, and ends with the
+    /// footer.
+    #[test]
+    fn long_reports_are_cut_under_the_limit() {
+        let r = report(3000, |_| 130.0);
+        let md = markdown(&r, MAX_BYTES);
+        assert!(md.len() <= MAX_BYTES, "{}", md.len());
+        assert!(
+            md.len() > MAX_BYTES - 2000,
+            "uses the room it has: {}",
+            md.len()
+        );
+        assert!(md.contains("| `p0000` | tpot p50 |"));
+        assert!(!md.contains("`p2999`"));
+        assert!(
+            md.contains("_The report was cut to stay under GitHub's size limit:"),
+            "{}",
+            &md[md.len() - 600..]
+        );
+        assert!(md.trim_end().ends_with("</sub>"));
+        // Every table row that made it is whole.
+        let last_row = md.lines().filter(|l| l.starts_with("| `p")).last().unwrap();
+        assert!(last_row.ends_with(" |"), "{last_row}");
+    }
+
+    #[test]
+    fn cells_are_escaped() {
+        assert_eq!(cell("a | b\nc"), "a \\| b c");
+        assert_eq!(html("<a&b>"), "&lt;a&amp;b&gt;");
+    }
+}
