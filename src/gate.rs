@@ -61,6 +61,7 @@ pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
     let regression = regression_of(&results)?;
     let path = baseline_path(args.baseline.as_deref(), &regression);
     let baseline = load_baseline(&path)?;
+    warn_if_other_spec(&baseline, &path, &results.spec.name);
     let settings = Settings::from_regression(&regression);
     let mut report = compare(&baseline, &results, &settings);
     report.baseline.path = path.display().to_string();
@@ -108,6 +109,7 @@ impl RunGate {
     pub fn prepare(spec: &Spec, arg: &Path) -> Result<RunGate> {
         let path = baseline_path(Some(arg), &spec.regression);
         let baseline = load_baseline(&path)?;
+        warn_if_other_spec(&baseline, &path, &spec.name);
         Ok(RunGate {
             path,
             baseline,
@@ -206,6 +208,18 @@ fn baseline_path(arg: Option<&Path>, regression: &Regression) -> PathBuf {
     match arg {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from(&regression.baseline),
+    }
+}
+
+/// Says so on stderr when the baseline was recorded for another spec (a
+/// renamed spec is fine; the wrong file usually is not).
+fn warn_if_other_spec(baseline: &Baseline, path: &Path, spec: &str) {
+    if !baseline.points.is_empty() && baseline.spec != spec {
+        eprintln!(
+            "warning: {} was recorded for spec \"{}\", these results come from \"{spec}\"",
+            path.display(),
+            baseline.spec
+        );
     }
 }
 

@@ -531,6 +531,25 @@ fn a_missing_baseline_stops_before_any_load_is_sent() {
     );
 }
 
+/// docs/regression.md shows the workflow of docs/examples: the same text.
+#[test]
+fn the_documented_workflow_is_the_example_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/regression.md")).unwrap();
+    let example =
+        std::fs::read_to_string(root.join("docs/examples/github-actions-pr.yml")).unwrap();
+    let body: String = example
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(body.starts_with("name: "), "{body}");
+    assert!(
+        doc.contains(&format!("```yaml\n{body}```")),
+        "docs/regression.md and docs/examples/github-actions-pr.yml differ"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // False alarms, measured.
 
