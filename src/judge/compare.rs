@@ -612,7 +612,7 @@ fn compared(
         .collect();
     let incomparable = !env_mismatch.is_empty() && problem.is_none();
     let mut notes = Vec::new();
-    if within_run {
+    if within_run && problem.is_none() {
         notes.push(format!(
             "within-run evidence: {} a single run, so the windows of each run stand in for runs",
             match (b.runs.len() < 2, p.runs.len() < 2) {

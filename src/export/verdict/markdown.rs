@@ -186,11 +186,13 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
         gate_table(&mut w, &improved);
     }
 
-    w.section("### Unchanged\n\n");
-    w.push(&format!(
-        "{} point(s) unchanged; {} gate(s) unchanged across all compared points.\n\n",
-        c.unchanged, c.unchanged_gates
-    ));
+    if c.unchanged > 0 || c.unchanged_gates > 0 {
+        w.section("### Unchanged\n\n");
+        w.push(&format!(
+            "{} point(s) unchanged; {} gate(s) unchanged across all compared points.\n\n",
+            c.unchanged, c.unchanged_gates
+        ));
+    }
 
     let list = |m: Match| -> Vec<String> {
         r.points
@@ -475,7 +477,7 @@ metrics = [{ metric = "tpot", stat = "p50", noise = "5%" }]
         );
         assert!(
             md.trim_end()
-                .ends_with("exit code 1 (failed: regression or SLO failure)</sub>"),
+                .ends_with("exit code 1 (failed: a regression, a failed SLO or a forbidden environment mismatch)</sub>"),
             "{md}"
         );
         assert!(!md.contains("cut to stay under"));

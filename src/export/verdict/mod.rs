@@ -114,7 +114,7 @@ pub fn slo_value(metric: &str, v: Option<f64>) -> String {
 pub fn exit_meaning(code: u8) -> &'static str {
     match code {
         0 => "passed",
-        1 => "failed: regression or SLO failure",
+        1 => "failed: a regression, a failed SLO or a forbidden environment mismatch",
         3 => "failed: a point could not be measured",
         4 => "failed (--strict): something could not be judged",
         _ => "failed",
