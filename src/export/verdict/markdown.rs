@@ -505,7 +505,7 @@ metrics = [{ metric = "tpot", stat = "p50", noise = "5%" }]
         );
         assert!(md.trim_end().ends_with("</sub>"));
         // Every table row that made it is whole.
-        let last_row = md.lines().filter(|l| l.starts_with("| `p")).last().unwrap();
+        let last_row = md.lines().rfind(|l| l.starts_with("| `p")).unwrap();
         assert!(last_row.ends_with(" |"), "{last_row}");
     }
 
