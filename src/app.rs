@@ -29,6 +29,7 @@ pub fn execute(command: Command) -> Result<Outcome> {
             let text = match kind {
                 SchemaKind::Spec => spec::schema::spec_schema_text(),
                 SchemaKind::Results => crate::results::schema_text(),
+                SchemaKind::Baseline => crate::judge::baseline::schema_text(),
             };
             write_stdout(&text)?;
             Ok(Outcome(EXIT_OK))
@@ -46,8 +47,12 @@ pub fn execute(command: Command) -> Result<Outcome> {
         Command::ScriptedServer { ttft_ms, itl_ms } => {
             crate::selfbench::serve_scripted(ttft_ms, itl_ms).map(|_| Outcome(EXIT_OK))
         }
-        Command::Diff(_) => Err(not_built("diff", "the regression judge")),
-        Command::Bless { .. } => Err(not_built("bless", "baselines")),
+        Command::Diff(args) => crate::gate::diff(&args),
+        Command::Bless {
+            results,
+            points,
+            baseline,
+        } => crate::gate::bless(&results, &points, baseline.as_deref()),
         Command::Report {
             results,
             format,
@@ -166,6 +171,15 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         ));
     }
     let agent = args.agent.as_deref().map(parse_agent).transpose()?;
+    let gate = match &args.baseline {
+        Some(b) => Some(crate::gate::RunGate::prepare(&spec, b)?),
+        None if args.markdown.is_some() || args.junit.is_some() => {
+            return Err(Error::Usage(
+                "--markdown and --junit write the verdicts of --baseline; add --baseline".into(),
+            ));
+        }
+        None => None,
+    };
     let out_dir = args
         .out
         .clone()
@@ -202,6 +216,32 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         start_at: None,
     };
     let results = run_plan(&spec, &plan, &opts, &rt, interrupt.clone())?;
+    if let Some(gate) = gate.filter(|_| !results.interrupted) {
+        let mut report = gate.judge(&spec, &plan, &results, &opts, &rt, interrupt)?;
+        report.finish(args.strict);
+        crate::gate::write_files(
+            &report,
+            &crate::gate::Outputs {
+                markdown: args.markdown.as_deref(),
+                junit: args.junit.as_deref(),
+            },
+        )?;
+        let text = match args.format {
+            crate::cli::OutputFormat::Table => format!(
+                "{}\n{}",
+                export::summary::table(&results),
+                export::verdict::table::table(&report)
+            ),
+            crate::cli::OutputFormat::Json => export::verdict::json(&report),
+        };
+        write_stdout(&text)?;
+        eprintln!(
+            "results: {}",
+            crate::run::point::results_path(&out_dir).display()
+        );
+        rt.shutdown_timeout(std::time::Duration::from_secs(1));
+        return Ok(Outcome(report.exit_code));
+    }
     let text = match args.format {
         crate::cli::OutputFormat::Table => export::summary::table(&results),
         crate::cli::OutputFormat::Json => results.to_json(),

@@ -75,7 +75,7 @@ pub enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Print a JSON Schema: of specs (default) or of results files.
+    /// Print a JSON Schema: of specs (default), results or baseline files.
     Schema {
         #[arg(value_enum, default_value_t = SchemaKind::Spec)]
         kind: SchemaKind,
@@ -139,7 +139,9 @@ pub struct RunArgs {
     /// (default: results/<spec name>-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Judge against this baseline after the run (the pull-request command).
+    /// Judge against this baseline after the run (the pull-request command);
+    /// without a value, the spec's `regression.baseline`. With --format
+    /// json, stdout holds the verdicts (the results are in --out).
     #[arg(long, num_args = 0..=1, default_missing_value = "")]
     pub baseline: Option<PathBuf>,
     /// Also write every request to requests.jsonl, streamed to disk.
@@ -218,6 +220,7 @@ pub enum ReportFormat {
 pub enum SchemaKind {
     Spec,
     Results,
+    Baseline,
 }
 
 /// Parses the command line, runs the command, maps the outcome to an exit code.

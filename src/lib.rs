@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cost;
 pub mod error;
 pub mod export;
+pub mod gate;
 pub mod hist;
 pub mod httpserv;
 pub mod judge;

@@ -7,6 +7,7 @@ pub mod report;
 pub mod summary;
 pub mod table;
 pub mod telemetry;
+pub mod verdict;
 
 use std::io::Write;
 

@@ -9,6 +9,10 @@
 //! for small samples and its normal approximation above), the noise band, and
 //! the data-driven verdict (REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE).
 //!
+//! Fractions that may be zero (error rate, goodput ratio) are compared by
+//! their difference instead ([`judge_absolute`]): the same estimate and
+//! interval on `y_j - x_i`, with the band in the values' own unit.
+//!
 //! It does not decide whether two results may be compared at all (point
 //! identity, environment fingerprint: INCOMPARABLE) nor whether there are
 //! enough valid runs (`min_runs`: INSUFFICIENT); the caller does, before
@@ -100,11 +104,36 @@ pub fn hodges_lehmann(base: &[f64], new: &[f64], confidence: f64) -> Option<Shif
     }
     let ln_base = logs(base)?;
     let ln_new = logs(new)?;
-    let (m, n) = (ln_base.len(), ln_new.len());
+    shift_of_differences(&ln_base, &ln_new, confidence)
+}
+
+/// The Hodges-Lehmann shift `new - base` on the scale the values are given
+/// in, with its interval: the machinery of [`hodges_lehmann`] applied to
+/// the pairwise differences `y_j - x_i` themselves rather than to log
+/// ratios. For quantities compared by absolute difference, such as
+/// fractions that may be zero (error rate).
+///
+/// Returns `None` if either side is empty, any value is not finite, or
+/// `confidence` is not in `(0, 1]`.
+pub fn hodges_lehmann_absolute(base: &[f64], new: &[f64], confidence: f64) -> Option<Shift> {
+    if !(confidence > 0.0 && confidence <= 1.0) {
+        return None;
+    }
+    let finite = |xs: &[f64]| !xs.is_empty() && xs.iter().all(|x| x.is_finite());
+    if !(finite(base) && finite(new)) {
+        return None;
+    }
+    shift_of_differences(base, new, confidence)
+}
+
+/// Estimate and interval from the pairwise differences of two non-empty
+/// samples of finite values.
+fn shift_of_differences(base: &[f64], new: &[f64], confidence: f64) -> Option<Shift> {
+    let (m, n) = (base.len(), new.len());
     let pairs = m.checked_mul(n)?;
     let mut d = Vec::with_capacity(pairs);
-    for y in &ln_new {
-        d.extend(ln_base.iter().map(|x| y - x));
+    for y in new {
+        d.extend(base.iter().map(|x| y - x));
     }
     d.sort_unstable_by(f64::total_cmp);
     let estimate = median_of_sorted(&d)?;
@@ -251,16 +280,7 @@ pub fn judge(
     };
     let spread = coefficient_of_variation(base).map_or(0.0, |cv| 2.0 * cv);
     let tau = noise.max(spread);
-    let band = tau.ln_1p();
-    let verdict = if low > band {
-        Verdict::Regressed
-    } else if high < -band {
-        Verdict::Improved
-    } else if low >= -band && high <= band {
-        Verdict::Unchanged
-    } else {
-        Verdict::Inconclusive
-    };
+    let verdict = verdict_of(low, high, tau.ln_1p());
     Some(Judgement {
         verdict,
         change: pct(shift.estimate),
@@ -271,6 +291,78 @@ pub fn judge(
         m: shift.m,
         n: shift.n,
     })
+}
+
+/// Judges like [`judge`], but on the absolute scale: for fractions such as
+/// the error rate, which are often exactly zero (so no ratio exists) and
+/// whose changes read naturally in percentage points.
+///
+/// The shift is [`hodges_lehmann_absolute`] (`y_j - x_i`), oriented as in
+/// [`judge`]; the band is `tau = max(noise, 2 * s(base))` with `s` the
+/// sample standard deviation of the baseline (when it has two values or
+/// more), and it is compared directly with the oriented interval:
+/// REGRESSED if `low' > tau`, IMPROVED if `high' < -tau`, UNCHANGED if
+/// inside `[-tau, tau]`, INCONCLUSIVE otherwise. The returned changes and
+/// `tau` are absolute differences in the values' unit (`0.01` = one
+/// percentage point for a fraction), not relative changes.
+///
+/// Returns `None` when [`hodges_lehmann_absolute`] does, or when `noise` is
+/// not finite and `>= 0`.
+pub fn judge_absolute(
+    base: &[f64],
+    new: &[f64],
+    higher_is_worse: bool,
+    noise: f64,
+    confidence: f64,
+) -> Option<Judgement> {
+    if !(noise.is_finite() && noise >= 0.0) {
+        return None;
+    }
+    let shift = hodges_lehmann_absolute(base, new, confidence)?;
+    let (low, high) = if higher_is_worse {
+        (shift.low, shift.high)
+    } else {
+        (-shift.high, -shift.low)
+    };
+    let spread = standard_deviation(base).map_or(0.0, |s| 2.0 * s);
+    let tau = noise.max(spread);
+    Some(Judgement {
+        verdict: verdict_of(low, high, tau),
+        change: shift.estimate,
+        change_low: shift.low,
+        change_high: shift.high,
+        tau,
+        achieved_confidence: shift.achieved_confidence,
+        m: shift.m,
+        n: shift.n,
+    })
+}
+
+/// The verdict of an oriented interval `[low, high]` against the band
+/// `[-band, +band]` (step 5 of [`judge`]).
+fn verdict_of(low: f64, high: f64, band: f64) -> Verdict {
+    if low > band {
+        Verdict::Regressed
+    } else if high < -band {
+        Verdict::Improved
+    } else if low >= -band && high <= band {
+        Verdict::Unchanged
+    } else {
+        Verdict::Inconclusive
+    }
+}
+
+/// The sample standard deviation (`n - 1` in the denominator); `None` with
+/// fewer than two values or any non-finite value.
+pub fn standard_deviation(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 || xs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let count = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / count;
+    let ss: f64 = xs.iter().map(|x| (x - mean).powi(2)).sum();
+    let s = (ss / (count - 1.0)).sqrt();
+    s.is_finite().then_some(s)
 }
 
 /// Natural logs of the values; `None` if empty or any value is not finite
@@ -880,6 +972,57 @@ mod tests {
             judge(&[100.0], &[120.0; 3], true, 0.05, 0.95).unwrap().tau,
             0.05
         );
+    }
+
+    /// Error rates of zero everywhere: every difference is 0, so the
+    /// interval is [0, 0], inside the 5-point band: UNCHANGED (no ratio
+    /// exists, which is why fractions are judged on differences).
+    #[test]
+    fn absolute_zero_against_zero_is_unchanged() {
+        let j = judge_absolute(&[0.0; 3], &[0.0; 3], true, 0.05, 0.95).unwrap();
+        assert_eq!(j.verdict, Verdict::Unchanged);
+        assert_close!(j.change, 0.0);
+        assert_close!(j.tau, 0.05);
+        assert!(judge(&[0.0; 3], &[0.0; 3], true, 0.05, 0.95).is_none());
+    }
+
+    /// Error rate 0 -> 10%, 12%, 14%: the nine differences are the new
+    /// values three times over; m = n = 3 gives the full range [0.10, 0.14]
+    /// at 90%, wholly above the 0.05 band: REGRESSED by 12 points.
+    #[test]
+    fn absolute_errors_appearing_regress() {
+        let j = judge_absolute(&[0.0; 3], &[0.10, 0.12, 0.14], true, 0.05, 0.95).unwrap();
+        assert_eq!(j.verdict, Verdict::Regressed);
+        assert_close!(j.change, 0.12);
+        assert_close!(j.change_low, 0.10);
+        assert_close!(j.change_high, 0.14);
+        assert_close!(j.achieved_confidence, 0.9);
+    }
+
+    /// Goodput ratio 0.9 -> 0.70..0.74 (higher is better): differences
+    /// [-0.20, -0.16], oriented [0.16, 0.20] > 0.05: REGRESSED, reported as
+    /// a change of -0.18.
+    #[test]
+    fn absolute_drop_of_a_better_when_higher_fraction_regresses() {
+        let j = judge_absolute(&[0.9; 3], &[0.70, 0.72, 0.74], false, 0.05, 0.95).unwrap();
+        assert_eq!(j.verdict, Verdict::Regressed);
+        assert_close!(j.change, -0.18);
+        assert_close!(j.change_low, -0.20);
+        assert_close!(j.change_high, -0.16);
+    }
+
+    /// base [0, 0.1, 0.2]: mean 0.1, s = sqrt((0.01 + 0 + 0.01) / 2) = 0.1,
+    /// so tau = max(0.05, 0.2) = 0.2. new [0.3; 3]: differences 0.3, 0.2,
+    /// 0.1, interval [0.1, 0.3] straddles 0.2: INCONCLUSIVE.
+    #[test]
+    fn absolute_band_widens_with_the_baseline_spread() {
+        let j = judge_absolute(&[0.0, 0.1, 0.2], &[0.3; 3], true, 0.05, 0.95).unwrap();
+        assert_close!(j.tau, 0.2);
+        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_close!(j.change, 0.2);
+        assert!(judge_absolute(&[f64::NAN], &[0.0], true, 0.05, 0.95).is_none());
+        assert!(judge_absolute(&[], &[0.0], true, 0.05, 0.95).is_none());
+        assert!(judge_absolute(&[0.0], &[0.0], true, -1.0, 0.95).is_none());
     }
 
     #[test]

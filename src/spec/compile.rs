@@ -38,6 +38,26 @@ pub fn compile(file: &str, source: &str, base_dir: &Path) -> Result<Spec, SpecEr
     }
 }
 
+/// Only the `[regression]` settings of a spec's text, every default
+/// applied: what `diff` and `bless` need from the spec embedded in a
+/// results file, without touching the files the rest of the spec may name
+/// (datasets, tokenizers), which need not exist where results are judged.
+pub fn compile_regression(file: &str, source: &str) -> Result<Regression, SpecErrors> {
+    let loc = Locator::new(file, source);
+    let raw = parse_raw(&loc, source)?;
+    let mut cx = Cx {
+        loc: &loc,
+        errors: Vec::new(),
+        base_dir: Path::new("."),
+    };
+    let regression = cx.regression(raw.regression.unwrap_or_default(), &raw.name);
+    if cx.errors.is_empty() {
+        Ok(regression)
+    } else {
+        Err(SpecErrors(cx.errors))
+    }
+}
+
 /// TOML syntax and serde, with positions and key paths.
 fn parse_raw(loc: &Locator, source: &str) -> Result<RawSpec, SpecErrors> {
     let de = toml::Deserializer::parse(source).map_err(|e| {

@@ -19,7 +19,7 @@ mod slo;
 
 use std::path::Path;
 
-pub use compile::{compile, default_gates, hex, placeholders, ramp_levels};
+pub use compile::{compile, compile_regression, default_gates, hex, placeholders, ramp_levels};
 pub use de::fmt_number;
 pub use diag::{SpecError, SpecErrors};
 pub use dist::{Dist, Empirical};

@@ -1,0 +1,234 @@
+//! The regression gate's commands: `bless` (results -> baseline file),
+//! `diff` (results against a baseline) and the judging half of
+//! `run --baseline` (judge what was just run, re-running REGRESSED points
+//! when the spec asks for confirmation). `app` dispatches here; the
+//! decisions themselves are `judge::compare`, the outputs `export::verdict`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::cli::DiffFormat;
+use crate::error::{EXIT_OK, Error, Outcome, Result};
+use crate::export;
+use crate::judge::baseline::Baseline;
+use crate::judge::compare::{Decision, Report, Settings, compare};
+use crate::plan::Plan;
+use crate::results::{Results, now_rfc3339};
+use crate::run::engine::Interrupt;
+use crate::run::point::{RunOptions, run_plan};
+use crate::spec::{self, Regression, Spec};
+
+/// `bless RESULTS [--points ...] [--baseline FILE]`.
+pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Result<Outcome> {
+    let (results, file) = Results::read(results)?;
+    let regression = regression_of(&results)?;
+    let path = baseline_path(baseline, &regression);
+    let mut base = if path.exists() {
+        Baseline::read(&path)?
+    } else {
+        Baseline::new(&results.spec.name)
+    };
+    let blessed = base
+        .bless(&results, points, &now_rfc3339())
+        .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+    base.write(&path)?;
+    eprintln!(
+        "blessed {} point(s) into {} ({} kept{})",
+        blessed.written.len(),
+        path.display(),
+        blessed.kept,
+        if blessed.superseded.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; replaced the old configuration of {}",
+                blessed.superseded.join(", ")
+            )
+        }
+    );
+    Ok(Outcome(EXIT_OK))
+}
+
+/// Where the verdicts go besides stdout.
+pub struct Outputs<'a> {
+    pub markdown: Option<&'a Path>,
+    pub junit: Option<&'a Path>,
+}
+
+/// `diff RESULTS [--baseline FILE]`.
+pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
+    let (results, file) = Results::read(&args.results)?;
+    let regression = regression_of(&results)?;
+    let path = baseline_path(args.baseline.as_deref(), &regression);
+    let baseline = load_baseline(&path)?;
+    warn_if_other_spec(&baseline, &path, &results.spec.name);
+    let settings = Settings::from_regression(&regression);
+    let mut report = compare(&baseline, &results, &settings);
+    report.baseline.path = path.display().to_string();
+    report.results.path = file.display().to_string();
+    for p in report.points.iter_mut() {
+        if p.decision == Some(Decision::Regressed) && (settings.confirm > 0 || p.within_run) {
+            p.notes.push(
+                "unconfirmed: `diff` cannot re-run a point (`run --baseline` re-runs a regression to confirm it)"
+                    .into(),
+            );
+        }
+    }
+    report.finish(args.strict);
+    write_files(
+        &report,
+        &Outputs {
+            markdown: args.markdown.as_deref(),
+            junit: args.junit.as_deref(),
+        },
+    )?;
+    let text = match args.format {
+        DiffFormat::Table => export::verdict::table::table(&report),
+        DiffFormat::Markdown => {
+            export::verdict::markdown::markdown(&report, export::verdict::markdown::MAX_BYTES)
+        }
+        DiffFormat::Json => export::verdict::json(&report),
+        DiffFormat::Junit => export::verdict::junit::junit(&report),
+    };
+    export::stdout(&text).map_err(|e| Error::io("<stdout>", e))?;
+    Ok(Outcome(report.exit_code))
+}
+
+/// The judging half of `run --baseline`, loaded before the run so that a
+/// missing or unreadable baseline stops the command before any load is
+/// sent.
+pub struct RunGate {
+    path: PathBuf,
+    baseline: Baseline,
+    settings: Settings,
+}
+
+impl RunGate {
+    /// Resolves and reads the baseline: `arg`, or the spec's
+    /// `regression.baseline` when `arg` is empty.
+    pub fn prepare(spec: &Spec, arg: &Path) -> Result<RunGate> {
+        let path = baseline_path(Some(arg), &spec.regression);
+        let baseline = load_baseline(&path)?;
+        warn_if_other_spec(&baseline, &path, &spec.name);
+        Ok(RunGate {
+            path,
+            baseline,
+            settings: Settings::from_regression(&spec.regression),
+        })
+    }
+
+    /// Judges `results` (the run of `plan`), re-running REGRESSED points up
+    /// to `confirm` times into `<out>/confirm-<k>` (at least once for a
+    /// regression seen only within single runs); a point stays REGRESSED
+    /// only if every re-run regresses too. The exit code is for a run
+    /// without `--strict`: call [`Report::finish`] to change that.
+    pub fn judge(
+        &self,
+        spec: &Spec,
+        plan: &Plan,
+        results: &Results,
+        opts: &RunOptions,
+        rt: &tokio::runtime::Runtime,
+        interrupt: Arc<Interrupt>,
+    ) -> Result<Report> {
+        let mut report = compare(&self.baseline, results, &self.settings);
+        report.baseline.path = self.path.display().to_string();
+        report.results.path = crate::run::point::results_path(&opts.out_dir)
+            .display()
+            .to_string();
+        report.finish(false);
+        // A regression seen only within single runs is confirmed once even
+        // when the spec asks for no confirmation (see docs/regression.md:
+        // it cuts false alarms from about 8% to 0.5% at 2% run noise).
+        let confirm = self.settings.confirm;
+        for round in 1..=confirm.max(1) {
+            let ids: Vec<String> = report
+                .points
+                .iter()
+                .filter(|p| p.decision == Some(Decision::Regressed) && !p.skipped)
+                .filter(|p| round <= confirm || p.within_run)
+                .map(|p| p.id.clone())
+                .collect();
+            if ids.is_empty() || interrupt.is_set() {
+                break;
+            }
+            eprintln!(
+                "confirming {} regressed point(s): re-run {round} of {}",
+                ids.len(),
+                confirm.max(1)
+            );
+            let subset = plan.clone().select(None, &ids);
+            let again = RunOptions {
+                out_dir: opts.out_dir.join(format!("confirm-{round}")),
+                requests_jsonl: false,
+                progress: opts.progress,
+                partition: None,
+                agent: opts.agent,
+                start_at: None,
+            };
+            let rerun = run_plan(spec, &subset, &again, rt, interrupt.clone())?;
+            if rerun.interrupted {
+                return Err(Error::Interrupted(
+                    "the confirmation re-run did not finish".into(),
+                ));
+            }
+            let second = compare(&self.baseline, &rerun, &self.settings);
+            report.confirm_with(round, &second);
+            report.finish(false);
+        }
+        Ok(report)
+    }
+}
+
+/// Writes the Markdown and JUnit files asked for. The Markdown file is
+/// written in place (it may be `$GITHUB_STEP_SUMMARY`, which the runner
+/// owns); the JUnit file atomically.
+pub fn write_files(report: &Report, out: &Outputs) -> Result<()> {
+    if let Some(path) = out.markdown {
+        let text =
+            export::verdict::markdown::markdown(report, export::verdict::markdown::MAX_BYTES);
+        std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
+    }
+    if let Some(path) = out.junit {
+        crate::results::write_atomic(path, export::verdict::junit::junit(report).as_bytes())
+            .map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// The `[regression]` settings of the spec a results file was run from
+/// (its text is embedded in the results).
+fn regression_of(results: &Results) -> Result<Regression> {
+    spec::compile_regression(&results.spec.path, &results.spec.source).map_err(Error::Spec)
+}
+
+/// `arg` when given and not empty, else the spec's `regression.baseline`
+/// (relative to the current directory).
+fn baseline_path(arg: Option<&Path>, regression: &Regression) -> PathBuf {
+    match arg {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from(&regression.baseline),
+    }
+}
+
+/// Says so on stderr when the baseline was recorded for another spec (a
+/// renamed spec is fine; the wrong file usually is not).
+fn warn_if_other_spec(baseline: &Baseline, path: &Path, spec: &str) {
+    if !baseline.points.is_empty() && baseline.spec != spec {
+        eprintln!(
+            "warning: {} was recorded for spec \"{}\", these results come from \"{spec}\"",
+            path.display(),
+            baseline.spec
+        );
+    }
+}
+
+fn load_baseline(path: &Path) -> Result<Baseline> {
+    if !path.exists() {
+        return Err(Error::Usage(format!(
+            "there is no baseline at {} yet\nhint: record one with `infer-bench bless RESULTS` (on the main branch) and commit it, or name another with --baseline",
+            path.display()
+        )));
+    }
+    Baseline::read(path)
+}
