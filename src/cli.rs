@@ -36,6 +36,7 @@ pub enum Command {
     },
     /// Print the points a spec expands into, with IDs and a wall-time estimate.
     Plan {
+        /// The spec file (TOML).
         spec: PathBuf,
         #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
         format: PlanFormat,
@@ -132,6 +133,7 @@ pub struct Select {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
+    /// The spec file (TOML).
     pub spec: PathBuf,
     #[command(flatten)]
     pub select: Select,

@@ -1,0 +1,160 @@
+//! The README's commands, run: its first command's spec on the built-in
+//! simulator, then what the README shows doing with the results (bless,
+//! diff, report), and the read-only commands. The second command,
+//! `scripts/test`, is what CI runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_infer-bench"));
+    c.current_dir(root());
+    c
+}
+
+fn ok(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{c:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(root().join("README.md")).unwrap()
+}
+
+#[test]
+fn the_two_commands_are_the_ones_ci_and_users_run() {
+    let text = readme();
+    let blocks: Vec<&str> = text
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap().trim())
+        .collect();
+    assert_eq!(
+        blocks[0], "cargo run --release -- run specs/quickstart.toml",
+        "the README's first command"
+    );
+    assert_eq!(blocks[1], "scripts/test", "the README's second command");
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|l| l.trim() == "scripts/test"),
+        ".ci/run calls the README's test command"
+    );
+    assert!(Path::new(&root().join("scripts/test")).is_file());
+}
+
+#[test]
+fn the_quickstart_runs_and_its_results_are_blessed_judged_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("quickstart");
+    let summary = ok(bin()
+        .args(["run", "specs/quickstart.toml", "--out"])
+        .arg(&out));
+    for p in ["sim.llama-8b.bf16.chat.c8", "sim.llama-8b.fp8.chat.c128"] {
+        assert!(summary.contains(p), "{summary}");
+    }
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let points = results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 6);
+    // The physics the quickstart shows: FP8 decodes faster than BF16 at
+    // every concurrency, and throughput grows with concurrency.
+    for c in [8, 32, 128] {
+        let tput = |prec: &str| {
+            points
+                .iter()
+                .find(|p| p["slug"] == format!("sim.llama-8b.{prec}.chat.c{c}"))
+                .unwrap()["merged"]["output_tokens_per_s"]
+                .as_f64()
+                .unwrap()
+        };
+        assert!(tput("fp8") > tput("bf16"), "c={c}");
+    }
+    let baseline = dir.path().join("baseline.json");
+    // Only VALID points can be blessed; on a busy machine some may not be.
+    let bless = bin()
+        .args(["bless"])
+        .arg(&out)
+        .arg("--baseline")
+        .arg(&baseline)
+        .output()
+        .unwrap();
+    let valid = points.iter().any(|p| p["valid"] == true);
+    if valid {
+        assert!(
+            bless.status.success() || baseline.exists(),
+            "{}",
+            String::from_utf8_lossy(&bless.stderr)
+        );
+        let diff = bin()
+            .args(["diff"])
+            .arg(&out)
+            .arg("--baseline")
+            .arg(&baseline)
+            .output()
+            .unwrap();
+        assert!(
+            diff.status.code().is_some_and(|c| c == 0 || c == 1),
+            "{}",
+            String::from_utf8_lossy(&diff.stderr)
+        );
+        assert!(String::from_utf8_lossy(&diff.stdout).contains("sim.llama-8b"));
+    }
+    let html = dir.path().join("report.html");
+    ok(bin().args(["report"]).arg(&out).arg("-o").arg(&html));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("quickstart"));
+}
+
+#[test]
+fn the_read_only_commands_work() {
+    let specs: Vec<String> = std::fs::read_dir(root().join("specs"))
+        .unwrap()
+        .map(|e| format!("specs/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    let out = bin().arg("validate").args(&specs).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(ok(bin().args(["plan", "specs/quickstart.toml"])).contains("6 points"));
+    let json: serde_json::Value = serde_json::from_str(&ok(bin().args([
+        "plan",
+        "specs/quickstart.toml",
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    assert_eq!(json["points"], 6);
+    for kind in ["spec", "results", "baseline"] {
+        let s: serde_json::Value = serde_json::from_str(&ok(bin().args(["schema", kind]))).unwrap();
+        assert_eq!(s["$schema"], "http://json-schema.org/draft-07/schema#");
+    }
+    assert!(ok(bin().arg("catalog")).contains("h100-sxm"));
+    let help = ok(bin().arg("--help"));
+    for code in ["0  everything judged passed", "3  infrastructure"] {
+        assert!(help.contains(code), "--help documents the exit codes");
+    }
+}
+
+#[test]
+fn self_bench_measures_the_client() {
+    let text = ok(bin().args(["self-bench", "--quick"]));
+    assert!(text.contains("client CPU per SSE event"), "{text}");
+    assert!(text.contains("concurrent streams"), "{text}");
+    // Every stream of the concurrent-streams check completed.
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("concurrent streams"))
+        .unwrap();
+    assert!(line.contains("2000 of 2000"), "{line}");
+}
