@@ -97,8 +97,8 @@ fn close(what: &str, measured: f64, truth: f64, abs_ms: f64, rel: f64) {
     );
 }
 
-/// Accuracy checks run one at a time: two of them side by side on a small
-/// machine would measure each other.
+/// The tests of this file run one at a time: two of them side by side on a
+/// small machine would measure each other.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn check_accuracy(
@@ -210,6 +210,7 @@ fn measures_the_injected_truth_at_high_concurrency() {
 
 #[test]
 fn role_chunks_comments_and_split_events_do_not_fool_ttft() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let script = Script {
         ttft: Duration::from_millis(30),
         itl: Duration::from_millis(5),
@@ -258,6 +259,7 @@ fn role_chunks_comments_and_split_events_do_not_fool_ttft() {
 
 #[test]
 fn faults_are_counted_by_class_and_the_run_completes() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = runtime();
     let faults = [
         ("http500", Fault::Http500),
@@ -350,6 +352,7 @@ fn faults_are_counted_by_class_and_the_run_completes() {
 
 #[test]
 fn an_open_loop_sends_at_the_offered_rate() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
     let text = spec(
@@ -376,6 +379,7 @@ fn an_open_loop_sends_at_the_offered_rate() {
 
 #[test]
 fn results_match_the_committed_schema_and_requests_stream_to_disk() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
     let text = spec(
@@ -421,6 +425,7 @@ fn results_match_the_committed_schema_and_requests_stream_to_disk() {
 
 #[test]
 fn an_interrupted_run_keeps_every_finished_point() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = runtime();
     let server = rt
         .block_on(ScriptedServer::start(Script {

@@ -82,15 +82,38 @@ fn the_quickstart_runs_and_its_results_are_blessed_judged_and_reported() {
     // Only VALID points can be baselines; on a busy machine the client may
     // have been late on some (INVALID, and bless says so), so bless those
     // that are valid, as its hint suggests.
-    let valid: Vec<&str> = points.iter().filter(|p| p["valid"] == true).map(|p| p["id"].as_str().unwrap()).collect();
+    let valid: Vec<&str> = points
+        .iter()
+        .filter(|p| p["valid"] == true)
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
     if valid.is_empty() {
         eprintln!("no VALID point on this machine right now: bless and diff not exercised");
     } else {
-        ok(bin().args(["bless"]).arg(&out).arg("--baseline").arg(&baseline).arg("--points").args(&valid));
-        let diff = bin().args(["diff"]).arg(&out).arg("--baseline").arg(&baseline).output().unwrap();
+        ok(bin()
+            .args(["bless"])
+            .arg(&out)
+            .arg("--baseline")
+            .arg(&baseline)
+            .arg("--points")
+            .args(&valid));
+        let diff = bin()
+            .args(["diff"])
+            .arg(&out)
+            .arg("--baseline")
+            .arg(&baseline)
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&diff.stdout);
-        assert!(diff.status.code().is_some_and(|c| c == 0 || c == 1), "{}", String::from_utf8_lossy(&diff.stderr));
-        assert!(stdout.contains(valid[0].split('-').next().unwrap_or("sim")), "{stdout}");
+        assert!(
+            diff.status.code().is_some_and(|c| c == 0 || c == 1),
+            "{}",
+            String::from_utf8_lossy(&diff.stderr)
+        );
+        assert!(
+            stdout.contains(valid[0].split('-').next().unwrap_or("sim")),
+            "{stdout}"
+        );
     }
     let html = dir.path().join("report.html");
     ok(bin().args(["report"]).arg(&out).arg("-o").arg(&html));

@@ -184,7 +184,7 @@ fn blessing_writes_a_stable_baseline_that_keeps_other_points() {
     assert_eq!(b.version, 1);
     assert_eq!(b.spec, "judge-e2e");
     let (id, p) = b.points.iter().next().unwrap();
-    assert_eq!(id, "sim.llama-8b.chat.c16-ebf8df58");
+    assert_eq!(id, "sim.llama-8b.chat.c16-602ab447");
     assert_eq!(p.runs.len(), 3);
     assert!(p.runs.iter().all(|r| !r.windows.is_empty()));
     assert!(p.histograms.contains_key("ttft") && p.histograms.contains_key("tpot"));
@@ -397,7 +397,7 @@ fn a_changed_spec_shows_the_drift_instead_of_comparing() {
     assert_eq!(diff.code, 0, "drift is listed, not failed: {}", diff.stdout);
     let p = &report["points"][0];
     assert_eq!(p["match"], "drift");
-    assert_eq!(p["baseline_id"], "sim.llama-8b.chat.c16-ebf8df58");
+    assert_eq!(p["baseline_id"], "sim.llama-8b.chat.c16-602ab447");
     assert!(p["decision"].is_null());
     let d = p["drift"].as_str().unwrap();
     assert!(
@@ -419,7 +419,7 @@ fn a_changed_spec_shows_the_drift_instead_of_comparing() {
     );
     assert!(
         md.stdout
-            .contains("```diff\n--- baseline sim.llama-8b.chat.c16-ebf8df58"),
+            .contains("```diff\n--- baseline sim.llama-8b.chat.c16-602ab447"),
         "{}",
         md.stdout
     );
