@@ -171,6 +171,8 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         ));
     }
     let agent = args.agent.as_deref().map(parse_agent).transpose()?;
+    // Every stream is a socket: allow as many as the system lets us.
+    crate::run::raise_fd_limit();
     let gate = match &args.baseline {
         Some(b) => Some(crate::gate::RunGate::prepare(&spec, b)?),
         None if args.markdown.is_some() || args.junit.is_some() => {

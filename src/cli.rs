@@ -1,9 +1,7 @@
-//! The command line: clap definitions (what the user typed) and `main`,
-//! which maps every outcome to an exit code. Commands themselves live in
-//! `app`.
+//! The command line: clap definitions of what the user can type. `main.rs`
+//! parses it and hands the command to `app`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -223,16 +221,4 @@ pub enum SchemaKind {
     Spec,
     Results,
     Baseline,
-}
-
-/// Parses the command line, runs the command, maps the outcome to an exit code.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match crate::app::execute(cli.command) {
-        Ok(outcome) => outcome.into(),
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::from(e.exit_code())
-        }
-    }
 }

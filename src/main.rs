@@ -1,5 +1,18 @@
-//! The `infer-bench` binary: everything is in the library.
+//! The `infer-bench` binary: parses the command line, runs the command
+//! through the library, maps the outcome to an exit code. Everything else
+//! is in the library.
 
-fn main() -> std::process::ExitCode {
-    infer_bench::cli::main()
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = infer_bench::cli::Cli::parse();
+    match infer_bench::app::execute(cli.command) {
+        Ok(outcome) => outcome.into(),
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
 }

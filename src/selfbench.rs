@@ -117,20 +117,6 @@ fn cpu_seconds() -> f64 {
     }
 }
 
-/// Raises the open-file limit to its hard maximum: every stream is a socket.
-pub fn raise_fd_limit() -> u64 {
-    // SAFETY: get/setrlimit on our own process with a struct we own.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
-        r.rlim_cur as u64
-    }
-}
-
 struct Measured {
     point: PointResult,
     cpu_s: f64,
@@ -188,7 +174,7 @@ fn lag_p99(p: &PointResult) -> f64 {
 
 /// Runs the benchmark and returns its report.
 pub fn run(quick: bool) -> Result<String> {
-    let fds = raise_fd_limit();
+    let fds = crate::run::raise_fd_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
