@@ -106,6 +106,16 @@ pub const TRACKED: &[Tracked] = &[
         Mean,
         Some(KvCacheUsage),
     ),
+    // The built-in simulator's own check on its schedule (vLLM-named otherwise).
+    t(Vllm, "infer_bench_sim_steps_total", Counter, Sum, None),
+    t(Vllm, "infer_bench_sim_late_steps_total", Counter, Sum, None),
+    t(
+        Vllm,
+        "infer_bench_sim_lag_seconds_total",
+        Counter,
+        Sum,
+        None,
+    ),
     t(
         Vllm,
         "vllm:num_preemptions_total",

@@ -1,0 +1,124 @@
+//! The simulator end to end: its numbers repeat from run to run, and it
+//! serves 10,000 concurrent streams in-process while keeping to its own
+//! schedule (it reports how often a step started late).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn run(spec: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.toml");
+    std::fs::write(&path, spec).unwrap();
+    let out: PathBuf = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.code().is_some_and(|c| c == 0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
+const SPEC: &str = r#"
+name = "sim-repeat"
+seed = 9
+[targets.sim]
+kind = "sim"
+gpu = "l40s"
+[models.m]
+preset = "llama-3.1-8b"
+[workloads.w]
+api = "completions"
+input_tokens = 256
+output_tokens = 48
+ignore_eos = true
+[load]
+concurrency = 16
+warmup_requests = 16
+requests = 96
+[validity]
+percentile_sample_check = false
+"#;
+
+#[test]
+fn the_same_spec_gives_the_same_numbers_twice() {
+    let a = run(SPEC);
+    let b = run(SPEC);
+    let get = |r: &serde_json::Value, path: &[&str]| -> f64 {
+        let mut v = &r["points"][0]["merged"];
+        for p in path {
+            v = &v[*p];
+        }
+        v.as_f64().unwrap()
+    };
+    for path in [
+        &["output_tokens_per_s"][..],
+        &["latency_ms", "tpot", "p50"],
+        &["latency_ms", "ttft", "p50"],
+        &["latency_ms", "e2e", "p50"],
+    ] {
+        let (x, y) = (get(&a, path), get(&b, path));
+        assert!((x / y - 1.0).abs() < 0.05, "{path:?}: {x} then {y}");
+    }
+    assert_eq!(
+        a["points"][0]["workload"]["sha256"], b["points"][0]["workload"]["sha256"],
+        "the same requests"
+    );
+}
+
+#[test]
+fn ten_thousand_concurrent_streams_keep_to_the_simulators_schedule() {
+    let n = 10_000;
+    let spec = format!(
+        r#"
+name = "sim-streams"
+seed = 1
+[targets.sim]
+kind = "sim"
+gpu = "h100-sxm"
+[targets.sim.sim]
+max_num_seqs = 1024
+max_batched_tokens = 16384
+[models.m]
+preset = "llama-3.2-1b"
+[workloads.w]
+api = "completions"
+input_tokens = 16
+output_tokens = 16
+ignore_eos = true
+[load]
+concurrency = {n}
+requests = {n}
+timeouts = {{ connect = "30s", first_token = "120s", idle = "60s", total = "5m" }}
+[validity]
+percentile_sample_check = false
+[telemetry]
+scrape_interval = "200ms"
+"#
+    );
+    let r = run(&spec);
+    let p = &r["points"][0];
+    let m = &p["merged"];
+    assert_eq!(m["requests"]["succeeded"], n, "{}", m["errors"]);
+    assert_eq!(m["tokens"]["output_total"], n * 16);
+    // The server kept to its own schedule: few steps started behind it.
+    let counters = &p["telemetry"]["server_metrics"]["counters"];
+    let steps = counters["infer_bench_sim_steps_total"]["delta"]
+        .as_f64()
+        .unwrap();
+    let late = counters["infer_bench_sim_late_steps_total"]["delta"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(steps > 0.0);
+    assert!(
+        late / steps < 0.2,
+        "{late} of {steps} steps started more than 2 ms behind the simulator's schedule"
+    );
+    eprintln!("{n} streams: {late} of {steps} steps late");
+}
