@@ -34,6 +34,7 @@ pub fn execute(command: Command) -> Result<Outcome> {
             write_stdout(&text)?;
             Ok(Outcome(EXIT_OK))
         }
+        Command::SimServer { spec, select, port } => sim_server(&spec, &select, port),
         Command::Catalog => {
             write_stdout(&export::catalog())?;
             Ok(Outcome(EXIT_OK))
@@ -58,7 +59,11 @@ pub fn execute(command: Command) -> Result<Outcome> {
             format,
             output,
         } => report(&results, format, output.as_deref()),
-        Command::Merge { .. } => Err(not_built("merge", "scale-out")),
+        Command::Merge {
+            results,
+            out,
+            format,
+        } => merge(&results, &out, format),
         Command::TelemetryProbe(args) => telemetry_probe(args),
     }
 }
@@ -82,10 +87,72 @@ fn telemetry_probe(args: crate::cli::ProbeArgs) -> Result<Outcome> {
     Ok(Outcome(EXIT_OK))
 }
 
-fn not_built(cmd: &str, what: &str) -> Error {
-    Error::Usage(format!(
-        "`infer-bench {cmd}` is not built yet: {what} arrives in a later release"
-    ))
+/// `sim-server`: the simulator of the first selected simulated point,
+/// served until SIGINT or SIGTERM.
+fn sim_server(path: &std::path::Path, select: &crate::cli::Select, port: u16) -> Result<Outcome> {
+    let spec = spec::load(path)?;
+    let plan = Plan::build(&spec)?.select(select.partition, &select.only);
+    let point = plan
+        .points
+        .iter()
+        .find(|p| p.config.target.kind == crate::spec::raw::TargetKind::Sim)
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: no selected point has a simulated target (kind = \"sim\")",
+                path.display()
+            ))
+        })?;
+    crate::run::raise_fd_limit();
+    let server = crate::sim::server::SimServer::start_on(&point.config, port)
+        .map_err(|e| Error::Infra(format!("cannot start the simulator: {e}")))?;
+    server.begin_run(0);
+    write_stdout(&format!(
+        "{}\n{}\n",
+        server.base_url(),
+        server.metrics_url()
+    ))?;
+    eprintln!(
+        "sim-server: {} ({}) at {}; Ctrl-C stops it",
+        point.slug,
+        server.info().model.unwrap_or_default(),
+        server.base_url()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Infra(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+        }
+    });
+    server.stop();
+    Ok(Outcome(EXIT_OK))
+}
+
+/// `merge`: the shards' results combined, written to `out`, summarized.
+fn merge(
+    paths: &[std::path::PathBuf],
+    out: &std::path::Path,
+    format: crate::cli::OutputFormat,
+) -> Result<Outcome> {
+    let mut inputs = Vec::with_capacity(paths.len());
+    for path in paths {
+        let (results, file) = crate::results::Results::read(path)?;
+        inputs.push((file, results));
+    }
+    let merged = crate::merge::merge(inputs)?;
+    let path = crate::run::point::results_path(out);
+    merged.write(&path)?;
+    let text = match format {
+        crate::cli::OutputFormat::Table => export::summary::table(&merged),
+        crate::cli::OutputFormat::Json => merged.to_json(),
+    };
+    write_stdout(&text)?;
+    eprintln!("results: {}", path.display());
+    Ok(Outcome(run_exit_code(&merged, false)))
 }
 
 fn write_stdout(text: &str) -> Result<()> {
@@ -171,6 +238,21 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         ));
     }
     let agent = args.agent.as_deref().map(parse_agent).transpose()?;
+    let start_at = match &args.start_at {
+        Some(s) => Some(crate::run::agent::parse_start(s).map_err(Error::Usage)?),
+        None => None,
+    };
+    if agent.is_some() {
+        check_agent_run(&args, &plan)?;
+        if let Some(start) = start_at {
+            crate::run::agent::check_start(
+                start,
+                args.max_clock_skew.as_std(),
+                std::time::Duration::from_secs(24 * 3600),
+            )
+            .map_err(Error::Infra)?;
+        }
+    }
     // Every stream is a socket: allow as many as the system lets us.
     crate::run::raise_fd_limit();
     let gate = match &args.baseline {
@@ -215,7 +297,8 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         progress,
         partition: args.select.partition.map(|p| p.to_string()),
         agent,
-        start_at: None,
+        start_at,
+        slot: args.slot.map(|d| d.as_std()),
     };
     let results = run_plan(&spec, &plan, &opts, &rt, interrupt.clone())?;
     if let Some(gate) = gate.filter(|_| !results.interrupted) {
@@ -280,6 +363,33 @@ pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
     } else {
         EXIT_OK
     }
+}
+
+/// What load sharding cannot do: every agent must drive the same server,
+/// and only the merged results can be judged.
+fn check_agent_run(args: &crate::cli::RunArgs, plan: &Plan) -> Result<()> {
+    use crate::spec::raw::TargetKind;
+    if args.baseline.is_some() {
+        return Err(Error::Usage(
+            "--baseline judges a whole run, and an agent sends only its share: merge the agents' results (`infer-bench merge`), then `infer-bench diff` the merged file".into(),
+        ));
+    }
+    for p in &plan.points {
+        let t = &p.config.target;
+        if t.kind == TargetKind::Sim {
+            return Err(Error::Usage(format!(
+                "--agent: target `{}` is the built-in simulator, which each process starts for itself; agents must share one server: use an openai target (`infer-bench sim-server` serves the simulator on its own)",
+                t.name
+            )));
+        }
+        if t.launch.is_some() {
+            return Err(Error::Usage(format!(
+                "--agent: target `{}` launches its own server, which every agent would start for itself; start the server once and point an openai target without `launch` at it",
+                t.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn parse_agent(s: &str) -> Result<(u32, u32)> {

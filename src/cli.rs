@@ -67,17 +67,35 @@ pub enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
-    /// Combine results of sharded runs (--partition or --agent) into one.
+    /// Combine the results of sharded runs (--partition or --agent) into
+    /// one results file, as if one process had run them.
     Merge {
+        /// Results files or run directories, one per shard.
         #[arg(required = true)]
         results: Vec<PathBuf>,
-        #[arg(short, long)]
-        output: PathBuf,
+        /// Directory for the merged results.json.
+        #[arg(long)]
+        out: PathBuf,
+        /// Summary format on stdout.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
     },
     /// Print a JSON Schema: of specs (default), results or baseline files.
     Schema {
         #[arg(value_enum, default_value_t = SchemaKind::Spec)]
         kind: SchemaKind,
+    },
+    /// Serve the simulator of a spec's point on 127.0.0.1 until stopped
+    /// (Ctrl-C or SIGTERM), for other tools or for load-sharding agents
+    /// that must share one server. Prints its base and metrics URLs.
+    SimServer {
+        /// The spec file (TOML).
+        spec: PathBuf,
+        #[command(flatten)]
+        select: Select,
+        /// Port to listen on (default: one the OS picks).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
     /// List the simulator's GPUs and model presets.
     Catalog,
@@ -153,12 +171,24 @@ pub struct RunArgs {
     /// Treat what cannot be judged, and pre-flight findings, as failures.
     #[arg(long)]
     pub strict: bool,
-    /// This process sends share K of N of each point's arrivals (load sharding).
-    #[arg(long)]
+    /// Load sharding: this process is agent K of N and sends arrivals
+    /// K-1, K-1+N, K-1+2N, ... of each run (a closed loop: its share of the
+    /// slots). Needs --start-at; `infer-bench merge` adds the agents' results.
+    #[arg(long, value_name = "K/N", requires = "start_at")]
     pub agent: Option<String>,
-    /// Agreed wall-clock start (RFC 3339) for agents.
-    #[arg(long)]
+    /// With --agent: the agreed UTC start of the first run, RFC 3339
+    /// (e.g. 2026-12-03T10:00:00Z), the same for every agent.
+    #[arg(long, value_name = "TIME", requires = "agent")]
     pub start_at: Option<String>,
+    /// With --agent: the time given to each run before the next starts
+    /// (default: warm-up + duration + 10s; required for points that end
+    /// by request count).
+    #[arg(long, value_name = "DURATION", requires = "agent")]
+    pub slot: Option<crate::spec::Duration>,
+    /// With --agent: how far in the past --start-at may be by this
+    /// machine's clock before the run refuses to start.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub max_clock_skew: crate::spec::Duration,
     /// Markdown verdict file (with --baseline), e.g. $GITHUB_STEP_SUMMARY.
     #[arg(long)]
     pub markdown: Option<PathBuf>,

@@ -165,6 +165,7 @@ impl RunGate {
                 partition: None,
                 agent: opts.agent,
                 start_at: None,
+                slot: None,
             };
             let rerun = run_plan(spec, &subset, &again, rt, interrupt.clone())?;
             if rerun.interrupted {

@@ -300,8 +300,17 @@ where
     H: Fn(Request) -> F + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
+    bind_port(0, handler).await
+}
+
+/// `bind` on a given port of 127.0.0.1 (0: one the OS picks).
+pub async fn bind_port<H, F>(port: u16, handler: H) -> io::Result<ServerHandle>
+where
+    H: Fn(Request) -> F + Send + Sync + 'static,
+    F: Future<Output = Response> + Send + 'static,
+{
     let socket = TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
+    socket.bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
     let listener = socket.listen(BACKLOG)?;
     let addr = listener.local_addr()?;
     let (stop, stop_rx) = watch::channel(Stop::Run);

@@ -14,6 +14,7 @@ pub mod gate;
 pub mod hist;
 pub mod httpserv;
 pub mod judge;
+pub mod merge;
 pub mod metric;
 pub mod plan;
 pub mod results;

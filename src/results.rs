@@ -49,6 +49,39 @@ pub struct Results {
     /// Selected points that did not finish (IDs).
     #[serde(default)]
     pub pending: Vec<String>,
+    /// Written by `merge`: the shards this file combines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedInput>,
+}
+
+/// One shard a merged results file combines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MergedInput {
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentInfo>,
+    /// Points the shard holds.
+    pub points: u64,
+    pub started_at: String,
+}
+
+/// What one agent did for a merged point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentShare {
+    pub k: u32,
+    /// Measured requests it sent, and how many succeeded.
+    pub sent: u64,
+    pub succeeded: u64,
+    /// The latest it began a run after the run's agreed start (ms).
+    pub start_late_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_lag_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_lag_p99_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -83,9 +116,33 @@ pub struct AgentInfo {
     pub n: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<String>,
-    /// Local clock minus the agreed start, when the run began (ms).
+    /// How long after the agreed start this agent began its first run,
+    /// by its own clock (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_offset_ms: Option<f64>,
+    /// The length of each run's slot in the timetable, when given (s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_s: Option<f64>,
+    /// This machine's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// What the kernel says of this machine's clock.
+    #[serde(default)]
+    pub clock: ClockStatus,
+}
+
+/// What this machine's kernel says of its clock: whether NTP (or PTP)
+/// keeps it synchronized, and its estimated and maximum error. Two agents'
+/// clocks differ by at most the sum of their maximum errors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockStatus {
+    /// The kernel's clock is marked synchronized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronized: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub est_error_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_error_ms: Option<f64>,
 }
 
 /// Facts about where a run happened. Identity keys must match for results
@@ -146,6 +203,9 @@ pub struct PointResult {
     /// Conversations: a few statistics per turn (all runs merged).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<TurnResult>,
+    /// Merged from load-sharding agents: what each agent did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentShare>,
 }
 
 /// What a point sent, as the client built it.
@@ -232,6 +292,78 @@ pub struct RunResult {
     pub windows: Vec<WindowStats>,
     #[serde(default)]
     pub histograms: BTreeMap<String, String>,
+    /// Load sharding (`run --agent K/N`): what this agent recorded, in a
+    /// form that adds exactly to the other agents' (see `merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<RunShard>,
+}
+
+/// One agent's share of one run, kept so that `merge` can add the
+/// agents' records exactly and recompute every statistic over their union.
+/// Times are nanoseconds from the run's agreed start (`--start-at`), the
+/// instant every agent's schedule counts from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunShard {
+    /// The agreed start of this run (RFC 3339, milliseconds).
+    pub agreed_start: String,
+    /// How long after the agreed start this agent began the run, by its
+    /// own clock (ms; 0 when it was ready and waited).
+    pub start_late_ms: f64,
+    /// Start of the measurement window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start_ns: Option<i64>,
+    /// Length of the windows that stand in for runs (ns).
+    pub window_len_ns: u64,
+    /// The most requests this agent had in flight at once.
+    pub concurrency_max: u64,
+    pub tally: TallyData,
+    /// Windows by index from the window start.
+    #[serde(default)]
+    pub windows: BTreeMap<u64, TallyData>,
+    /// Ramp steps by index.
+    #[serde(default)]
+    pub steps: BTreeMap<u32, TallyData>,
+    /// Conversation turns by index (0 is the first turn).
+    #[serde(default)]
+    pub turns: BTreeMap<u32, TallyData>,
+}
+
+/// The sufficient statistics of a set of requests: histograms (encoded),
+/// counters and sums, and the extreme instants, so two sets add exactly.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TallyData {
+    /// Encoded histograms by name: the latencies (µs), `input_tokens`,
+    /// `output_tokens`, `requested_input`, `requested_output`.
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+    pub counts: Counts,
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub error_examples: BTreeMap<String, String>,
+    pub good: u64,
+    pub good_output_total: u64,
+    pub input_total: u64,
+    pub output_total: u64,
+    #[serde(default)]
+    pub output_source: BTreeMap<String, u64>,
+    pub requested_input_sum: u64,
+    pub requested_output_sum: u64,
+    pub reported_input_sum: u64,
+    pub reported_input_n: u64,
+    pub reported_input_exact: u64,
+    /// Sum over requests of their time in flight (ns).
+    pub in_flight_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_send_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_send_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_sched_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sched_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_done_ns: Option<i64>,
 }
 
 /// One ramp step.

@@ -146,6 +146,7 @@ fn run_point(
         partition: None,
         agent: None,
         start_at: None,
+        slot: None,
     };
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();

@@ -165,3 +165,55 @@ fn self_bench_measures_the_client() {
         .unwrap();
     assert!(line.contains("2000 of 2000"), "{line}");
 }
+
+#[test]
+fn the_sharding_example_runs_as_written() {
+    let text = readme();
+    let block = text
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .find(|b| b.contains("infer-bench merge"))
+        .expect("the README shows a merge");
+    let dir = tempfile::tempdir().unwrap();
+    for line in block.lines() {
+        let line = line.split('#').next().unwrap().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let words: Vec<String> = line
+            .split_whitespace()
+            .map(|w| match w.strip_prefix("results/") {
+                Some(rest) => dir.path().join(rest).display().to_string(),
+                None => w.to_string(),
+            })
+            .collect();
+        assert_eq!(words[0], "infer-bench", "{line}");
+        ok(bin().args(&words[1..]));
+    }
+    let merged: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("quickstart/results.json")).unwrap(),
+    )
+    .unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&ok(bin().args([
+        "plan",
+        "specs/quickstart.toml",
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    let ids: Vec<&str> = merged["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    let planned: Vec<&str> = plan["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, planned, "the two halves make the whole plan, in order");
+    assert_eq!(merged["complete"], true);
+}

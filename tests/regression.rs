@@ -636,6 +636,7 @@ fn noisy(recorded: &Value) -> Noisy {
                 })
                 .collect(),
             histograms: BTreeMap::new(),
+            shard: None,
         })
         .collect();
     Noisy {
@@ -670,6 +671,7 @@ impl Noisy {
             environment: Default::default(),
             points: vec![p],
             pending: Vec::new(),
+            merged_from: Vec::new(),
         }
     }
 

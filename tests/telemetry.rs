@@ -370,6 +370,7 @@ fn scripted_gpus_give_energy_cost_and_aligned_series() {
         partition: None,
         agent: None,
         start_at: None,
+        slot: None,
     };
     let r = infer_bench::run::point::run_plan_with(
         &spec,

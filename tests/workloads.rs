@@ -214,6 +214,7 @@ requests = 6
         partition: None,
         agent: None,
         start_at: None,
+        slot: None,
     };
     let results = run_plan(&s, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     rt.block_on(server.wait_idle());

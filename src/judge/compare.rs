@@ -931,6 +931,7 @@ runs = 3
                     })
                     .unwrap_or_default(),
                 histograms: Default::default(),
+                shard: None,
             })
             .collect();
         p.merged = stats(runs.first().copied().unwrap_or(1.0), 1.0, 0.0);
@@ -962,6 +963,7 @@ runs = 3
             },
             points,
             pending: Vec::new(),
+            merged_from: Vec::new(),
         }
     }
 

@@ -129,6 +129,21 @@ fn pace_until(deadline: Instant, interrupt: &Interrupt) -> bool {
     }
 }
 
+/// Of `c` slots (or requests) numbered from 0, how many are this agent's:
+/// agent K of N takes those whose number is K-1 modulo N. All of them
+/// without load sharding.
+pub fn agent_share(c: u64, agent: Option<(u32, u32)>) -> u64 {
+    match agent {
+        Some((k, n)) => (c + n as u64 - k as u64) / n as u64,
+        None => c,
+    }
+}
+
+/// How many of the request indices `lo..hi` are this agent's.
+fn indices_of_agent(lo: u64, hi: u64, agent: Option<(u32, u32)>) -> u64 {
+    agent_share(hi, agent) - agent_share(lo, agent)
+}
+
 /// A request ready to go: one request, or the first turn of a session.
 struct Item {
     due: Due,
@@ -239,6 +254,9 @@ struct Run<B> {
     open: bool,
     t0: Instant,
     warmup_count: u64,
+    /// Measured requests this process sends at most (its share of the
+    /// point's `requests` under load sharding).
+    request_limit: Option<u64>,
     window: Mutex<Window>,
     recorder: Arc<Mutex<Recorder>>,
     live: Arc<Live>,
@@ -269,7 +287,7 @@ impl<B: Backend> Run<B> {
             _ => w.warmup_end.is_some_and(|end| t_sched < end),
         };
         if !warmup {
-            if self.load.requests.is_some_and(|n| w.measured >= n) {
+            if self.request_limit.is_some_and(|n| w.measured >= n) {
                 w.ended = true;
                 return None;
             }
@@ -503,6 +521,11 @@ pub fn run_once<B: Backend>(
         Level::Concurrency(c) => c,
         _ => limit.unwrap_or(0),
     };
+    // Load sharding: this agent runs its share of the slots, so the
+    // agents' slots together are the point's.
+    let share = |c: u32| agent_share(c as u64, env.agent) as u32;
+    let limit = limit.map(share);
+    let first_active = share(first_active);
 
     // Build the first requests before the clock starts.
     let mut arrivals = arrivals.filter(|d| {
@@ -551,6 +574,13 @@ pub fn run_once<B: Backend>(
             Warmup::Requests(n) => n,
             _ => 0,
         },
+        request_limit: load.requests.map(|n| {
+            let lo = match load.warmup {
+                Warmup::Requests(w) => w,
+                _ => 0,
+            };
+            indices_of_agent(lo, lo + n, env.agent)
+        }),
         window: Mutex::new(Window {
             warmup_end,
             measure_end: warmup_end.and_then(|w| load.duration.map(|d| w + d.as_std())),
@@ -589,11 +619,14 @@ pub fn run_once<B: Backend>(
             let levels = r.levels.clone();
             let every = r.every.as_std();
             let start = warmup_end.unwrap_or(t0);
+            let agent = env.agent;
             Some(env.handle.spawn(async move {
                 for (i, l) in levels.iter().enumerate().skip(1) {
                     tokio::time::sleep_until((start + every * i as u32).into()).await;
                     if let Level::Concurrency(c) = l {
-                        shared.active.store(*c, Ordering::SeqCst);
+                        shared
+                            .active
+                            .store(agent_share(*c as u64, agent) as u32, Ordering::SeqCst);
                         shared.active_changed.notify_waiters();
                     }
                 }
@@ -828,6 +861,23 @@ mod tests {
             start_at: None,
             material: Arc::new(Material::plain()),
         }
+    }
+
+    #[test]
+    fn agents_split_slots_and_indices_without_overlap() {
+        for n in 1..6u32 {
+            for c in 0..20u64 {
+                let total: u64 = (1..=n).map(|k| agent_share(c, Some((k, n)))).sum();
+                assert_eq!(total, c, "{c} over {n}");
+                let idx: u64 = (1..=n)
+                    .map(|k| indices_of_agent(3, 3 + c, Some((k, n))))
+                    .sum();
+                assert_eq!(idx, c);
+            }
+        }
+        // Agent 2 of 4 owns indices 1, 5, 9: three of 0..10.
+        assert_eq!(indices_of_agent(0, 10, Some((2, 4))), 3);
+        assert_eq!(agent_share(7, None), 7);
     }
 
     #[test]

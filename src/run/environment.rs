@@ -31,6 +31,13 @@ fn kernel() -> Option<String> {
     read("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string())
 }
 
+/// This machine's host name.
+pub fn hostname() -> Option<String> {
+    read("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 /// Collects the fingerprint. GPUs come from NVML where present.
 pub fn collect(_plan: &Plan, _handle: &tokio::runtime::Handle) -> Environment {
     let mut identity = BTreeMap::new();
@@ -76,6 +83,9 @@ pub fn collect(_plan: &Plan, _handle: &tokio::runtime::Handle) -> Environment {
     }
     if let Some(k) = kernel() {
         facts.insert("kernel".into(), k);
+    }
+    if let Some(h) = hostname() {
+        facts.insert("host".into(), h);
     }
     facts.insert("tool_version".into(), env!("CARGO_PKG_VERSION").into());
     Environment { identity, facts }

@@ -30,8 +30,12 @@ pub struct RunOptions {
     pub requests_jsonl: bool,
     pub progress: Progress,
     pub partition: Option<String>,
+    /// Load sharding: this process is agent K of N.
     pub agent: Option<(u32, u32)>,
+    /// With `agent`: the agreed start of the first run (`--start-at`).
     pub start_at: Option<std::time::SystemTime>,
+    /// With `agent`: each run's slot in the timetable (`--slot`).
+    pub slot: Option<std::time::Duration>,
 }
 
 /// How progress is shown on stderr.
@@ -110,12 +114,16 @@ pub fn run_plan_with(
             n,
             start_at: opts
                 .start_at
-                .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                .map(|t| humantime::format_rfc3339_millis(t).to_string()),
             start_offset_ms: None,
+            slot_s: opts.slot.map(|d| d.as_secs_f64()),
+            host: super::environment::hostname(),
+            clock: super::agent::clock_status(),
         }),
         environment: super::environment::collect(plan, rt.handle()),
         points: Vec::new(),
         pending: plan.points.iter().map(|p| p.id.clone()).collect(),
+        merged_from: Vec::new(),
     };
     // Tokenizers and datasets are read before any server starts, once per
     // (workload, model): a malformed file stops the run here.
@@ -127,9 +135,25 @@ pub fn run_plan_with(
         None
     };
     let log_dir = opts.out_dir.join("servers");
+    let order = groups(plan);
+    let timetable = match (opts.agent, opts.start_at) {
+        (Some(_), Some(start)) => Some(
+            super::agent::Timetable::new(
+                order.iter().flatten().map(|&i| &plan.points[i]),
+                start,
+                opts.slot,
+            )
+            .map_err(|why| {
+                Error::Usage(format!(
+                    "with --agent, every run of every point starts at an agreed instant: {why}"
+                ))
+            })?,
+        ),
+        _ => None,
+    };
     let total = plan.points.len();
     let mut done = 0usize;
-    for group in groups(plan) {
+    for group in order {
         if interrupt.is_set() {
             break;
         }
@@ -184,6 +208,7 @@ pub fn run_plan_with(
                 &interrupt,
                 requests.as_ref(),
                 opts,
+                timetable.as_ref(),
                 &label,
                 &tel,
             );
@@ -191,6 +216,15 @@ pub fn run_plan_with(
                 PointOutcome::Interrupted => break,
                 PointOutcome::Done(mut pr) => {
                     assess(spec, &mut pr);
+                    if let Some(a) = results.agent.as_mut() {
+                        if a.start_offset_ms.is_none() {
+                            a.start_offset_ms = pr
+                                .runs
+                                .first()
+                                .and_then(|r| r.shard.as_ref())
+                                .map(|s| s.start_late_ms);
+                        }
+                    }
                     if let Some(line) = summary_line(&label, &pr) {
                         if opts.progress != Progress::Quiet {
                             eprintln!("{line}");
@@ -300,6 +334,7 @@ fn run_point(
     interrupt: &Arc<Interrupt>,
     requests: Option<&RequestLog>,
     opts: &RunOptions,
+    timetable: Option<&super::agent::Timetable>,
     label: &str,
     tel: &TelemetryEnv<'_>,
 ) -> PointOutcome {
@@ -315,7 +350,7 @@ fn run_point(
         .as_ref()
         .and_then(|path| std::fs::read(path).ok());
     let pool = match cfg.load.level {
-        Level::Concurrency(c) => c as usize,
+        Level::Concurrency(c) => super::engine::agent_share(c as u64, opts.agent).max(1) as usize,
         Level::Rate(_) => cfg.load.max_concurrency.unwrap_or(64) as usize,
     };
     let base_url = server.base_url();
@@ -353,6 +388,7 @@ fn run_point(
     let mut merged_window_s = 0.0;
     let mut concurrency_max = 0;
     let mut telemetry = tel.start(cfg, server);
+    let mut late_starts: Vec<String> = Vec::new();
     for run in 0..cfg.load.runs {
         server.begin_run(run);
         telemetry.mark();
@@ -367,13 +403,22 @@ fn run_point(
             });
             sink
         });
+        // Load sharding: this run starts at its agreed instant.
+        let agreed = timetable.and_then(|t| t.start(&p.id, run));
+        let (start_at, late_ms) = match agreed {
+            Some(t) => {
+                let (at, late) = super::agent::instant_of(t);
+                (Some(at), late)
+            }
+            None => (None, 0.0),
+        };
         let env = RunEnv {
             handle: rt.handle().clone(),
             interrupt: interrupt.clone(),
             live: live.clone(),
             sink,
             agent: opts.agent,
-            start_at: None,
+            start_at,
             material: material.clone(),
         };
         let ticker = (opts.progress == Progress::Live)
@@ -404,12 +449,26 @@ fn run_point(
         for (k, t) in out.recorder.turns().into_iter().flatten() {
             turns.entry(*k).or_default().merge(t);
         }
+        let shard = agreed.map(|t| {
+            out.recorder.shard(
+                out.started,
+                humantime::format_rfc3339_millis(t).to_string(),
+                late_ms,
+            )
+        });
+        if late_ms > LATE_START_MS {
+            late_starts.push(format!(
+                "run {} began {late_ms:.0} ms after its agreed start (the previous run overran its slot: give a longer --slot); its first arrivals went out late",
+                run + 1
+            ));
+        }
         runs.push(RunResult {
             run,
             started_at,
             windows: out.recorder.windows(),
             histograms: out.recorder.run.histograms(),
             stats,
+            shard,
         });
         if let Err(msg) = server.check_alive() {
             let pr = finish_point(
@@ -419,7 +478,8 @@ fn run_point(
                 merged_window_s,
                 concurrency_max,
                 &steps,
-                server,
+                server.info(),
+                &server.base_url(),
             );
             let mut pr = pr;
             pr.telemetry = Some(telemetry.finish());
@@ -439,10 +499,12 @@ fn run_point(
         merged_window_s,
         concurrency_max,
         &steps,
-        server,
+        server.info(),
+        &server.base_url(),
     );
     pr.telemetry = Some(telemetry.finish());
     workload(&mut pr, &turns);
+    pr.warnings.extend(late_starts);
     PointOutcome::Done(Box::new(pr))
 }
 
@@ -470,17 +532,22 @@ pub fn failed_point(p: &Point, failure: String) -> PointResult {
         telemetry: None,
         workload: None,
         turns: Vec::new(),
+        agents: Vec::new(),
     }
 }
 
-fn finish_point(
+/// A measured point from its runs and their tallies merged: the merged
+/// statistics, ramp steps, and whether the target was unreachable.
+#[allow(clippy::too_many_arguments)]
+pub fn finish_point(
     p: &Point,
     runs: Vec<RunResult>,
     merged: &Tally,
     window_s: f64,
     concurrency_max: u64,
     steps: &BTreeMap<u32, Tally>,
-    server: &Server,
+    server: Option<ServerInfo>,
+    base_url: &str,
 ) -> PointResult {
     let cfg = &p.config;
     let open = matches!(cfg.load.level, Level::Rate(_));
@@ -531,11 +598,12 @@ fn finish_point(
         steps,
         slo: Vec::new(),
         slo_pass: None,
-        server: server.info(),
+        server,
         cost: None,
         telemetry: None,
         workload: None,
         turns: Vec::new(),
+        agents: Vec::new(),
     };
     if pr.merged.requests.succeeded == 0 && pr.merged.requests.failed > 0 {
         let connect_only = pr
@@ -553,13 +621,15 @@ fn finish_point(
                 .cloned()
                 .unwrap_or_default();
             pr.failure = Some(format!(
-                "the target is unreachable at {}: {example}",
-                server.base_url()
+                "the target is unreachable at {base_url}: {example}"
             ));
         }
     }
     pr
 }
+
+/// An agent that began a run later than this after its agreed start says so.
+const LATE_START_MS: f64 = 10.0;
 
 /// One line per finished point, for logs.
 fn summary_line(label: &str, p: &PointResult) -> Option<String> {

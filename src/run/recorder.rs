@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::backend::{RequestRecord, TokenSource};
-use crate::hist::{Hist, Summary, encode, new_hist};
+use crate::hist::{Hist, Summary, decode, encode, new_hist};
 use crate::metric::Metric;
-use crate::results::{Counts, Stats, TokenStats, WindowStats};
+use crate::results::{Counts, RunShard, Stats, TallyData, TokenStats, WindowStats};
 use crate::spec::Goodput;
 
 /// Latency histograms kept per run, in this order.
@@ -375,6 +375,137 @@ impl Tally {
     }
 }
 
+/// Histogram names of a tally's token distributions in `TallyData`.
+const TOKEN_HISTS: [&str; 4] = [
+    "input_tokens",
+    "output_tokens",
+    "requested_input",
+    "requested_output",
+];
+
+/// Nanoseconds from `base` to `t` (negative when `t` is earlier).
+fn offset_ns(base: Instant, t: Instant) -> i64 {
+    match t.checked_duration_since(base) {
+        Some(d) => d.as_nanos() as i64,
+        None => -(base.duration_since(t).as_nanos() as i64),
+    }
+}
+
+/// The instant `ns` nanoseconds from `base`.
+fn at_offset(base: Instant, ns: i64) -> Instant {
+    let d = std::time::Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        base + d
+    } else {
+        base.checked_sub(d).unwrap_or(base)
+    }
+}
+
+impl Tally {
+    /// The tally as plain data, its instants as offsets from `base`.
+    pub fn to_data(&self, base: Instant) -> TallyData {
+        let mut histograms: BTreeMap<String, String> = LATENCIES
+            .iter()
+            .zip(&self.latency)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(n, h)| (n.to_string(), encode(h)))
+            .collect();
+        for (name, h) in TOKEN_HISTS.iter().zip([
+            &self.input,
+            &self.output,
+            &self.requested_input,
+            &self.requested_output,
+        ]) {
+            if !h.is_empty() {
+                histograms.insert(name.to_string(), encode(h));
+            }
+        }
+        let off = |t: Option<Instant>| t.map(|t| offset_ns(base, t));
+        TallyData {
+            histograms,
+            counts: self.counts.clone(),
+            errors: self.errors.clone(),
+            error_examples: self.error_examples.clone(),
+            good: self.good,
+            good_output_total: self.good_output_total,
+            input_total: self.input_total,
+            output_total: self.output_total,
+            output_source: self.sources.clone(),
+            requested_input_sum: self.requested_input_sum,
+            requested_output_sum: self.requested_output_sum,
+            reported_input_sum: self.reported_input_sum,
+            reported_input_n: self.reported_input_n,
+            reported_input_exact: self.reported_input_exact,
+            in_flight_ns: self.in_flight_ns.min(u64::MAX as u128) as u64,
+            first_send_ns: off(self.first_send),
+            last_send_ns: off(self.last_send),
+            first_sched_ns: off(self.first_sched),
+            last_sched_ns: off(self.last_sched),
+            last_done_ns: off(self.last_done),
+        }
+    }
+
+    /// The inverse of `to_data`, instants placed relative to `base`.
+    pub fn from_data(d: &TallyData, base: Instant) -> Result<Tally, String> {
+        let hist = |name: &str| -> Result<Hist, String> {
+            match d.histograms.get(name) {
+                Some(s) => decode(s).map_err(|e| format!("histogram {name}: {e}")),
+                None => Ok(new_hist()),
+            }
+        };
+        let latency = LATENCIES
+            .iter()
+            .map(|n| hist(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let at = |ns: Option<i64>| ns.map(|ns| at_offset(base, ns));
+        Ok(Tally {
+            latency,
+            input: hist(TOKEN_HISTS[0])?,
+            output: hist(TOKEN_HISTS[1])?,
+            requested_input: hist(TOKEN_HISTS[2])?,
+            requested_output: hist(TOKEN_HISTS[3])?,
+            counts: d.counts.clone(),
+            errors: d.errors.clone(),
+            error_examples: d.error_examples.clone(),
+            good: d.good,
+            good_output_total: d.good_output_total,
+            input_total: d.input_total,
+            output_total: d.output_total,
+            sources: d.output_source.clone(),
+            requested_input_sum: d.requested_input_sum,
+            requested_output_sum: d.requested_output_sum,
+            reported_input_sum: d.reported_input_sum,
+            reported_input_n: d.reported_input_n,
+            reported_input_exact: d.reported_input_exact,
+            in_flight_ns: d.in_flight_ns as u128,
+            first_send: at(d.first_send_ns),
+            last_send: at(d.last_send_ns),
+            first_sched: at(d.first_sched_ns),
+            last_sched: at(d.last_sched_ns),
+            last_done: at(d.last_done_ns),
+        })
+    }
+
+    /// Adds another tally whose instants are on the same clock, keeping
+    /// the earliest and latest instants of both (agents merged).
+    pub fn merge_union(&mut self, o: &Tally) {
+        self.merge(o);
+        let min = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let max = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.first_send = min(self.first_send, o.first_send);
+        self.last_send = max(self.last_send, o.last_send);
+        self.first_sched = min(self.first_sched, o.first_sched);
+        self.last_sched = max(self.last_sched, o.last_sched);
+        self.last_done = max(self.last_done, o.last_done);
+    }
+}
+
 /// Everything one run records.
 pub struct Recorder {
     stream: bool,
@@ -513,6 +644,97 @@ impl Recorder {
     pub fn steps(&self) -> &BTreeMap<u32, Tally> {
         &self.steps
     }
+
+    /// The most requests in flight at once.
+    pub fn concurrency_max(&self) -> u64 {
+        self.concurrency_max
+    }
+
+    /// This run as one agent's shard, instants from the agreed start `t0`.
+    pub fn shard(&self, t0: Instant, agreed_start: String, start_late_ms: f64) -> RunShard {
+        let mut windows: BTreeMap<u64, TallyData> = self
+            .windows
+            .iter()
+            .map(|(i, t)| (*i, t.to_data(t0)))
+            .collect();
+        if let Some((i, t)) = &self.current_window {
+            windows.insert(*i, t.to_data(t0));
+        }
+        let data = |m: &BTreeMap<u32, Tally>| m.iter().map(|(k, t)| (*k, t.to_data(t0))).collect();
+        RunShard {
+            agreed_start,
+            start_late_ms,
+            window_start_ns: self.window_start.map(|w| offset_ns(t0, w)),
+            window_len_ns: self.window_len_ns,
+            concurrency_max: self.concurrency_max,
+            tally: self.run.to_data(t0),
+            windows,
+            steps: data(&self.steps),
+            turns: self.turns.as_ref().map(data).unwrap_or_default(),
+        }
+    }
+
+    /// The recorder of one run as if one process had sent every agent's
+    /// share: tallies added, instants on the agreed clock, the window from
+    /// the earliest agent's start to the latest completion. The most
+    /// requests in flight at once is the sum of the agents' (an upper
+    /// bound: their peaks need not coincide).
+    pub fn from_shards(
+        shards: &[&RunShard],
+        stream: bool,
+        goodput: Goodput,
+        open: bool,
+    ) -> Result<Recorder, String> {
+        let base = Instant::now();
+        let first = shards.first().ok_or("no shards")?;
+        let mut r = Recorder {
+            stream,
+            goodput,
+            open,
+            run: Tally::default(),
+            window_start: None,
+            window_len_ns: first.window_len_ns.max(1),
+            current_window: None,
+            windows: Vec::new(),
+            steps: BTreeMap::new(),
+            ramp: false,
+            turns: None,
+            concurrency_max: 0,
+        };
+        let mut windows: BTreeMap<u64, Tally> = BTreeMap::new();
+        for s in shards {
+            if s.window_len_ns != first.window_len_ns {
+                return Err("the agents used different window lengths".into());
+            }
+            r.run.merge_union(&Tally::from_data(&s.tally, base)?);
+            if let Some(w) = s.window_start_ns.map(|ns| at_offset(base, ns)) {
+                r.window_start = Some(r.window_start.map_or(w, |x| x.min(w)));
+            }
+            r.concurrency_max += s.concurrency_max;
+            for (i, t) in &s.windows {
+                windows
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+            for (i, t) in &s.steps {
+                r.ramp = true;
+                r.steps
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+            for (i, t) in &s.turns {
+                r.turns
+                    .get_or_insert_with(BTreeMap::new)
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+        }
+        r.windows = windows.into_iter().collect();
+        Ok(r)
+    }
 }
 
 #[cfg(test)]
@@ -619,6 +841,46 @@ mod tests {
         assert_eq!(s.latency_ms["ttft"].count, 2);
         assert!((s.error_rate - 1.0 / 3.0).abs() < 1e-9);
         assert!((s.goodput_ratio - 1.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn shards_add_up_to_the_whole() {
+        let t0 = Instant::now();
+        let new = || {
+            let mut r = Recorder::new(
+                true,
+                Goodput::default(),
+                true,
+                crate::spec::Duration::from_secs(1),
+                false,
+            );
+            r.set_window_start(t0);
+            r
+        };
+        let (mut whole, mut a, mut b) = (new(), new(), new());
+        for i in 0..40u64 {
+            let r = request(t0, i * 50, 100 + i, &[10 + i, 20 + i, 30 + i], Some(3));
+            whole.record(&r);
+            if i % 2 == 0 {
+                a.record(&r)
+            } else {
+                b.record(&r)
+            }
+        }
+        let sa = a.shard(t0, "t".into(), 0.0);
+        let sb = b.shard(t0, "t".into(), 0.0);
+        // Through JSON, as merge reads them.
+        let sa: RunShard = serde_json::from_str(&serde_json::to_string(&sa).unwrap()).unwrap();
+        let merged = Recorder::from_shards(&[&sa, &sb], true, Goodput::default(), true).unwrap();
+        let (m, w) = (merged.stats(), whole.stats());
+        assert!((m.window_s - w.window_s).abs() < 1e-6);
+        assert_eq!(m.requests, w.requests);
+        assert_eq!(m.latency_ms, w.latency_ms);
+        assert_eq!(m.tokens, w.tokens);
+        assert!((m.output_tokens_per_s - w.output_tokens_per_s).abs() < 1e-6);
+        assert!((m.offered_rate.unwrap() - w.offered_rate.unwrap()).abs() < 1e-6);
+        assert!((m.concurrency_mean - w.concurrency_mean).abs() < 1e-6);
+        assert_eq!(merged.windows(), whole.windows());
     }
 
     #[test]

@@ -90,6 +90,11 @@ struct Ctx {
 impl SimServer {
     /// Starts the simulator for a point's target, model and precision.
     pub fn start(cfg: &PointConfig) -> Result<SimServer, String> {
+        SimServer::start_on(cfg, 0)
+    }
+
+    /// `start` on a given port of 127.0.0.1 (0: one the OS picks).
+    pub fn start_on(cfg: &PointConfig, port: u16) -> Result<SimServer, String> {
         let sim = cfg
             .target
             .sim
@@ -149,7 +154,7 @@ impl SimServer {
             tokens_per_event,
         });
         let handle = rt
-            .block_on(httpserv::bind(move |req| {
+            .block_on(httpserv::bind_port(port, move |req| {
                 let ctx = ctx.clone();
                 async move { handle(ctx, req).await }
             }))
