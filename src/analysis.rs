@@ -617,6 +617,107 @@ pub struct Sweep {
     pub knee: Knee,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub best: Option<Best>,
+    /// Concurrency sweeps: how memory grows per concurrent request, and
+    /// where it would run out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemoryGrowth>,
+}
+
+/// A straight line through (concurrency, peak memory) over a sweep's
+/// points, and the concurrency at which it reaches the limit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryGrowth {
+    /// "kv_cache" (the server's KV-cache usage, 0 to 1) or "gpu<i>"
+    /// (memory used, bytes).
+    pub what: String,
+    /// Growth per concurrent request in flight (fraction or bytes).
+    pub per_request: f64,
+    /// At zero concurrency.
+    pub intercept: f64,
+    /// Where it runs out: 1.0 for the KV cache, the GPU's total memory.
+    pub limit: f64,
+    /// The concurrency at which the line reaches the limit; absent when
+    /// memory does not grow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs_out_at: Option<f64>,
+    /// Coefficient of determination of the fit.
+    pub r2: f64,
+    pub points: usize,
+}
+
+/// Least squares through (x, y): slope, intercept, r².
+pub fn fit_line(xy: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = xy.len() as f64;
+    if xy.len() < 2 {
+        return None;
+    }
+    let mx = xy.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = xy.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = xy.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = xy.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = xy.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let r2 = if syy > 0.0 {
+        sxy * sxy / (sxx * syy)
+    } else {
+        1.0
+    };
+    Some((slope, my - slope * mx, r2))
+}
+
+/// Memory growth over a concurrency sweep's measured points, each with
+/// its concurrency.
+pub fn memory_growth(points: &[(f64, &PointResult)]) -> Vec<MemoryGrowth> {
+    let mut out = Vec::new();
+    let growth = |what: String, xy: Vec<(f64, f64)>, limit: f64| {
+        let (slope, intercept, r2) = fit_line(&xy)?;
+        Some(MemoryGrowth {
+            what,
+            per_request: slope,
+            intercept,
+            limit,
+            runs_out_at: (slope > 0.0).then(|| (limit - intercept) / slope),
+            r2,
+            points: xy.len(),
+        })
+    };
+    let kv: Vec<(f64, f64)> = points
+        .iter()
+        .filter_map(|(c, p)| {
+            let h = &p.telemetry.as_ref()?.server_metrics.as_ref()?.headline;
+            Some((*c, h.kv_cache_usage_ratio?.max))
+        })
+        .collect();
+    out.extend(growth("kv_cache".into(), kv, 1.0));
+    let gpus: std::collections::BTreeSet<u32> = points
+        .iter()
+        .filter_map(|(_, p)| p.telemetry.as_ref())
+        .flat_map(|t| t.gpu.devices.iter().map(|d| d.index))
+        .collect();
+    for g in gpus {
+        let mut total = None;
+        let xy: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|(c, p)| {
+                let d = p
+                    .telemetry
+                    .as_ref()?
+                    .gpu
+                    .devices
+                    .iter()
+                    .find(|d| d.index == g)?;
+                total = total.or(d.memory_total_bytes);
+                Some((*c, d.stats.memory_used_bytes?.max))
+            })
+            .collect();
+        if let Some(t) = total {
+            out.extend(growth(format!("gpu{g}"), xy, t as f64));
+        }
+    }
+    out
 }
 
 /// A results file as the analysis lists it.
@@ -780,7 +881,23 @@ impl Analysis {
                 .collect();
             let knee = knee(&curve, KNEE_FRACTION);
             let best = best(&points, &rows);
+            let memory = if kind == LoadKind::Concurrency {
+                let measured: Vec<(f64, &PointResult)> = rows
+                    .iter()
+                    .filter(|&&i| points[i].measured)
+                    .map(|&i| {
+                        (
+                            points[i].load.unwrap_or(0.0),
+                            &src.results.points[points[i].point_index],
+                        )
+                    })
+                    .collect();
+                memory_growth(&measured)
+            } else {
+                Vec::new()
+            };
             sweeps.push(Sweep {
+                memory,
                 name,
                 source: src.label.clone(),
                 load_kind: kind,

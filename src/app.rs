@@ -299,6 +299,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         agent,
         start_at,
         slot: args.slot.map(|d| d.as_std()),
+        slow_client: args.slow_client.map(|d| d.as_std()),
     };
     let results = run_plan(&spec, &plan, &opts, &rt, interrupt.clone())?;
     if let Some(gate) = gate.filter(|_| !results.interrupted) {
@@ -325,6 +326,10 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             crate::run::point::results_path(&out_dir).display()
         );
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
+        if args.strict && results.points.iter().any(|p| !p.preflight.is_empty()) {
+            eprintln!("--strict: a pre-flight check found something (see each point's findings)");
+            return Ok(Outcome(crate::error::EXIT_INFRA));
+        }
         return Ok(Outcome(report.exit_code));
     }
     let text = match args.format {
@@ -347,13 +352,14 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
 }
 
 /// The exit code of a finished run: 3 if a point could not be measured
-/// (infrastructure), 1 if an SLO failed, 4 with --strict if a point was
-/// INVALID, else 0.
+/// (infrastructure) or, with --strict, a pre-flight check found something;
+/// 1 if an SLO failed; 4 with --strict if a point was INVALID; else 0.
 pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
     use crate::error::*;
     if r.points
         .iter()
         .any(|p| p.status == crate::results::PointStatus::Failed)
+        || (strict && r.points.iter().any(|p| !p.preflight.is_empty()))
     {
         EXIT_INFRA
     } else if r.points.iter().any(|p| p.slo_pass == Some(false)) {

@@ -168,7 +168,8 @@ pub struct RunArgs {
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
-    /// Treat what cannot be judged, and pre-flight findings, as failures.
+    /// Treat what cannot be judged as a failure (exit 4), and pre-flight
+    /// findings too (exit 3).
     #[arg(long)]
     pub strict: bool,
     /// Load sharding: this process is agent K of N and sends arrivals
@@ -189,6 +190,10 @@ pub struct RunArgs {
     /// machine's clock before the run refuses to start.
     #[arg(long, value_name = "DURATION", default_value = "1s")]
     pub max_clock_skew: crate::spec::Duration,
+    /// Fault injection for tests: the client spins this long before each
+    /// send, so its dispatch lag shows a client that cannot keep up.
+    #[arg(long, hide = true, value_name = "DURATION")]
+    pub slow_client: Option<crate::spec::Duration>,
     /// Markdown verdict file (with --baseline), e.g. $GITHUB_STEP_SUMMARY.
     #[arg(long)]
     pub markdown: Option<PathBuf>,

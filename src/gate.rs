@@ -166,6 +166,7 @@ impl RunGate {
                 agent: opts.agent,
                 start_at: None,
                 slot: None,
+                slow_client: None,
             };
             let rerun = run_plan(spec, &subset, &again, rt, interrupt.clone())?;
             if rerun.interrupted {

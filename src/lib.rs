@@ -13,6 +13,7 @@ pub mod export;
 pub mod gate;
 pub mod hist;
 pub mod httpserv;
+pub mod insight;
 pub mod judge;
 pub mod merge;
 pub mod metric;

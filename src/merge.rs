@@ -310,6 +310,8 @@ fn merge_agents(
     let mut merged = Tally::default();
     let mut steps: BTreeMap<u32, Tally> = BTreeMap::new();
     let mut turns: BTreeMap<u32, Tally> = BTreeMap::new();
+    let mut mix: BTreeMap<u32, Tally> = BTreeMap::new();
+    let mut timelines: Vec<(f64, PhaseTimeline)> = Vec::new();
     let mut window_s = 0.0;
     let mut concurrency_max = 0;
     for run in 0..runs_n {
@@ -340,6 +342,13 @@ fn merge_agents(
         for (k, t) in rec.turns().into_iter().flatten() {
             turns.entry(*k).or_default().merge(t);
         }
+        for (k, t) in rec.parts().into_iter().flatten() {
+            mix.entry(*k).or_default().merge(t);
+        }
+        // The agents' timelines added, placed on the first agent's clock.
+        if let (Some((_, ph)), Some(origin_s)) = (rec.phases(), shards[0].telemetry_origin_s) {
+            timelines.push((origin_s, ph.to_data()));
+        }
         runs.push(RunResult {
             run: run as u32,
             started_at: lead.runs[run].started_at.clone(),
@@ -365,6 +374,15 @@ fn merge_agents(
     pr.telemetry = lead.telemetry.clone();
     pr.workload = lead.workload.clone();
     pr.turns = crate::run::workload::turn_results(&turns, open);
+    pr.mix = crate::run::point::mix_results(cfg, &mix, window_s, open);
+    pr.memory = crate::run::point::memory(&pr, &timelines, &BTreeMap::new());
+    for (k, _, share) in &parts {
+        for f in &share.preflight {
+            let mut f = f.clone();
+            f.message = format!("agent {k}/{n}: {}", f.message);
+            pr.preflight.push(f);
+        }
+    }
     crate::run::point::assess(spec, &mut pr);
     for (k, _, share) in &parts {
         for w in &share.warnings {

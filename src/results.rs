@@ -14,7 +14,10 @@ use crate::metric::{Kind, Metric};
 use crate::plan::PointConfig;
 use crate::spec::{SloExpr, Stat};
 
+pub mod insight;
 pub mod telemetry;
+
+pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
 
 pub const FORMAT: &str = "infer-bench-results";
 /// Version of this file format.
@@ -206,6 +209,21 @@ pub struct PointResult {
     /// Merged from load-sharding agents: what each agent did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentShare>,
+    /// A mixed workload: each part's statistics (all runs merged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<MixResult>,
+    /// GPU memory and KV-cache usage by phase of the request timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryPhases>,
+    /// The load generator's own load during the point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientLoad>,
+    /// What the pre-flight checks found before the point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preflight: Vec<Finding>,
+    /// Patterns in the numbers that suggest a bottleneck (never verdicts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<Hint>,
 }
 
 /// What a point sent, as the client built it.
@@ -326,6 +344,30 @@ pub struct RunShard {
     /// Conversation turns by index (0 is the first turn).
     #[serde(default)]
     pub turns: BTreeMap<u32, TallyData>,
+    /// The parts of a mixed workload by index.
+    #[serde(default)]
+    pub parts: BTreeMap<u32, TallyData>,
+    /// Time spent in prefill and decode per bucket (see `PhaseTimeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhaseTimeline>,
+    /// Where the agreed start lies on this agent's telemetry clock
+    /// (seconds since the point began), to place `phases`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry_origin_s: Option<f64>,
+}
+
+/// How much of each bucket of a run's time requests spent in prefill
+/// (sent, no output yet) and in decode (output streaming), summed over
+/// requests in flight: the request timeline, warm-up included, that GPU
+/// samples are attributed against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseTimeline {
+    /// Bucket width, ns; bucket 0 starts at the run's start.
+    pub bucket_ns: u64,
+    /// Request-seconds of prefill per bucket.
+    pub prefill_s: Vec<f64>,
+    /// Request-seconds of decode per bucket.
+    pub decode_s: Vec<f64>,
 }
 
 /// The sufficient statistics of a set of requests: histograms (encoded),

@@ -147,6 +147,7 @@ fn run_point(
         agent: None,
         start_at: None,
         slot: None,
+        slow_client: None,
     };
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();

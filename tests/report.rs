@@ -469,6 +469,7 @@ const PROBE: &str = r#"<script>
     var lines = 0, marks = 0;
     s.querySelectorAll('polyline').forEach(function (p) { if (p.getTotalLength() > 1) lines++; });
     s.querySelectorAll('circle').forEach(function (c) { if (c.getBBox().width > 0) marks++; });
+    s.querySelectorAll('polygon').forEach(function (g) { if (g.getBBox().width > 0 && g.getAttribute('fill') !== 'none') marks++; });
     out.push({ title: s.querySelector('title').textContent, w: box.width, h: box.height, lines: lines, marks: marks });
   });
   var pre = document.createElement('pre');
@@ -554,7 +555,18 @@ fn html_report_renders_its_charts_in_headless_chromium() {
     assert!(svgs.iter().all(|s| {
         let body = &s[..s.find("</svg>").unwrap()];
         body.contains("<path") && (body.contains("<polyline") || body.contains("<circle"))
+            || body.contains("Radar chart") && body.contains("fill-opacity")
     }));
+    // The executive summary's radar: one filled polygon per configuration.
+    let radar = charts
+        .iter()
+        .find(|c| {
+            dom.contains("Radar chart of the key metrics")
+                && c["marks"].as_u64().unwrap() > 0
+                && c["lines"].as_u64().unwrap() == 0
+        })
+        .expect("the radar chart is drawn");
+    assert!(radar["marks"].as_u64().unwrap() >= 2, "{radar}");
 
     let png = dir.join("report.png");
     chromium(

@@ -353,6 +353,7 @@ fn scripted_gpus_give_energy_cost_and_aligned_series() {
             pcie_rx_bytes_per_s: Some(1e6),
             pcie_tx_bytes_per_s: Some(1e6),
             processes: Vec::new(),
+            ..Default::default()
         };
         vec![reading.clone(), reading]
     }));
@@ -371,6 +372,7 @@ fn scripted_gpus_give_energy_cost_and_aligned_series() {
         agent: None,
         start_at: None,
         slot: None,
+        slow_client: None,
     };
     let r = infer_bench::run::point::run_plan_with(
         &spec,

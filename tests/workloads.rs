@@ -215,6 +215,7 @@ requests = 6
         agent: None,
         start_at: None,
         slot: None,
+        slow_client: None,
     };
     let results = run_plan(&s, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     rt.block_on(server.wait_idle());

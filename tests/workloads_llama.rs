@@ -354,6 +354,7 @@ workload = [{list}]
         agent: None,
         start_at: None,
         slot: None,
+        slow_client: None,
     };
     let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     let lines = std::fs::read_to_string(tmp.path().join("out/requests.jsonl")).unwrap();

@@ -35,12 +35,14 @@ impl Backend for FakeBackend {
             body: bytes::Bytes::new(),
             input_tokens: prompt.input_tokens,
             output_tokens: prompt.output_tokens,
+            part: prompt.part,
         }
     }
 
     async fn send(&self, req: Prepared, mut rec: RequestRecord) -> RequestRecord {
         rec.requested_input = req.input_tokens;
         rec.requested_output = req.output_tokens;
+        rec.part = req.part;
         rec.t_send = Instant::now();
         if self.fail_every > 0 && rec.index % self.fail_every == self.fail_every - 1 {
             tokio::time::sleep(self.ttft).await;

@@ -23,6 +23,8 @@ pub struct Prepared {
     pub body: bytes::Bytes,
     pub input_tokens: u32,
     pub output_tokens: u32,
+    /// The part of a mixed workload the request is from.
+    pub part: u32,
 }
 
 /// Sends requests and times their responses.

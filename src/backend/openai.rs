@@ -646,12 +646,14 @@ impl Backend for OpenAi {
             body: Bytes::from(self.body(prompt)),
             input_tokens: prompt.input_tokens,
             output_tokens: prompt.output_tokens,
+            part: prompt.part,
         }
     }
 
     async fn send(&self, req: Prepared, mut rec: RequestRecord) -> RequestRecord {
         rec.requested_input = req.input_tokens;
         rec.requested_output = req.output_tokens;
+        rec.part = req.part;
         self.execute(req, &mut rec).await;
         if rec.t_done < rec.t_send {
             rec.t_done = Instant::now();

@@ -126,6 +126,8 @@ pub struct RequestRecord {
     pub step: u32,
     /// The turn of a conversation (0 for the first, and without one).
     pub turn: u32,
+    /// The part of a mixed workload (0 without a mix).
+    pub part: u32,
     pub warmup: bool,
     /// When the schedule said the request was due.
     pub t_sched: Instant,
@@ -157,6 +159,7 @@ impl RequestRecord {
             run,
             step,
             turn: 0,
+            part: 0,
             warmup,
             t_sched,
             t_slot: t_sched,

@@ -2,6 +2,7 @@
 //! a function from plain data (plans, results, verdicts) to text.
 
 pub mod chart;
+pub mod insight;
 pub mod plan;
 pub mod report;
 pub mod summary;

@@ -117,6 +117,17 @@ pub fn table(r: &Results) -> String {
         out.push_str(&table);
     }
     notes.extend(telemetry_notes);
+    for table in [
+        super::insight::mix_table(r),
+        super::insight::memory_table(r),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        out.push('\n');
+        out.push_str(&table);
+    }
+    notes.extend(super::insight::notes(r));
     if !r.pending.is_empty() {
         notes.push(format!(
             "{} point(s) did not run: {}",

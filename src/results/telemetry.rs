@@ -155,6 +155,17 @@ pub struct GpuStats {
     pub pcie_rx_bytes_per_s: Option<SeriesStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcie_tx_bytes_per_s: Option<SeriesStats>,
+    /// NVLink data received and sent, bytes per second (all links).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_rx_bytes_per_s: Option<SeriesStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_tx_bytes_per_s: Option<SeriesStats>,
+    /// The SM clock's maximum and its application-clock setting (MHz), as
+    /// read at the point's first sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_max_mhz: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_app_clock_mhz: Option<f64>,
 }
 
 /// A GPU's samples as columns: `t_s[i]` is when sample `i` was taken;

@@ -88,6 +88,8 @@ pub struct RunEnv {
     /// What the point's prompts are made from, loaded once per point by
     /// `Material::load` for this point's workload and model.
     pub material: Arc<Material>,
+    /// Fault injection: spin this long before each send.
+    pub slow_client: Option<Duration>,
 }
 
 /// What a run produced.
@@ -268,6 +270,7 @@ struct Run<B> {
     /// Turns per session (1 without a conversation) and the think time.
     turns: u32,
     think: Duration,
+    slow_client: Option<Duration>,
 }
 
 impl<B: Backend> Run<B> {
@@ -340,6 +343,7 @@ impl<B: Backend> Run<B> {
                 text: now.text.clone(),
                 input_tokens: history_tokens + now.input_tokens,
                 output_tokens: now.output_tokens,
+                part: now.part,
             });
             let due = rec.t_done + self.think;
             if !self.wait_until(due).await {
@@ -392,6 +396,13 @@ impl<B: Backend> Run<B> {
         let mut rec = RequestRecord::new(index, self.run, step, warmup, t_sched);
         rec.turn = turn;
         rec.t_slot = t_slot;
+        if let Some(d) = self.slow_client {
+            // A client that spends CPU before every send, on purpose.
+            let until = Instant::now() + d;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
         let in_flight = self.live.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         if !warmup {
             self.recorder.lock().note_in_flight(in_flight);
@@ -564,6 +575,10 @@ pub fn run_once<B: Backend>(
     if prompts.turns() > 1 {
         recorder.lock().track_turns();
     }
+    if !cfg.workload.mix.is_empty() {
+        recorder.lock().track_parts();
+    }
+    recorder.lock().track_phases(t0);
     let shared = Arc::new(Run {
         backend: backend.clone(),
         load: load.clone(),
@@ -593,6 +608,7 @@ pub fn run_once<B: Backend>(
         interrupt: env.interrupt.clone(),
         active: AtomicU32::new(first_active),
         active_changed: Notify::new(),
+        slow_client: env.slow_client,
         turns: prompts.turns(),
         think: cfg
             .workload
@@ -827,6 +843,7 @@ mod tests {
                 max_tokens_field: "max_tokens".into(),
                 sampling: Default::default(),
                 extra_body: Default::default(),
+                mix: Vec::new(),
             }),
             load: Load {
                 arrival,
@@ -859,6 +876,7 @@ mod tests {
             sink: None,
             agent: None,
             start_at: None,
+            slow_client: None,
             material: Arc::new(Material::plain()),
         }
     }

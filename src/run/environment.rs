@@ -39,7 +39,11 @@ pub fn hostname() -> Option<String> {
 }
 
 /// Collects the fingerprint. GPUs come from NVML where present.
-pub fn collect(_plan: &Plan, _handle: &tokio::runtime::Handle) -> Environment {
+pub fn collect(
+    _plan: &Plan,
+    _handle: &tokio::runtime::Handle,
+    gpus: &dyn crate::telemetry::gpu::GpuSource,
+) -> Environment {
     let mut identity = BTreeMap::new();
     let mut facts = BTreeMap::new();
     let cores = std::thread::available_parallelism()
@@ -49,8 +53,8 @@ pub fn collect(_plan: &Plan, _handle: &tokio::runtime::Handle) -> Environment {
         "client_class".into(),
         format!("{}-{}cpu", std::env::consts::ARCH, cores),
     );
-    let gpus = crate::telemetry::gpu::inventory();
-    match &gpus {
+    let inventory = crate::telemetry::gpu::inventory();
+    match &inventory {
         Some(inv) if !inv.gpus.is_empty() => {
             identity.insert("gpu_model".into(), inv.gpus[0].name.clone());
             identity.insert("gpu_count".into(), inv.gpus.len().to_string());
@@ -86,6 +90,10 @@ pub fn collect(_plan: &Plan, _handle: &tokio::runtime::Handle) -> Environment {
     }
     if let Some(h) = hostname() {
         facts.insert("host".into(), h);
+    }
+    // Multi-GPU topology: PCIe links, NVLink state, which GPUs share a switch.
+    if let Some(t) = gpus.open(None).ok().and_then(|s| s.topology()) {
+        facts.extend(t.facts());
     }
     facts.insert("tool_version".into(), env!("CARGO_PKG_VERSION").into());
     Environment { identity, facts }

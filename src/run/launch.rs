@@ -195,6 +195,11 @@ fn indent(s: &str) -> String {
 }
 
 impl Launched {
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn start(
         cfg: &PointConfig,
         spec_dir: &Path,

@@ -6,8 +6,10 @@
 pub mod agent;
 pub mod engine;
 pub mod environment;
+pub mod host;
 pub mod launch;
 pub mod point;
+pub mod preflight;
 pub mod progress;
 pub mod recorder;
 pub mod servers;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::engine::{Interrupt, Live, RunEnv, Sink, run_once};
+use super::host::HostProbe;
 use super::recorder::Tally;
 use super::servers::Server;
 use crate::backend::RequestRecord;
@@ -36,6 +37,9 @@ pub struct RunOptions {
     pub start_at: Option<std::time::SystemTime>,
     /// With `agent`: each run's slot in the timetable (`--slot`).
     pub slot: Option<std::time::Duration>,
+    /// Fault injection: the client spins this long before each send
+    /// (a client made slow on purpose, for tests of the hints).
+    pub slow_client: Option<std::time::Duration>,
 }
 
 /// How progress is shown on stderr.
@@ -80,6 +84,27 @@ pub fn run_plan_with(
     interrupt: Arc<Interrupt>,
     gpus: &dyn GpuSource,
 ) -> Result<Results> {
+    run_plan_on(
+        spec,
+        plan,
+        opts,
+        rt,
+        interrupt,
+        gpus,
+        &super::host::ProcHost,
+    )
+}
+
+/// `run_plan` with GPUs from `gpus` and the machine read through `host`.
+pub fn run_plan_on(
+    spec: &Spec,
+    plan: &Plan,
+    opts: &RunOptions,
+    rt: &tokio::runtime::Runtime,
+    interrupt: Arc<Interrupt>,
+    gpus: &dyn GpuSource,
+    host: &dyn HostProbe,
+) -> Result<Results> {
     session::preflight(
         spec.telemetry.gpu,
         plan.points.iter().map(|p| &p.config),
@@ -89,6 +114,7 @@ pub fn run_plan_with(
     let tel = TelemetryEnv {
         config: &spec.telemetry,
         gpus,
+        host,
     };
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
     let path = results_path(&opts.out_dir);
@@ -120,7 +146,7 @@ pub fn run_plan_with(
             host: super::environment::hostname(),
             clock: super::agent::clock_status(),
         }),
-        environment: super::environment::collect(plan, rt.handle()),
+        environment: super::environment::collect(plan, rt.handle(), gpus),
         points: Vec::new(),
         pending: plan.points.iter().map(|p| p.id.clone()).collect(),
         merged_from: Vec::new(),
@@ -158,6 +184,8 @@ pub fn run_plan_with(
             break;
         }
         let first = &plan.points[group[0]].config;
+        // GPU memory before this group's server starts (memory by phase).
+        let before_server = super::preflight::memory_now(first, spec.telemetry.gpu, gpus);
         let started = Instant::now();
         let server = Server::start(first, spec.base_dir(), &log_dir, rt.handle(), &interrupt);
         let mut server = match server {
@@ -211,6 +239,7 @@ pub fn run_plan_with(
                 timetable.as_ref(),
                 &label,
                 &tel,
+                &before_server,
             );
             match outcome {
                 PointOutcome::Interrupted => break,
@@ -296,6 +325,7 @@ pub fn groups(plan: &Plan) -> Vec<Vec<usize>> {
 struct TelemetryEnv<'a> {
     config: &'a crate::spec::Telemetry,
     gpus: &'a dyn GpuSource,
+    host: &'a dyn HostProbe,
 }
 
 impl TelemetryEnv<'_> {
@@ -337,8 +367,15 @@ fn run_point(
     timetable: Option<&super::agent::Timetable>,
     label: &str,
     tel: &TelemetryEnv<'_>,
+    before_server: &BTreeMap<u32, u64>,
 ) -> PointOutcome {
     let cfg = &p.config;
+    let findings = super::preflight::check(cfg, tel.config.gpu, tel.gpus, tel.host, server.pid());
+    for f in &findings {
+        if opts.progress != Progress::Quiet {
+            eprintln!("{label}: pre-flight: {}", f.message);
+        }
+    }
     let api_key = cfg
         .target
         .api_key_env
@@ -389,6 +426,9 @@ fn run_point(
     let mut concurrency_max = 0;
     let mut telemetry = tel.start(cfg, server);
     let mut late_starts: Vec<String> = Vec::new();
+    let mut parts: BTreeMap<u32, Tally> = BTreeMap::new();
+    let mut timelines: Vec<(f64, crate::results::PhaseTimeline)> = Vec::new();
+    let load_start = LoadMeter::start(tel.host, server.pid());
     for run in 0..cfg.load.runs {
         server.begin_run(run);
         telemetry.mark();
@@ -420,6 +460,7 @@ fn run_point(
             agent: opts.agent,
             start_at,
             material: material.clone(),
+            slow_client: opts.slow_client,
         };
         let ticker = (opts.progress == Progress::Live)
             .then(|| super::progress::Ticker::start(label.to_string(), run, cfg, live.clone()));
@@ -449,12 +490,27 @@ fn run_point(
         for (k, t) in out.recorder.turns().into_iter().flatten() {
             turns.entry(*k).or_default().merge(t);
         }
+        for (k, t) in out.recorder.parts().into_iter().flatten() {
+            parts.entry(*k).or_default().merge(t);
+        }
+        let mut phases_origin_s = None;
+        if let Some((origin, ph)) = out.recorder.phases() {
+            let origin_s = if *origin >= telemetry.origin() {
+                origin.duration_since(telemetry.origin()).as_secs_f64()
+            } else {
+                -telemetry.origin().duration_since(*origin).as_secs_f64()
+            };
+            phases_origin_s = Some(origin_s);
+            timelines.push((origin_s, ph.to_data()));
+        }
         let shard = agreed.map(|t| {
-            out.recorder.shard(
+            let mut s = out.recorder.shard(
                 out.started,
                 humantime::format_rfc3339_millis(t).to_string(),
                 late_ms,
-            )
+            );
+            s.telemetry_origin_s = phases_origin_s;
+            s
         });
         if late_ms > LATE_START_MS {
             late_starts.push(format!(
@@ -505,7 +561,105 @@ fn run_point(
     pr.telemetry = Some(telemetry.finish());
     workload(&mut pr, &turns);
     pr.warnings.extend(late_starts);
+    pr.mix = mix_results(cfg, &parts, merged_window_s, open);
+    pr.client = load_start.finish(tel.host);
+    pr.preflight = findings;
+    pr.memory = memory(&pr, &timelines, before_server);
     PointOutcome::Done(Box::new(pr))
+}
+
+/// Memory by phase, from the point's telemetry and its runs' timelines.
+pub fn memory(
+    pr: &PointResult,
+    timelines: &[(f64, crate::results::PhaseTimeline)],
+    before_server: &BTreeMap<u32, u64>,
+) -> Option<crate::results::MemoryPhases> {
+    let tel = pr.telemetry.as_ref()?;
+    let placed: Vec<crate::insight::PlacedTimeline<'_>> = timelines
+        .iter()
+        .map(|(origin_s, t)| crate::insight::PlacedTimeline {
+            origin_s: *origin_s,
+            timeline: t,
+        })
+        .collect();
+    crate::insight::memory_phases(tel, &placed, before_server)
+}
+
+/// Each part of a mixed workload: its weight, its share of the measured
+/// requests and its statistics over the point's window.
+pub fn mix_results(
+    cfg: &PointConfig,
+    parts: &BTreeMap<u32, Tally>,
+    window_s: f64,
+    open: bool,
+) -> Vec<crate::results::MixResult> {
+    let total: u64 = parts.values().map(|t| t.counts().sent).sum();
+    cfg.workload
+        .mix
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let stats = parts
+                .get(&(i as u32))
+                .map(|t| t.stats(window_s, open, 0))
+                .unwrap_or_default();
+            crate::results::MixResult {
+                workload: part.workload.name.clone(),
+                weight: part.weight,
+                share: if total > 0 {
+                    stats.requests.sent as f64 / total as f64
+                } else {
+                    0.0
+                },
+                stats,
+            }
+        })
+        .collect()
+}
+
+/// CPU used by this process, the machine and a launched server over a
+/// point's runs.
+struct LoadMeter {
+    at: Instant,
+    host: Option<super::host::CpuTimes>,
+    own: Option<f64>,
+    server_pid: Option<u32>,
+    server: Option<f64>,
+}
+
+impl LoadMeter {
+    fn start(host: &dyn HostProbe, server_pid: Option<u32>) -> LoadMeter {
+        LoadMeter {
+            at: Instant::now(),
+            host: host.cpu_times(),
+            own: host.process_cpu_s(None),
+            server_pid,
+            server: server_pid.and_then(|p| host.process_cpu_s(Some(p))),
+        }
+    }
+
+    fn finish(self, host: &dyn HostProbe) -> Option<crate::results::ClientLoad> {
+        let wall = self.at.elapsed().as_secs_f64();
+        if wall <= 0.0 {
+            return None;
+        }
+        let own = self
+            .own
+            .zip(host.process_cpu_s(None))
+            .map(|(a, b)| (b - a) / wall)?;
+        Some(crate::results::ClientLoad {
+            cores: host.cores(),
+            process_cores: own.max(0.0),
+            host_busy: self
+                .host
+                .zip(host.cpu_times())
+                .and_then(|(a, b)| a.busy_until(&b)),
+            server_cores: self
+                .server
+                .zip(self.server_pid.and_then(|p| host.process_cpu_s(Some(p))))
+                .map(|(a, b)| ((b - a) / wall).max(0.0)),
+        })
+    }
 }
 
 /// A point that could not be measured at all.
@@ -533,6 +687,11 @@ pub fn failed_point(p: &Point, failure: String) -> PointResult {
         workload: None,
         turns: Vec::new(),
         agents: Vec::new(),
+        mix: Vec::new(),
+        memory: None,
+        client: None,
+        preflight: Vec::new(),
+        hints: Vec::new(),
     }
 }
 
@@ -604,6 +763,11 @@ pub fn finish_point(
         workload: None,
         turns: Vec::new(),
         agents: Vec::new(),
+        mix: Vec::new(),
+        memory: None,
+        client: None,
+        preflight: Vec::new(),
+        hints: Vec::new(),
     };
     if pr.merged.requests.succeeded == 0 && pr.merged.requests.failed > 0 {
         let connect_only = pr
@@ -854,6 +1018,7 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
         })
         .collect();
     pr.slo_pass = (!pr.slo.is_empty()).then(|| pr.slo.iter().all(|s| s.pass));
+    pr.hints = crate::insight::hints(pr, &spec.validity);
     let energy_j = pr.telemetry.as_ref().and_then(|t| t.gpu.energy_j);
     let gpus = crate::cost::gpus(&spec.cost, &pr.config);
     pr.cost = crate::cost::compute(&spec.cost, gpus, &pr.merged, energy_j);

@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::backend::{RequestRecord, TokenSource};
 use crate::hist::{Hist, Summary, decode, encode, new_hist};
 use crate::metric::Metric;
-use crate::results::{Counts, RunShard, Stats, TallyData, TokenStats, WindowStats};
+use crate::results::{Counts, PhaseTimeline, RunShard, Stats, TallyData, TokenStats, WindowStats};
 use crate::spec::Goodput;
 
 /// Latency histograms kept per run, in this order.
@@ -521,7 +521,94 @@ pub struct Recorder {
     ramp: bool,
     /// Conversations: per-turn tallies (turn 0 first).
     turns: Option<BTreeMap<u32, Tally>>,
+    /// Mixed workloads: per-part tallies.
+    parts: Option<BTreeMap<u32, Tally>>,
+    /// Time in prefill and decode, from the run's origin (all requests).
+    phases: Option<(Instant, Phases)>,
     concurrency_max: u64,
+}
+
+/// Request time in prefill and in decode per bucket of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Phases {
+    pub prefill_s: Vec<f64>,
+    pub decode_s: Vec<f64>,
+}
+
+/// Width of a phase bucket.
+pub const PHASE_BUCKET_NS: u64 = 100_000_000;
+/// Buckets kept per run (2.8 hours at 100 ms); later time is not attributed.
+const MAX_PHASE_BUCKETS: usize = 100_000;
+
+impl Phases {
+    /// Adds the interval [a, b) (ns from the origin) to `which`.
+    fn add(v: &mut Vec<f64>, a: u64, b: u64) {
+        if b <= a {
+            return;
+        }
+        let first = (a / PHASE_BUCKET_NS) as usize;
+        let last = ((b - 1) / PHASE_BUCKET_NS) as usize;
+        if first >= MAX_PHASE_BUCKETS {
+            return;
+        }
+        let last = last.min(MAX_PHASE_BUCKETS - 1);
+        if v.len() <= last {
+            v.resize(last + 1, 0.0);
+        }
+        for (i, slot) in v.iter_mut().enumerate().take(last + 1).skip(first) {
+            let lo = (i as u64 * PHASE_BUCKET_NS).max(a);
+            let hi = ((i as u64 + 1) * PHASE_BUCKET_NS).min(b);
+            *slot += hi.saturating_sub(lo) as f64 / 1e9;
+        }
+    }
+
+    fn record(&mut self, origin: Instant, r: &RequestRecord) {
+        let send = ns(origin, r.t_send);
+        let done = ns(origin, r.t_done).max(send);
+        let first = r
+            .events
+            .first()
+            .map(|e| (send + e.at_ns).min(done))
+            .unwrap_or(done);
+        Phases::add(&mut self.prefill_s, send, first);
+        Phases::add(&mut self.decode_s, first, done);
+    }
+
+    /// As results keep it.
+    pub fn to_data(&self) -> PhaseTimeline {
+        let n = self.prefill_s.len().max(self.decode_s.len());
+        let mut p = self.prefill_s.clone();
+        let mut d = self.decode_s.clone();
+        p.resize(n, 0.0);
+        d.resize(n, 0.0);
+        PhaseTimeline {
+            bucket_ns: PHASE_BUCKET_NS,
+            prefill_s: p,
+            decode_s: d,
+        }
+    }
+
+    pub fn from_data(t: &PhaseTimeline) -> Phases {
+        Phases {
+            prefill_s: t.prefill_s.clone(),
+            decode_s: t.decode_s.clone(),
+        }
+    }
+
+    /// Adds another run's (an agent's share) bucket by bucket.
+    pub fn add_all(&mut self, o: &Phases) {
+        for (mine, theirs) in [
+            (&mut self.prefill_s, &o.prefill_s),
+            (&mut self.decode_s, &o.decode_s),
+        ] {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0.0);
+            }
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+    }
 }
 
 impl Recorder {
@@ -544,6 +631,8 @@ impl Recorder {
             steps: BTreeMap::new(),
             ramp,
             turns: None,
+            parts: None,
+            phases: None,
             concurrency_max: 0,
         }
     }
@@ -556,6 +645,27 @@ impl Recorder {
     /// Per-turn tallies (conversations), turn 0 first.
     pub fn turns(&self) -> Option<&BTreeMap<u32, Tally>> {
         self.turns.as_ref()
+    }
+
+    /// Keeps a tally per part of a mixed workload as well.
+    pub fn track_parts(&mut self) {
+        self.parts.get_or_insert_with(BTreeMap::new);
+    }
+
+    /// Per-part tallies (mixed workloads).
+    pub fn parts(&self) -> Option<&BTreeMap<u32, Tally>> {
+        self.parts.as_ref()
+    }
+
+    /// Keeps the prefill/decode timeline from `origin` (the run's start).
+    pub fn track_phases(&mut self, origin: Instant) {
+        self.phases
+            .get_or_insert_with(|| (origin, Phases::default()));
+    }
+
+    /// The prefill/decode timeline and its origin.
+    pub fn phases(&self) -> Option<&(Instant, Phases)> {
+        self.phases.as_ref()
     }
 
     pub fn set_window_start(&mut self, t: Instant) {
@@ -572,6 +682,9 @@ impl Recorder {
 
     /// Records one finished request.
     pub fn record(&mut self, r: &RequestRecord) {
+        if let Some((origin, p)) = &mut self.phases {
+            p.record(*origin, r);
+        }
         if r.warmup {
             self.run.counts.warmup += 1;
             return;
@@ -583,6 +696,9 @@ impl Recorder {
         }
         if let Some(turns) = &mut self.turns {
             turns.entry(r.turn).or_default().add(r, &d);
+        }
+        if let Some(parts) = &mut self.parts {
+            parts.entry(r.part).or_default().add(r, &d);
         }
         if let Some(start) = self.window_start {
             let w = ns(start, r.t_done) / self.window_len_ns;
@@ -671,6 +787,9 @@ impl Recorder {
             windows,
             steps: data(&self.steps),
             turns: self.turns.as_ref().map(data).unwrap_or_default(),
+            parts: self.parts.as_ref().map(data).unwrap_or_default(),
+            phases: self.phases.as_ref().map(|(_, p)| p.to_data()),
+            telemetry_origin_s: None,
         }
     }
 
@@ -699,6 +818,8 @@ impl Recorder {
             steps: BTreeMap::new(),
             ramp: false,
             turns: None,
+            parts: None,
+            phases: None,
             concurrency_max: 0,
         };
         let mut windows: BTreeMap<u64, Tally> = BTreeMap::new();
@@ -730,6 +851,19 @@ impl Recorder {
                     .entry(*i)
                     .or_default()
                     .merge_union(&Tally::from_data(t, base)?);
+            }
+            for (i, t) in &s.parts {
+                r.parts
+                    .get_or_insert_with(BTreeMap::new)
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+            if let Some(p) = &s.phases {
+                r.phases
+                    .get_or_insert_with(|| (base, Phases::default()))
+                    .1
+                    .add_all(&Phases::from_data(p));
             }
         }
         r.windows = windows.into_iter().collect();

@@ -64,6 +64,14 @@ impl Server {
         }
     }
 
+    /// A launched server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Server::Launched(l) => l.pid(),
+            _ => None,
+        }
+    }
+
     pub fn info(&self) -> Option<ServerInfo> {
         match self {
             Server::External { .. } => None,

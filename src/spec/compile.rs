@@ -281,11 +281,19 @@ impl Cx<'_> {
             .into_iter()
             .filter_map(|(n, m)| self.model(&n, m).map(|m| (n, m)))
             .collect();
-        let workloads: BTreeMap<_, _> = raw
+        let (mixes, plain): (Vec<_>, Vec<_>) = raw
             .workloads
+            .into_iter()
+            .partition(|(_, w)| w.mix.is_some());
+        let mut workloads: BTreeMap<_, _> = plain
             .into_iter()
             .filter_map(|(n, w)| self.workload(&n, w).map(|w| (n, w)))
             .collect();
+        for (n, w) in mixes {
+            if let Some(m) = self.mix(&n, w, &workloads) {
+                workloads.insert(n, m);
+            }
+        }
         for (what, empty) in [
             ("targets", targets.is_empty()),
             ("models", models.is_empty()),
@@ -850,6 +858,112 @@ impl Cx<'_> {
             max_tokens_field,
             sampling: w.sampling.unwrap_or_default(),
             extra_body,
+            mix: Vec::new(),
+        })
+    }
+
+    /// A mixed workload from its parts, which are workloads of the spec.
+    fn mix(
+        &mut self,
+        name: &str,
+        w: RawWorkload,
+        workloads: &BTreeMap<String, Workload>,
+    ) -> Option<Workload> {
+        let before = self.errors.len();
+        let key = format!("workloads.{name}.mix");
+        let parts = w.mix.clone().unwrap_or_default();
+        let others = RawWorkload { mix: None, ..w };
+        let set = serde_json::to_value(&others).ok();
+        if let Some(obj) = set.as_ref().and_then(|v| v.as_object()) {
+            if let Some((k, _)) = obj.iter().find(|(_, v)| !v.is_null()) {
+                self.key_err(
+                    &format!("workloads.{name}.{k}"),
+                    format!(
+                        "a mix takes every request setting from its parts, so it cannot set `{k}`"
+                    ),
+                    Some("set it on the workloads the mix names".into()),
+                );
+            }
+        }
+        if parts.len() < 2 {
+            self.err(
+                &key,
+                format!(
+                    "expected at least two workloads to mix, found {}",
+                    parts.len()
+                ),
+                Some("e.g. mix = { chat = 0.7, rag = 0.3 }".into()),
+            );
+        }
+        let total: f64 = parts.values().filter(|v| v.is_finite() && **v > 0.0).sum();
+        let mut out = Vec::new();
+        for (part, weight) in &parts {
+            let pk = format!("{key}.{part}");
+            if !(weight.is_finite() && *weight > 0.0) {
+                self.err(&pk, format!("expected a weight > 0, found {weight}"), None);
+                continue;
+            }
+            let Some(found) = workloads.get(part) else {
+                self.err(
+                    &pk,
+                    format!("unknown workload \"{part}\""),
+                    suggestion(part, workloads.keys().map(String::as_str)),
+                );
+                continue;
+            };
+            if found.conversation.is_some() {
+                self.err(
+                    &pk,
+                    format!("workload \"{part}\" is a conversation; a mix sends single requests"),
+                    None,
+                );
+                continue;
+            }
+            out.push(MixPart {
+                weight: weight / total,
+                workload: found.clone(),
+            });
+        }
+        if let Some(first) = out.first() {
+            let f = &first.workload;
+            for p in &out[1..] {
+                let o = &p.workload;
+                let differs = [
+                    ("api", f.api != o.api),
+                    ("stream", f.stream != o.stream),
+                    ("max_tokens_field", f.max_tokens_field != o.max_tokens_field),
+                    ("sampling", f.sampling != o.sampling),
+                    ("extra_body", f.extra_body != o.extra_body),
+                    ("ignore_eos", f.ignore_eos != o.ignore_eos),
+                ];
+                if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
+                    self.err(
+                        &key,
+                        format!("the mixed workloads \"{}\" and \"{}\" send requests differently (`{what}` differs)", f.name, o.name),
+                        Some("a mix varies what is sent (lengths, prefixes, datasets), not how: give its parts the same api, stream, max_tokens_field, sampling, extra_body and ignore_eos".into()),
+                    );
+                    break;
+                }
+            }
+        }
+        if self.errors.len() != before {
+            return None;
+        }
+        let f = &out[0].workload;
+        Some(Workload {
+            name: name.to_string(),
+            api: f.api,
+            input_tokens: None,
+            output_tokens: None,
+            shared_prefix: None,
+            dataset: None,
+            conversation: None,
+            ignore_eos: f.ignore_eos,
+            stream: f.stream,
+            max_tokens_field: f.max_tokens_field.clone(),
+            sampling: f.sampling.clone(),
+            extra_body: f.extra_body.clone(),
+            mix: out,
         })
     }
 
@@ -1183,9 +1297,14 @@ impl Cx<'_> {
         match (axis, v) {
             (Axis::Target | Axis::Model | Axis::Workload, AxisValue::Name(n)) => {
                 let names = &known[&axis];
-                if !names.contains(n) {
-                    let what = axis.name();
-                    let section = format!("{what}s");
+                let what = axis.name();
+                let section = format!("{what}s");
+                // Defined, but with errors of its own (already reported).
+                let broken = self.errors.iter().any(|e| {
+                    e.key == format!("{section}.{n}")
+                        || e.key.starts_with(&format!("{section}.{n}."))
+                });
+                if !names.contains(n) && !broken {
                     self.err(
                         key,
                         format!(

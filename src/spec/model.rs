@@ -186,6 +186,17 @@ pub struct Workload {
     pub sampling: RawSampling,
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// A mixed workload: its parts and their weights (summing to 1). The
+    /// fields above are the parts' shared request settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<MixPart>,
+}
+
+/// One workload of a mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MixPart {
+    pub weight: f64,
+    pub workload: Workload,
 }
 
 fn is_default_sampling(s: &RawSampling) -> bool {

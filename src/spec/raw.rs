@@ -254,6 +254,10 @@ pub enum Api {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorkload {
+    /// A mix of other workloads sent together on one arrival process, by
+    /// weight, e.g. { chat = 0.7, rag = 0.3 }; a mix has no other keys.
+    #[serde(default)]
+    pub mix: Option<BTreeMap<String, f64>>,
     /// chat or completions. Default chat.
     #[serde(default)]
     pub api: Option<Api>,

@@ -6,7 +6,7 @@
 //! null one (no GPU, with the reason: a simulated target, sampling off),
 //! and a scripted one that plays back deterministic readings for tests.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -50,6 +50,13 @@ pub struct GpuReading {
     pub throttle_reasons: Option<u64>,
     pub pcie_rx_bytes_per_s: Option<f64>,
     pub pcie_tx_bytes_per_s: Option<f64>,
+    /// NVLink data throughput, from NVML's cumulative counters between
+    /// this reading and the previous one.
+    pub nvlink_rx_bytes_per_s: Option<f64>,
+    pub nvlink_tx_bytes_per_s: Option<f64>,
+    /// The SM clock's maximum, and the application clock it is set to.
+    pub sm_clock_max_mhz: Option<u32>,
+    pub sm_app_clock_mhz: Option<u32>,
     /// Processes with a compute context on the device.
     pub processes: Vec<ProcessReading>,
 }
@@ -68,6 +75,67 @@ pub trait GpuSampler: Send {
     fn devices(&self) -> &[GpuInfo];
     /// One reading per device.
     fn sample(&mut self) -> Vec<GpuReading>;
+    /// How the devices are connected, where the source can tell.
+    fn topology(&self) -> Option<Topology> {
+        None
+    }
+}
+
+/// How a set of GPUs is connected.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Topology {
+    pub devices: Vec<DeviceLinks>,
+    /// For each pair (a < b): the closest common ancestor, in NVML's
+    /// terms: "nvlink", "internal", "pcie switch", "pcie switches",
+    /// "host bridge", "numa node", "system".
+    pub pairs: Vec<(u32, u32, String)>,
+}
+
+/// One GPU's links.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceLinks {
+    pub index: u32,
+    pub pcie_gen: Option<u32>,
+    pub pcie_width: Option<u32>,
+    pub pcie_gen_max: Option<u32>,
+    pub pcie_width_max: Option<u32>,
+    /// NVLink links that are active, of those the device has.
+    pub nvlink_active: Option<u32>,
+    pub nvlink_total: Option<u32>,
+}
+
+impl Topology {
+    /// As environment facts: `gpu<i>.pcie`, `gpu<i>.nvlink` and
+    /// `gpu_topology` (each pair's connection).
+    pub fn facts(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for d in &self.devices {
+            if let (Some(g), Some(w)) = (d.pcie_gen, d.pcie_width) {
+                let max = match (d.pcie_gen_max, d.pcie_width_max) {
+                    (Some(gm), Some(wm)) if (gm, wm) != (g, w) => format!(" (max gen{gm} x{wm})"),
+                    _ => String::new(),
+                };
+                out.insert(format!("gpu{}.pcie", d.index), format!("gen{g} x{w}{max}"));
+            }
+            if let (Some(a), Some(t)) = (d.nvlink_active, d.nvlink_total) {
+                if t > 0 {
+                    out.insert(
+                        format!("gpu{}.nvlink", d.index),
+                        format!("{a} of {t} links active"),
+                    );
+                }
+            }
+        }
+        if !self.pairs.is_empty() {
+            let pairs: Vec<String> = self
+                .pairs
+                .iter()
+                .map(|(a, b, how)| format!("{a}-{b} {how}"))
+                .collect();
+            out.insert("gpu_topology".into(), pairs.join(", "));
+        }
+        out
+    }
 }
 
 /// Opens samplers over the GPUs a target names.
@@ -191,6 +259,7 @@ impl GpuSource for NvmlSource {
             nvml,
             devices,
             names: HashMap::new(),
+            nvlink_last: HashMap::new(),
         }))
     }
 }
@@ -201,6 +270,34 @@ pub struct NvmlSampler {
     devices: Vec<GpuInfo>,
     /// Process names by pid, read once from /proc.
     names: HashMap<u32, Option<String>>,
+    /// The last NVLink counters (KiB tx, KiB rx) and when they were read.
+    nvlink_last: HashMap<u32, (Instant, u64, u64)>,
+}
+
+/// NVML field IDs of the NVLink data throughput counters (KiB, cumulative).
+const NVLINK_TX: u32 = 138;
+const NVLINK_RX: u32 = 139;
+
+fn field_u64(v: &nvml_wrapper::struct_wrappers::device::FieldValueSample) -> Option<u64> {
+    use nvml_wrapper::enums::device::SampleValue;
+    match v.value.as_ref().ok()? {
+        SampleValue::U64(x) => Some(*x),
+        SampleValue::U32(x) => Some(*x as u64),
+        SampleValue::I64(x) => u64::try_from(*x).ok(),
+        SampleValue::F64(x) => Some(*x as u64),
+    }
+}
+
+fn level_name(l: nvml_wrapper::enum_wrappers::device::TopologyLevel) -> &'static str {
+    use nvml_wrapper::enum_wrappers::device::TopologyLevel::*;
+    match l {
+        Internal => "internal",
+        Single => "pcie switch",
+        Multiple => "pcie switches",
+        HostBridge => "host bridge",
+        Node => "numa node",
+        System => "system",
+    }
 }
 
 fn process_name(pid: u32) -> Option<String> {
@@ -215,12 +312,85 @@ impl GpuSampler for NvmlSampler {
         &self.devices
     }
 
+    fn topology(&self) -> Option<Topology> {
+        let mut t = Topology::default();
+        for g in &self.devices {
+            let d = self.nvml.device_by_index(g.index).ok()?;
+            let mut active = 0;
+            let mut total = 0;
+            for link in 0..18 {
+                match d.link_wrapper_for(link).is_active() {
+                    Ok(a) => {
+                        total += 1;
+                        active += a as u32;
+                    }
+                    Err(_) => break,
+                }
+            }
+            t.devices.push(DeviceLinks {
+                index: g.index,
+                pcie_gen: d.current_pcie_link_gen().ok(),
+                pcie_width: d.current_pcie_link_width().ok(),
+                pcie_gen_max: d.max_pcie_link_gen().ok(),
+                pcie_width_max: d.max_pcie_link_width().ok(),
+                nvlink_active: Some(active),
+                nvlink_total: Some(total),
+            });
+        }
+        for (i, a) in self.devices.iter().enumerate() {
+            for b in &self.devices[i + 1..] {
+                let (Ok(da), Ok(db)) = (
+                    self.nvml.device_by_index(a.index),
+                    self.nvml.device_by_index(b.index),
+                ) else {
+                    continue;
+                };
+                #[cfg(target_os = "linux")]
+                if let Ok(level) = da.topology_common_ancestor(db) {
+                    t.pairs
+                        .push((a.index, b.index, level_name(level).to_string()));
+                }
+                #[cfg(not(target_os = "linux"))]
+                let _ = (da, db);
+            }
+        }
+        Some(t)
+    }
+
     fn sample(&mut self) -> Vec<GpuReading> {
         let mut out = Vec::with_capacity(self.devices.len());
         for g in &self.devices {
             let Ok(d) = self.nvml.device_by_index(g.index) else {
                 out.push(GpuReading::default());
                 continue;
+            };
+            let now = Instant::now();
+            let nvlink = d
+                .field_values_for(&[
+                    nvml_wrapper::structs::device::FieldId(NVLINK_TX),
+                    nvml_wrapper::structs::device::FieldId(NVLINK_RX),
+                ])
+                .ok()
+                .and_then(|v| {
+                    let tx = field_u64(v.first()?.as_ref().ok()?)?;
+                    let rx = field_u64(v.get(1)?.as_ref().ok()?)?;
+                    Some((tx, rx))
+                });
+            let (nvlink_tx, nvlink_rx) = match nvlink {
+                Some((tx, rx)) => {
+                    let rate = self.nvlink_last.get(&g.index).and_then(|(t0, tx0, rx0)| {
+                        let dt = now.duration_since(*t0).as_secs_f64();
+                        (dt > 0.0).then(|| {
+                            (
+                                tx.saturating_sub(*tx0) as f64 * 1024.0 / dt,
+                                rx.saturating_sub(*rx0) as f64 * 1024.0 / dt,
+                            )
+                        })
+                    });
+                    self.nvlink_last.insert(g.index, (now, tx, rx));
+                    (rate.map(|r| r.0), rate.map(|r| r.1))
+                }
+                None => (None, None),
             };
             let util = d.utilization_rates().ok();
             let processes = d
@@ -259,6 +429,10 @@ impl GpuSampler for NvmlSampler {
                     .pcie_throughput(PcieUtilCounter::Send)
                     .ok()
                     .map(|k| k as f64 * 1024.0),
+                nvlink_rx_bytes_per_s: nvlink_rx,
+                nvlink_tx_bytes_per_s: nvlink_tx,
+                sm_clock_max_mhz: d.max_clock_info(Clock::SM).ok(),
+                sm_app_clock_mhz: d.applications_clock(Clock::SM).ok(),
                 processes,
             });
         }
@@ -292,6 +466,7 @@ pub enum Script {
 pub struct ScriptedSource {
     pub devices: Vec<GpuInfo>,
     pub script: Script,
+    pub topology: Option<Topology>,
 }
 
 impl ScriptedSource {
@@ -307,6 +482,7 @@ impl ScriptedSource {
                 })
                 .collect(),
             script,
+            topology: None,
         }
     }
 }
@@ -328,6 +504,7 @@ impl GpuSource for ScriptedSource {
             positions,
             script: self.script.clone(),
             calls: 0,
+            topology: self.topology.clone(),
         }))
     }
 }
@@ -339,11 +516,16 @@ pub struct ScriptedSampler {
     positions: Vec<usize>,
     script: Script,
     calls: usize,
+    topology: Option<Topology>,
 }
 
 impl GpuSampler for ScriptedSampler {
     fn devices(&self) -> &[GpuInfo] {
         &self.devices
+    }
+
+    fn topology(&self) -> Option<Topology> {
+        self.topology.clone()
     }
 
     fn sample(&mut self) -> Vec<GpuReading> {
@@ -427,6 +609,39 @@ mod tests {
             .map(|_| s.sample()[0].utilization_pct.unwrap())
             .collect();
         assert_eq!(got, vec![2.0, 4.0, 4.0]);
+    }
+
+    #[test]
+    fn topology_becomes_facts() {
+        let t = Topology {
+            devices: vec![
+                DeviceLinks {
+                    index: 0,
+                    pcie_gen: Some(5),
+                    pcie_width: Some(16),
+                    pcie_gen_max: Some(5),
+                    pcie_width_max: Some(16),
+                    nvlink_active: Some(18),
+                    nvlink_total: Some(18),
+                },
+                DeviceLinks {
+                    index: 1,
+                    pcie_gen: Some(4),
+                    pcie_width: Some(8),
+                    pcie_gen_max: Some(5),
+                    pcie_width_max: Some(16),
+                    nvlink_active: Some(0),
+                    nvlink_total: Some(0),
+                },
+            ],
+            pairs: vec![(0, 1, "pcie switch".into())],
+        };
+        let f = t.facts();
+        assert_eq!(f["gpu0.pcie"], "gen5 x16");
+        assert_eq!(f["gpu1.pcie"], "gen4 x8 (max gen5 x16)");
+        assert_eq!(f["gpu0.nvlink"], "18 of 18 links active");
+        assert!(!f.contains_key("gpu1.nvlink"), "no NVLink, no fact");
+        assert_eq!(f["gpu_topology"], "0-1 pcie switch");
     }
 
     #[test]

@@ -532,6 +532,11 @@ pub fn summarize(
     }
 }
 
+/// The server's KV-cache usage gauge (0 to 1), whatever its family calls it.
+pub fn kv_cache_gauge(sm: &ServerMetrics) -> Option<&GaugeSeries> {
+    first(Role::KvCacheUsage, &sm.gauges)
+}
+
 /// The first tracked series with `role` that was recorded.
 fn first<T>(role: Role, map: &BTreeMap<String, T>) -> Option<&T> {
     TRACKED

@@ -185,6 +185,11 @@ impl Session {
         }
     }
 
+    /// The point's clock origin.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// Records a finished run.
     pub fn add_run(&mut self, run: RunTimes) {
         self.runs.push(run);
@@ -298,6 +303,8 @@ fn device(info: &GpuInfo, t_s: &[f64], r: &[GpuReading], windows: &[Span]) -> Gp
     let temp = col(&|x| x.temperature_c.map(f64::from));
     let rx = col(&|x| x.pcie_rx_bytes_per_s);
     let tx = col(&|x| x.pcie_tx_bytes_per_s);
+    let nv_rx = col(&|x| x.nvlink_rx_bytes_per_s);
+    let nv_tx = col(&|x| x.nvlink_tx_bytes_per_s);
     let throttle: Vec<Option<u64>> = r.iter().map(|x| x.throttle_reasons).collect();
     let first_energy = r.iter().find_map(|x| x.energy_mj);
     let energy_col: Vec<Option<f64>> = r
@@ -397,6 +404,10 @@ fn device(info: &GpuInfo, t_s: &[f64], r: &[GpuReading], windows: &[Span]) -> Gp
             temperature_c: stats(&temp),
             pcie_rx_bytes_per_s: stats(&rx),
             pcie_tx_bytes_per_s: stats(&tx),
+            nvlink_rx_bytes_per_s: stats(&nv_rx),
+            nvlink_tx_bytes_per_s: stats(&nv_tx),
+            sm_clock_max_mhz: r.iter().find_map(|x| x.sm_clock_max_mhz).map(f64::from),
+            sm_app_clock_mhz: r.iter().find_map(|x| x.sm_app_clock_mhz).map(f64::from),
         },
         energy_j,
         energy_source,
@@ -439,6 +450,10 @@ mod tests {
             throttle_reasons: Some(if util > 50.0 { 0x4 } else { 0x1 }),
             pcie_rx_bytes_per_s: Some(1e6),
             pcie_tx_bytes_per_s: Some(2e6),
+            nvlink_rx_bytes_per_s: None,
+            nvlink_tx_bytes_per_s: None,
+            sm_clock_max_mhz: Some(1980),
+            sm_app_clock_mhz: Some(1980),
             processes: vec![ProcessReading {
                 pid: 42,
                 name: Some("vllm".into()),

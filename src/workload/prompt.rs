@@ -391,6 +391,9 @@ pub struct Prompt {
     pub input_tokens: u32,
     /// max_tokens of the request.
     pub output_tokens: u32,
+    /// A mixed workload: the index of the part this request is from (0
+    /// otherwise).
+    pub part: u32,
 }
 
 /// What a point's prompts are made from, read once per point before its
@@ -398,6 +401,8 @@ pub struct Prompt {
 pub struct Material {
     pub counter: Option<TokenCounter>,
     pub dataset: Option<DatasetPrompts>,
+    /// A mixed workload: each part's material, in the mix's order.
+    pub parts: Vec<Arc<Material>>,
     /// The words synthesized prompts are made of.
     words: Vec<&'static str>,
     /// With a tokenizer: whether texts of `words` count one token per word
@@ -425,6 +430,7 @@ impl Material {
         Material {
             counter: None,
             dataset: None,
+            parts: Vec::new(),
             words: WORDS.to_vec(),
             additive: true,
         }
@@ -441,7 +447,12 @@ impl Material {
             Some(p) => Some(TokenCounter::load(&base_dir.join(p))?),
             None => None,
         };
-        Material::new(workload, counter, base_dir)
+        let mut m = Material::new(workload, counter, base_dir)?;
+        for part in &workload.mix {
+            m.parts
+                .push(Arc::new(Material::load(&part.workload, model, base_dir)?));
+        }
+        Ok(m)
     }
 
     /// The material of a workload with a tokenizer already loaded.
@@ -487,6 +498,7 @@ impl Material {
         Ok(Material {
             counter,
             dataset,
+            parts: Vec::new(),
             words,
             additive,
         })
@@ -580,6 +592,9 @@ pub struct PromptGen {
     fixed: u32,
     /// Words that spell a request index: the fewest with words^n >= 2^32.
     marker_words: u32,
+    /// A mixed workload: each part's generator with the upper end of its
+    /// share of [0, 1).
+    parts: Vec<(f64, PromptGen)>,
 }
 
 impl PromptGen {
@@ -616,7 +631,22 @@ impl PromptGen {
         while base.powi(marker_words as i32) < 4_294_967_296.0 {
             marker_words += 1;
         }
+        let mut upto = 0.0;
+        let parts = workload
+            .mix
+            .iter()
+            .zip(&material.parts)
+            .enumerate()
+            .map(|(i, (part, m))| {
+                upto += part.weight;
+                let salt = 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1);
+                let part_gen =
+                    PromptGen::new(&part.workload, m.clone(), seed ^ salt, prefix_seed ^ salt);
+                (upto, part_gen)
+            })
+            .collect();
         PromptGen {
+            parts,
             workload: workload.clone(),
             seed,
             salt: seed as u32,
@@ -648,6 +678,18 @@ impl PromptGen {
 
     /// The prompt of request `index`: the same for the same seed and index.
     pub fn prompt(&self, index: u64) -> Prompt {
+        if !self.parts.is_empty() {
+            // A mix: the part by a draw of its own, the prompt by the part.
+            let u: f64 = super::seed::rng(self.seed ^ 0x6d69_7865_6421, index).random();
+            let i = self
+                .parts
+                .iter()
+                .position(|(upto, _)| u < *upto)
+                .unwrap_or(self.parts.len() - 1);
+            let mut p = self.parts[i].1.prompt(index);
+            p.part = i as u32;
+            return p;
+        }
         let mut rng = super::seed::rng(self.seed, index);
         let w = &self.workload;
         if let Some(ds) = &self.material.dataset {
@@ -689,6 +731,7 @@ impl PromptGen {
             text,
             input_tokens,
             output_tokens: output,
+            part: 0,
         }
     }
 
@@ -740,6 +783,7 @@ impl PromptGen {
             text,
             input_tokens,
             output_tokens,
+            part: 0,
         }
     }
 }
@@ -763,6 +807,7 @@ mod tests {
             max_tokens_field: "max_tokens".into(),
             sampling: Default::default(),
             extra_body: Default::default(),
+            mix: Vec::new(),
         }
     }
 

@@ -151,6 +151,7 @@ mod tests {
             max_tokens_field: "max_tokens".into(),
             sampling: Default::default(),
             extra_body: Default::default(),
+            mix: Vec::new(),
         }
     }
 

@@ -46,6 +46,7 @@ h3 { font-size: 15px; margin: 18px 0 8px; }
 p.lead { margin: 0 0 12px; color: var(--muted); }
 .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 14px; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 12px 16px; }
+.card.wide { grid-column: 1 / -1; }
 .card h3 { margin: 0 0 8px; font-size: 12px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); }
 .card .big { font-size: 20px; font-weight: 600; margin: 0 0 4px; }
 .card ul { margin: 0; padding-left: 18px; }
@@ -56,6 +57,7 @@ dl.kv dd { margin: 0; }
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(600px, 1fr)); gap: 16px; }
 figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 8px; break-inside: avoid; }
 figure svg { width: 100%; height: auto; display: block; }
+figure svg.radar { max-width: 620px; margin: 0 auto; }
 figcaption { color: var(--muted); font-size: 12.5px; padding: 4px 6px 0; }
 .table-wrap { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
@@ -137,6 +139,9 @@ pub fn render(sources: &[Source]) -> String {
     if !tele.is_empty() {
         h.push_str("<a href=\"#telemetry\">GPU telemetry</a>");
     }
+    if super::insight::has_section(&a, sources) {
+        h.push_str("<a href=\"#reading\">Reading the run</a>");
+    }
     h.push_str("<a href=\"#points\">Points</a><a href=\"#environment\">Environment</a><a href=\"#spec\">Spec</a></nav></header>\n");
 
     summary(&mut h, &a, sources);
@@ -152,6 +157,7 @@ pub fn render(sources: &[Source]) -> String {
         }
         h.push_str("</div></section>\n");
     }
+    super::insight::section(&mut h, &a, sources);
     points_section(&mut h, &a, sources);
     environment_section(&mut h, sources);
     spec_section(&mut h, sources);
@@ -320,6 +326,7 @@ fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
         );
     }
     h.push_str("</dl></div>");
+    super::insight::summary_cards(h, a, sources);
     h.push_str("</div></section>\n");
 }
 

@@ -7,6 +7,7 @@
 
 pub mod csv;
 pub mod html;
+pub mod insight;
 pub mod markdown;
 pub mod telemetry;
 
