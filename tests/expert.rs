@@ -400,7 +400,7 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
 
 /// A dispatch-lag budget a shared 2-core machine keeps without help (a
 /// single scheduler hiccup can take a millisecond or two there).
-const SLACK: &str = "max_dispatch_lag_p99 = \"3ms\"\n";
+const SLACK: &str = "max_dispatch_lag_p99 = \"4ms\"\n";
 
 #[test]
 fn a_client_made_slow_on_purpose_is_named_as_the_limit() {
@@ -411,7 +411,7 @@ fn a_client_made_slow_on_purpose_is_named_as_the_limit() {
         dir.path(),
         "slow",
         &openai_spec(&server.base_url(), SLACK),
-        &["--slow-client", "6ms"],
+        &["--slow-client", "8ms"],
     );
     let p = &r.points[0];
     let h = p
@@ -419,7 +419,7 @@ fn a_client_made_slow_on_purpose_is_named_as_the_limit() {
         .iter()
         .find(|h| h.kind == "client_bound")
         .unwrap_or_else(|| panic!("{:#?}", p.hints));
-    assert!(h.evidence["dispatch_lag_p99_ms"] >= 6.0, "{h:?}");
+    assert!(h.evidence["dispatch_lag_p99_ms"] >= 8.0, "{h:?}");
     assert!(!p.valid && p.invalid_reasons.iter().any(|r| r.contains("dispatch lag")));
     assert!(
         stdout.contains("hint: the client, not the server, may be limiting"),
