@@ -289,8 +289,9 @@ impl Cx<'_> {
             .into_iter()
             .filter_map(|(n, w)| self.workload(&n, w).map(|w| (n, w)))
             .collect();
+        let mix_names: Vec<String> = mixes.iter().map(|(n, _)| n.clone()).collect();
         for (n, w) in mixes {
-            if let Some(m) = self.mix(&n, w, &workloads) {
+            if let Some(m) = self.mix(&n, w, &workloads, &mix_names) {
                 workloads.insert(n, m);
             }
         }
@@ -868,6 +869,7 @@ impl Cx<'_> {
         name: &str,
         w: RawWorkload,
         workloads: &BTreeMap<String, Workload>,
+        mix_names: &[String],
     ) -> Option<Workload> {
         let before = self.errors.len();
         let key = format!("workloads.{name}.mix");
@@ -901,6 +903,14 @@ impl Cx<'_> {
             let pk = format!("{key}.{part}");
             if !(weight.is_finite() && *weight > 0.0) {
                 self.err(&pk, format!("expected a weight > 0, found {weight}"), None);
+                continue;
+            }
+            if mix_names.contains(part) {
+                self.err(
+                    &pk,
+                    format!("workload \"{part}\" is itself a mix; name its parts here instead"),
+                    None,
+                );
                 continue;
             }
             let Some(found) = workloads.get(part) else {
