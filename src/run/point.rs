@@ -429,6 +429,8 @@ fn run_point(
     let mut parts: BTreeMap<u32, Tally> = BTreeMap::new();
     let mut timelines: Vec<(f64, crate::results::PhaseTimeline)> = Vec::new();
     let load_start = LoadMeter::start(tel.host, server.pid());
+    // Set when a launched server dies: the runs so far are kept.
+    let mut died: Option<String> = None;
     for run in 0..cfg.load.runs {
         server.begin_run(run);
         telemetry.mark();
@@ -527,25 +529,8 @@ fn run_point(
             shard,
         });
         if let Err(msg) = server.check_alive() {
-            let pr = finish_point(
-                p,
-                runs,
-                &merged,
-                merged_window_s,
-                concurrency_max,
-                &steps,
-                server.info(),
-                &server.base_url(),
-            );
-            let mut pr = pr;
-            pr.telemetry = Some(telemetry.finish());
-            workload(&mut pr, &turns);
-            pr.status = PointStatus::Failed;
-            pr.failure = Some(format!("the server died: {msg}"));
-            pr.valid = false;
-            pr.invalid_reasons
-                .push("the server died during the point".into());
-            return PointOutcome::ServerDied(msg, Box::new(pr));
+            died = Some(msg);
+            break;
         }
     }
     let mut pr = finish_point(
@@ -565,7 +550,17 @@ fn run_point(
     pr.client = load_start.finish(tel.host);
     pr.preflight = findings;
     pr.memory = memory(&pr, &timelines, before_server);
-    PointOutcome::Done(Box::new(pr))
+    match died {
+        Some(msg) => {
+            pr.status = PointStatus::Failed;
+            pr.failure = Some(format!("the server died: {msg}"));
+            pr.valid = false;
+            pr.invalid_reasons
+                .push("the server died during the point".into());
+            PointOutcome::ServerDied(msg, Box::new(pr))
+        }
+        None => PointOutcome::Done(Box::new(pr)),
+    }
 }
 
 /// Memory by phase, from the point's telemetry and its runs' timelines.

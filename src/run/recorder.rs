@@ -404,18 +404,13 @@ fn at_offset(base: Instant, ns: i64) -> Instant {
 impl Tally {
     /// The tally as plain data, its instants as offsets from `base`.
     pub fn to_data(&self, base: Instant) -> TallyData {
-        let mut histograms: BTreeMap<String, String> = LATENCIES
+        // The latencies and token counts as `histograms` keeps them, and
+        // the requested lengths beside them.
+        let mut histograms = self.histograms();
+        for (name, h) in TOKEN_HISTS[2..]
             .iter()
-            .zip(&self.latency)
-            .filter(|(_, h)| !h.is_empty())
-            .map(|(n, h)| (n.to_string(), encode(h)))
-            .collect();
-        for (name, h) in TOKEN_HISTS.iter().zip([
-            &self.input,
-            &self.output,
-            &self.requested_input,
-            &self.requested_output,
-        ]) {
+            .zip([&self.requested_input, &self.requested_output])
+        {
             if !h.is_empty() {
                 histograms.insert(name.to_string(), encode(h));
             }
@@ -541,7 +536,7 @@ pub const PHASE_BUCKET_NS: u64 = 100_000_000;
 const MAX_PHASE_BUCKETS: usize = 100_000;
 
 impl Phases {
-    /// Adds the interval [a, b) (ns from the origin) to `which`.
+    /// Adds the interval [a, b) (ns from the origin) to the buckets `v`.
     fn add(v: &mut Vec<f64>, a: u64, b: u64) {
         if b <= a {
             return;

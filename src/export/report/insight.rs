@@ -223,7 +223,7 @@ pub fn radar(a: &Analysis, sources: &[Source]) -> Option<String> {
             if ax.slo.is_some() { " (SLO)" } else { "" }
         );
     }
-    for (c, (&row, p)) in rows.iter().zip(&points).enumerate() {
+    for (c, &row) in rows.iter().enumerate() {
         let pts: Vec<String> = axes
             .iter()
             .enumerate()
@@ -248,7 +248,6 @@ pub fn radar(a: &Analysis, sources: &[Source]) -> Option<String> {
             escape(&a.points[row].label),
             escape(&tip.join(", "))
         );
-        let _ = p;
     }
     for (c, &row) in rows.iter().enumerate() {
         let y = legend_top + 4.0 + c as f64 * 18.0;
