@@ -319,7 +319,11 @@ fn failing_names(s: &LoadSample<'_>) -> Vec<String> {
 /// An SLO expression for people and charts: durations in milliseconds,
 /// the unit latencies are reported in ("p50 < 17.1ms" where the spec's
 /// canonical form is "p50 < 17100us"); it parses back to the same gate.
-pub fn expr_text(e: &SloExpr) -> String {
+pub fn expr_text(expr: &str) -> String {
+    // A stored expression that does not parse is shown as it was written.
+    let Ok(e) = expr.parse::<SloExpr>() else {
+        return expr.to_string();
+    };
     let t = match e.threshold {
         Threshold::Duration(d) => format!(
             "{}ms",
@@ -380,7 +384,10 @@ pub fn capacity(samples: &[LoadSample<'_>]) -> Capacity {
             else {
                 continue;
             };
-            let threshold = threshold_value(&f.expr.threshold);
+            let Ok(expr) = f.expr.parse::<SloExpr>() else {
+                continue;
+            };
+            let threshold = threshold_value(&expr.threshold);
             let at = crossing(pass.load, v0, fail.load, v1, threshold);
             if binding.as_ref().is_none_or(|(b, _)| at < *b) {
                 binding = Some((
@@ -1052,10 +1059,13 @@ pub fn slo_lines<'a>(
     for s in sources {
         for p in &s.results.points {
             for r in p.slo.iter().filter(|r| r.metric == metric) {
-                match out.iter_mut().find(|(e, _)| *e == r.expr) {
+                let Ok(expr) = r.expr.parse::<SloExpr>() else {
+                    continue;
+                };
+                match out.iter_mut().find(|(e, _)| *e == expr) {
                     Some((_, labels)) if labels.contains(&s.label) => {}
                     Some((_, labels)) => labels.push(s.label.clone()),
-                    None => out.push((r.expr, vec![s.label.clone()])),
+                    None => out.push((expr, vec![s.label.clone()])),
                 }
             }
         }

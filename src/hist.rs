@@ -56,8 +56,8 @@ impl Summary {
     }
 
     /// A named statistic, if it is one of the stored ones.
-    pub fn get(&self, stat: &crate::spec::Stat) -> Option<f64> {
-        use crate::spec::Stat;
+    pub fn get(&self, stat: &crate::metric::Stat) -> Option<f64> {
+        use crate::metric::Stat;
         if self.count == 0 {
             return None;
         }
@@ -79,8 +79,8 @@ impl Summary {
 }
 
 /// Any statistic of a histogram, in the scaled unit.
-pub fn stat_of(h: &Hist, stat: &crate::spec::Stat, scale: f64) -> Option<f64> {
-    use crate::spec::Stat;
+pub fn stat_of(h: &Hist, stat: &crate::metric::Stat, scale: f64) -> Option<f64> {
+    use crate::metric::Stat;
     if h.is_empty() {
         return None;
     }

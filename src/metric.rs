@@ -3,8 +3,14 @@
 //! (SLOs, regression gates), the results format and the judge all use these
 //! names, so a metric is spelled the same everywhere.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 use std::str::FromStr;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What kind of value a metric is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +182,129 @@ impl FromStr for Metric {
             .copied()
             .find(|m| m.name() == s)
             .ok_or_else(|| UnknownMetric(s.to_string()))
+    }
+}
+
+/// Which statistic of a distribution an expression gates.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub enum Stat {
+    Mean,
+    Min,
+    Max,
+    Std,
+    /// A percentile in (0, 100): `p99` is 99.0, `p99.9` is 99.9.
+    Percentile(f64),
+}
+
+impl Stat {
+    /// The statistic's name as written and as used in results (`p99.9`).
+    pub fn name(self) -> String {
+        match self {
+            Stat::Mean => "mean".into(),
+            Stat::Min => "min".into(),
+            Stat::Max => "max".into(),
+            Stat::Std => "std".into(),
+            Stat::Percentile(p) => format!("p{}", fmt_number(p)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "expected a statistic: mean, min, max, std or a percentile such as p50, p99, p99.9; found \"{0}\""
+)]
+pub struct ParseStatError(pub String);
+
+impl FromStr for Stat {
+    type Err = ParseStatError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseStatError(s.to_string());
+        match s.trim() {
+            "mean" | "avg" => Ok(Stat::Mean),
+            "min" => Ok(Stat::Min),
+            "max" => Ok(Stat::Max),
+            "std" => Ok(Stat::Std),
+            "median" => Ok(Stat::Percentile(50.0)),
+            other => {
+                let p: f64 = other
+                    .strip_prefix('p')
+                    .ok_or_else(err)?
+                    .parse()
+                    .map_err(|_| err())?;
+                if p > 0.0 && p < 100.0 {
+                    Ok(Stat::Percentile(p))
+                } else {
+                    Err(err())
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Stat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl Serialize for Stat {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Stat {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        from_str_visitor(d, "a statistic such as \"p99\" or \"mean\"")
+    }
+}
+
+impl JsonSchema for Stat {
+    fn schema_name() -> Cow<'static, str> {
+        "Stat".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "mean, min, max, std, median or a percentile: p50, p90, p99, p99.9.",
+            "pattern": r"^(mean|avg|min|max|std|median|p[0-9]+(\.[0-9]+)?)$"
+        })
+    }
+}
+
+
+/// Deserializes a typed string through its `FromStr`, saying what was
+/// expected when the value is not a string.
+pub fn from_str_visitor<'de, D, T>(d: D, expecting: &'static str) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    struct V<T>(&'static str, PhantomData<T>);
+    impl<T> Visitor<'_> for V<T>
+    where
+        T: FromStr,
+        T::Err: fmt::Display,
+    {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            v.parse().map_err(E::custom)
+        }
+    }
+    d.deserialize_str(V(expecting, PhantomData))
+}
+
+/// Formats an `f64` for people and for round trips: integral values without
+/// a fractional part, others in Rust's shortest round-trip form.
+pub fn fmt_number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
     }
 }
 

@@ -10,9 +10,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::hist::Summary;
-use crate::metric::{Kind, Metric};
 use crate::plan::PointConfig;
-use crate::spec::{SloExpr, Stat};
+use crate::metric::{Kind, Metric};
+use crate::metric::Stat;
 
 pub mod insight;
 pub mod telemetry;
@@ -513,7 +513,8 @@ pub struct WindowStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SloResult {
     pub metric: String,
-    pub expr: SloExpr,
+    /// The expression as the spec wrote it, normalized (`p99 < 500ms`).
+    pub expr: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
     pub pass: bool,

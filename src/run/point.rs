@@ -1005,7 +1005,7 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
             let pass = value.is_some_and(|v| g.expr.cmp.holds(v, threshold));
             SloResult {
                 metric: g.metric.name().to_string(),
-                expr: g.expr,
+                expr: g.expr.to_string(),
                 value,
                 pass,
                 note: value.is_none().then(|| "no data".to_string()),

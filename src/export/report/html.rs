@@ -725,7 +725,7 @@ fn slo_refs(
             };
             RefLine {
                 value: threshold_value(&e.threshold),
-                label: format!("SLO {} {}{whose}", metric.name(), expr_text(e)),
+                label: format!("SLO {} {}{whose}", metric.name(), expr_text(&e.to_string())),
                 tip: None,
                 vertical: false,
                 color: None,

@@ -55,13 +55,13 @@ fn slo_of(points: &[&PointResult], metric: &str) -> Option<(String, f64)> {
         if s.metric != metric {
             return None;
         }
-        let t = match s.expr.threshold {
+        let expr = s.expr.parse::<crate::spec::SloExpr>().ok()?;
+        let t = match expr.threshold {
             Threshold::Duration(d) => d.as_millis_f64(),
             _ => return None,
         };
         Some((
-            s.expr
-                .stat
+            expr.stat
                 .map(|st| st.name())
                 .unwrap_or_else(|| "p50".into()),
             t,
