@@ -232,5 +232,5 @@ fn load_baseline(path: &Path) -> Result<Baseline> {
             path.display()
         )));
     }
-    Baseline::read(path)
+    Ok(Baseline::read(path)?)
 }

@@ -1,28 +1,25 @@
 //! infer-bench: declarative, reproducible benchmarks of LLM inference
 //! servers. Data flows one way: spec -> plan -> run -> results -> judge /
-//! export. `main.rs` only parses arguments and calls `cli::main`.
+//! export, one crate per stage (docs/architecture.md draws the graph). This
+//! crate is the command line and its wiring: `cli` defines the commands,
+//! `app` runs them through the stages, `gate` is `run --baseline`,
+//! `selfbench` measures the client's own cost, `error` maps outcomes to exit
+//! codes. The stages are re-exported under their old module names so that
+//! tests and scripts have one path to each.
 
-pub mod analysis;
 pub mod app;
-pub mod backend;
-pub mod catalog;
 pub mod cli;
-pub mod cost;
 pub mod error;
-pub mod export;
 pub mod gate;
-pub mod hist;
-pub mod httpserv;
-pub mod insight;
-pub mod judge;
-pub mod merge;
-pub mod metric;
-pub mod plan;
-pub mod results;
-pub mod run;
-pub mod scripted;
 pub mod selfbench;
-pub mod sim;
-pub mod spec;
-pub mod telemetry;
-pub mod workload;
+
+pub use infer_bench_engine::{backend, cost, insight, merge, run, telemetry};
+pub use infer_bench_export as export;
+pub use infer_bench_judge as judge;
+pub use infer_bench_judge::analysis;
+pub use infer_bench_results::{hist, metric};
+pub use infer_bench_sim as sim;
+pub use infer_bench_sim::http as httpserv;
+pub use infer_bench_spec as spec;
+pub use infer_bench_spec::{catalog, plan, results};
+pub use infer_bench_workload as workload;

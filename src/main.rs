@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome.into(),
         Err(e) => {
             eprintln!("{e}");
-            ExitCode::from(e.exit_code())
+            ExitCode::from(infer_bench::error::exit_code(&e))
         }
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use infer_bench::scripted::{Fault, Script, ScriptedServer};
+use infer_bench_testkit::scripted::{Fault, Script, ScriptedServer};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infer-bench"))
@@ -134,7 +134,7 @@ fn check_accuracy(
     // The warm-up requests come first; the measured ones are the rest.
     let measured: Vec<_> = recs.iter().skip(concurrency as usize).collect();
     assert_eq!(measured.len(), requests as usize);
-    let truth = |f: &dyn Fn(&infer_bench::scripted::RequestRecord) -> Vec<f64>, p: f64| {
+    let truth = |f: &dyn Fn(&infer_bench_testkit::scripted::RequestRecord) -> Vec<f64>, p: f64| {
         percentile(measured.iter().flat_map(|r| f(r)).collect(), p)
     };
     let r = &run.results;

@@ -232,20 +232,20 @@ percentile_sample_check = false
 /// A scripted server for the GPU scenarios (their target is not simulated).
 fn scripted() -> (
     tokio::runtime::Runtime,
-    infer_bench::scripted::ScriptedServer,
+    infer_bench_testkit::scripted::ScriptedServer,
 ) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    let script = infer_bench::scripted::Script {
+    let script = infer_bench_testkit::scripted::Script {
         ttft: Duration::from_millis(10),
         itl: Duration::from_millis(2),
         ..Default::default()
     };
     let s = rt
-        .block_on(infer_bench::scripted::ScriptedServer::start(script))
+        .block_on(infer_bench_testkit::scripted::ScriptedServer::start(script))
         .unwrap();
     (rt, s)
 }

@@ -639,7 +639,7 @@ fn report_writes_the_chosen_format_to_a_file() {
 #[test]
 fn report_errors_are_one_sentence_with_a_hint() {
     let err = cli(&["report", "no/such/run"]).unwrap_err();
-    assert_eq!(err.exit_code(), 2);
+    assert_eq!(infer_bench::error::exit_code(&err), 2);
     let text = err.to_string();
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(
@@ -649,7 +649,7 @@ fn report_errors_are_one_sentence_with_a_hint() {
     assert!(text.contains("infer-bench run SPEC --out DIR"), "{text}");
 
     let err = cli(&["report", "tests/fixtures/reports/rate-sweep.toml"]).unwrap_err();
-    assert_eq!(err.exit_code(), 2);
+    assert_eq!(infer_bench::error::exit_code(&err), 2);
     assert!(
         err.to_string().contains("rate-sweep.toml: not JSON"),
         "{err}"

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use infer_bench::scripted::{Script, ScriptedServer};
+use infer_bench_testkit::scripted::{Script, ScriptedServer};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infer-bench"))

@@ -11,10 +11,10 @@ use infer_bench::backend::openai::{ClientOptions, OpenAi};
 use infer_bench::plan::Plan;
 use infer_bench::run::engine::{Interrupt, request_bodies, workload_fingerprint};
 use infer_bench::run::point::{Progress, RunOptions, run_plan};
-use infer_bench::scripted::{Script, ScriptedServer};
 use infer_bench::spec::raw::{Api, DatasetFormat};
 use infer_bench::workload::dataset::{self, Options};
 use infer_bench::workload::{Material, Role, TokenCounter};
+use infer_bench_testkit::scripted::{Script, ScriptedServer};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

@@ -1,0 +1,751 @@
+//! The OpenAI-compatible backend: `/completions` and `/chat/completions`,
+//! streamed (SSE) or not, against vLLM, SGLang, TGI, TensorRT-LLM,
+//! llama.cpp, Ollama or the built-in simulator. Timestamps are taken when a
+//! read returns, before any parsing; a chunk's events all carry its arrival
+//! instant. Token counts come from the server's `usage` (requested with
+//! `stream_options.include_usage`).
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Deserialize;
+
+use super::record::{ErrorClass, Failure, OutputEvent, RequestRecord};
+use super::sse::SseParser;
+use super::{Backend, Prepared};
+use infer_bench_spec::Timeouts;
+use infer_bench_spec::raw::Api;
+use infer_bench_workload::Prompt;
+
+/// What one streamed event said.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ChunkInfo {
+    /// It carries generated output (text, reasoning, tool calls or token ids).
+    pub output: bool,
+    pub text_bytes: u32,
+    pub token_ids: Option<u32>,
+    pub finished: bool,
+    pub usage: Option<super::Usage>,
+    pub error: Option<String>,
+    pub done: bool,
+    /// The server's own timings, where it reports them (llama.cpp).
+    pub server_timing: Option<super::record::ServerTiming>,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    object: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(default)]
+    timings: Option<super::record::ServerTiming>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    message: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    token_ids: Option<Vec<u32>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
+    #[serde(default)]
+    completion_tokens: Option<u32>,
+}
+
+fn error_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => o
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
+        other => other.to_string(),
+    }
+}
+
+/// Interprets one event's data. `reply`, when given, collects the text.
+pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<ChunkInfo, String> {
+    if data == b"[DONE]" {
+        return Ok(ChunkInfo {
+            done: true,
+            ..ChunkInfo::default()
+        });
+    }
+    let chunk: Chunk = serde_json::from_slice(data).map_err(|e| {
+        let shown = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
+        format!("{e}: {shown}")
+    })?;
+    let mut info = ChunkInfo::default();
+    if let Some(e) = &chunk.error {
+        info.error = Some(error_text(e));
+        return Ok(info);
+    }
+    if chunk.object.as_deref() == Some("error") {
+        info.error = Some(chunk.message.as_deref().unwrap_or("error").to_string());
+        return Ok(info);
+    }
+    info.server_timing = chunk.timings;
+    info.usage = chunk.usage.map(|u| super::Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+    });
+    let Some(choices) = chunk.choices else {
+        return if info.usage.is_some() {
+            Ok(info)
+        } else {
+            Err("an event with neither `choices` nor `usage`".into())
+        };
+    };
+    let mut reply = reply;
+    for c in &choices {
+        let mut texts: [Option<&str>; 5] = [c.text.as_deref(), None, None, None, None];
+        for (i, d) in [&c.delta, &c.message].into_iter().enumerate() {
+            if let Some(d) = d {
+                texts[1 + 2 * i] = d.content.as_deref();
+                texts[2 + 2 * i] = d.reasoning_content.as_deref().or(d.reasoning.as_deref());
+                if d.tool_calls.is_some() {
+                    info.output = true;
+                }
+            }
+        }
+        for s in texts.into_iter().flatten().filter(|s| !s.is_empty()) {
+            info.output = true;
+            info.text_bytes += s.len() as u32;
+            if let Some(r) = reply.as_deref_mut() {
+                r.push_str(s);
+            }
+        }
+        if let Some(ids) = &c.token_ids {
+            if !ids.is_empty() {
+                info.output = true;
+                info.token_ids = Some(info.token_ids.unwrap_or(0) + ids.len() as u32);
+            }
+        }
+        if c.finish_reason.is_some() {
+            info.finished = true;
+        }
+    }
+    Ok(info)
+}
+
+/// The OpenAI-compatible client of one target and point.
+pub struct OpenAi {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    api: Api,
+    stream: bool,
+    model: String,
+    max_tokens_field: String,
+    ignore_eos: bool,
+    extra: serde_json::Map<String, serde_json::Value>,
+    headers: reqwest::header::HeaderMap,
+    timeouts: Timeouts,
+    keep_reply: bool,
+}
+
+/// Settings of the HTTP client, from the target.
+pub struct ClientOptions<'a> {
+    pub base_url: &'a str,
+    pub api_key: Option<String>,
+    pub headers: &'a std::collections::BTreeMap<String, String>,
+    pub tls_insecure: bool,
+    pub ca_cert_pem: Option<Vec<u8>>,
+    pub pool_size: usize,
+    pub connect_timeout: Duration,
+}
+
+/// A small HTTP client for control requests (readiness, identity, scrapes):
+/// no proxies, a per-request timeout.
+pub fn control_client(timeout: Duration) -> Result<reqwest::Client, String> {
+    install_crypto();
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))
+}
+
+/// Installs the TLS crypto provider once per process (reqwest is built
+/// without a default one, so every client must come through here).
+fn install_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Builds the pooled HTTP/1.1 client: keep-alive, no Nagle, no proxies
+/// (a benchmark must not be routed through whatever the environment says).
+pub fn http_client(o: &ClientOptions) -> Result<reqwest::Client, String> {
+    install_crypto();
+    let mut b = reqwest::Client::builder()
+        .http1_only()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(o.pool_size.max(1))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .connect_timeout(o.connect_timeout);
+    if o.tls_insecure {
+        b = b.tls_danger_accept_invalid_certs(true);
+    }
+    if let Some(pem) = &o.ca_cert_pem {
+        let cert = reqwest::Certificate::from_pem(pem)
+            .map_err(|e| format!("invalid CA certificate: {e}"))?;
+        b = b.add_root_certificate(cert);
+    }
+    b.build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+impl OpenAi {
+    pub fn new(
+        o: &ClientOptions,
+        workload: &infer_bench_spec::Workload,
+        model: &str,
+        timeouts: Timeouts,
+    ) -> Result<OpenAi, String> {
+        let client = http_client(o)?;
+        let path = match workload.api {
+            Api::Chat => "chat/completions",
+            Api::Completions => "completions",
+        };
+        let base = format!("{}/", o.base_url.trim_end_matches('/'));
+        let url = reqwest::Url::parse(&base)
+            .and_then(|u| u.join(path))
+            .map_err(|e| format!("invalid base_url \"{}\": {e}", o.base_url))?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            "application/json".parse().expect("valid"),
+        );
+        for (k, v) in o.headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("invalid header name \"{k}\""))?;
+            let value = reqwest::header::HeaderValue::from_str(v)
+                .map_err(|_| format!("invalid value for header \"{k}\""))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = &o.api_key {
+            let mut v = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| "the API key is not a valid header value".to_string())?;
+            v.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, v);
+        }
+        let mut extra = serde_json::to_value(&workload.sampling)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        extra.extend(workload.extra_body.clone());
+        Ok(OpenAi {
+            client,
+            url,
+            api: workload.api,
+            stream: workload.stream,
+            model: model.to_string(),
+            max_tokens_field: workload.max_tokens_field.clone(),
+            ignore_eos: workload.ignore_eos,
+            extra,
+            headers,
+            timeouts,
+            keep_reply: workload.conversation.is_some(),
+        })
+    }
+
+    /// The JSON body of a request.
+    pub fn body(&self, prompt: &Prompt) -> Vec<u8> {
+        use serde_json::{Value, json};
+        let mut m = serde_json::Map::new();
+        m.insert("model".into(), Value::String(self.model.clone()));
+        match self.api {
+            Api::Chat => {
+                let mut messages: Vec<Value> = prompt
+                    .history
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect();
+                messages.push(json!({"role": "user", "content": prompt.text}));
+                m.insert("messages".into(), Value::Array(messages));
+            }
+            Api::Completions => {
+                m.insert("prompt".into(), Value::String(prompt.text.clone()));
+            }
+        }
+        m.insert(
+            self.max_tokens_field.clone(),
+            Value::from(prompt.output_tokens),
+        );
+        if self.ignore_eos {
+            m.insert("ignore_eos".into(), Value::Bool(true));
+        }
+        m.insert("stream".into(), Value::Bool(self.stream));
+        if self.stream {
+            m.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        serde_json::to_vec(&Value::Object(m)).expect("a JSON value serializes")
+    }
+
+    async fn execute(&self, req: Prepared, rec: &mut RequestRecord) {
+        let t = self.timeouts;
+        let mut attempt = 0;
+        let response = loop {
+            let request = self
+                .client
+                .post(self.url.clone())
+                .headers(self.headers.clone())
+                .body(req.body.clone())
+                .build();
+            let request = match request {
+                Ok(r) => r,
+                Err(e) => {
+                    return rec.fail(
+                        ErrorClass::Connect,
+                        format!("cannot build the request: {e}"),
+                    );
+                }
+            };
+            rec.t_send = Instant::now();
+            let total_deadline = rec.t_send + t.total.as_std();
+            let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
+            match tokio::time::timeout_at(first_deadline.into(), self.client.execute(request)).await
+            {
+                Err(_) => {
+                    let class = if first_deadline == total_deadline {
+                        ErrorClass::TimeoutTotal
+                    } else {
+                        ErrorClass::TimeoutFirstToken
+                    };
+                    return rec.fail(class, "no response headers before the deadline");
+                }
+                // A kept-alive connection the server had just closed: the
+                // request never reached it, so it is sent once more on a
+                // fresh connection (counted; TTFT from the scheduled time
+                // still includes the lost attempt).
+                Ok(Err(e)) if attempt == 0 && closed_before_response(&e) => {
+                    attempt += 1;
+                    rec.retries += 1;
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    let class = if e.is_timeout() && e.is_connect() {
+                        ErrorClass::TimeoutConnect
+                    } else if e.is_connect() {
+                        ErrorClass::Connect
+                    } else {
+                        ErrorClass::Truncated
+                    };
+                    return rec.fail(class, error_chain(&e));
+                }
+                Ok(Ok(r)) => break r,
+            }
+        };
+        let total_deadline = rec.t_send + t.total.as_std();
+        let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
+        let status = response.status();
+        if !status.is_success() {
+            let body = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
+            let text = match body {
+                Ok(Ok(b)) => summarize_error_body(&b),
+                _ => String::new(),
+            };
+            rec.failure = Some(Failure {
+                class: ErrorClass::Status,
+                detail: format!(
+                    "HTTP {}{}{text}",
+                    status.as_u16(),
+                    if text.is_empty() { "" } else { ": " }
+                ),
+                status: Some(status.as_u16()),
+            });
+            return;
+        }
+        if self.stream {
+            self.read_stream(response, rec, first_deadline, total_deadline)
+                .await;
+        } else {
+            self.read_whole(response, rec, total_deadline).await;
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        rec: &mut RequestRecord,
+        first_deadline: Instant,
+        total_deadline: Instant,
+    ) {
+        let mut parser = SseParser::new();
+        let mut finished = false;
+        let mut done = false;
+        let mut reply = self.keep_reply.then(String::new);
+        let mut problem: Option<(ErrorClass, String)> = None;
+        let idle = self.timeouts.idle.as_std();
+        let mut last = rec.t_send;
+        loop {
+            let deadline = if rec.events.is_empty() {
+                first_deadline
+            } else {
+                (last + idle).min(total_deadline)
+            };
+            let read = tokio::time::timeout_at(deadline.into(), response.chunk()).await;
+            let now = Instant::now();
+            let bytes: Bytes = match read {
+                Err(_) => {
+                    let class = if deadline == total_deadline {
+                        ErrorClass::TimeoutTotal
+                    } else if rec.events.is_empty() {
+                        ErrorClass::TimeoutFirstToken
+                    } else {
+                        ErrorClass::TimeoutIdle
+                    };
+                    rec.t_done = now;
+                    return rec.fail(
+                        class,
+                        format!("no event for {:?}", now.duration_since(last)),
+                    );
+                }
+                Ok(Err(e)) => {
+                    rec.t_done = now;
+                    return rec.fail(
+                        ErrorClass::Truncated,
+                        format!("the stream broke: {}", error_chain(&e)),
+                    );
+                }
+                Ok(Ok(None)) => {
+                    parser.finish(|ev| {
+                        handle_event(
+                            ev.data,
+                            now,
+                            rec,
+                            &mut reply,
+                            &mut finished,
+                            &mut done,
+                            &mut problem,
+                        )
+                    });
+                    rec.t_done = now;
+                    break;
+                }
+                Ok(Ok(Some(b))) => b,
+            };
+            last = now;
+            parser.feed(&bytes, |ev| {
+                handle_event(
+                    ev.data,
+                    now,
+                    rec,
+                    &mut reply,
+                    &mut finished,
+                    &mut done,
+                    &mut problem,
+                )
+            });
+            if problem.is_some() || done {
+                rec.t_done = now;
+                if done && problem.is_none() {
+                    // Read the body's end (the chunked terminator) so the
+                    // connection goes back to the pool instead of closing;
+                    // it does not count in any timing.
+                    let _ = tokio::time::timeout(idle.min(Duration::from_secs(1)), async {
+                        while let Ok(Some(_)) = response.chunk().await {}
+                    })
+                    .await;
+                }
+                break;
+            }
+        }
+        rec.reply = reply;
+        if let Some((class, detail)) = problem {
+            return rec.fail(class, detail);
+        }
+        if rec.events.is_empty() {
+            return rec.fail(ErrorClass::Empty, "the stream carried no output");
+        }
+        if !finished && !done {
+            rec.fail(
+                ErrorClass::Truncated,
+                "the stream ended without a finish reason or [DONE]",
+            );
+        }
+    }
+
+    async fn read_whole(
+        &self,
+        response: reqwest::Response,
+        rec: &mut RequestRecord,
+        total_deadline: Instant,
+    ) {
+        let body = tokio::time::timeout_at(total_deadline.into(), response.bytes()).await;
+        let now = Instant::now();
+        rec.t_done = now;
+        let bytes = match body {
+            Err(_) => {
+                return rec.fail(
+                    ErrorClass::TimeoutTotal,
+                    "the response did not complete before the deadline",
+                );
+            }
+            Ok(Err(e)) => {
+                return rec.fail(
+                    ErrorClass::Truncated,
+                    format!("the response broke: {}", error_chain(&e)),
+                );
+            }
+            Ok(Ok(b)) => b,
+        };
+        let mut reply = self.keep_reply.then(String::new);
+        match interpret(&bytes, reply.as_mut()) {
+            Err(e) => rec.fail(ErrorClass::Malformed, e),
+            Ok(info) if info.error.is_some() => {
+                rec.fail(ErrorClass::StreamError, info.error.unwrap_or_default())
+            }
+            Ok(info) => {
+                if let Some(u) = info.usage {
+                    rec.usage = u;
+                }
+                rec.server_timing = info.server_timing;
+                if !info.output {
+                    return rec.fail(ErrorClass::Empty, "the response carried no output");
+                }
+                rec.events.push(OutputEvent {
+                    at_ns: now.duration_since(rec.t_send).as_nanos() as u64,
+                    text_bytes: info.text_bytes,
+                    token_ids: info.token_ids,
+                });
+                rec.reply = reply;
+            }
+        }
+    }
+}
+
+fn handle_event(
+    data: &[u8],
+    now: Instant,
+    rec: &mut RequestRecord,
+    reply: &mut Option<String>,
+    finished: &mut bool,
+    done: &mut bool,
+    problem: &mut Option<(ErrorClass, String)>,
+) {
+    if problem.is_some() || *done {
+        return;
+    }
+    match interpret(data, reply.as_mut()) {
+        Err(e) => *problem = Some((ErrorClass::Malformed, e)),
+        Ok(info) => {
+            if let Some(e) = info.error {
+                *problem = Some((ErrorClass::StreamError, e));
+                return;
+            }
+            if let Some(u) = info.usage {
+                if u.prompt_tokens.is_some() {
+                    rec.usage.prompt_tokens = u.prompt_tokens;
+                }
+                if u.completion_tokens.is_some() {
+                    rec.usage.completion_tokens = u.completion_tokens;
+                }
+            }
+            if info.server_timing.is_some() {
+                rec.server_timing = info.server_timing;
+            }
+            if info.output {
+                rec.events.push(OutputEvent {
+                    at_ns: now.duration_since(rec.t_send).as_nanos() as u64,
+                    text_bytes: info.text_bytes,
+                    token_ids: info.token_ids,
+                });
+            }
+            *finished |= info.finished;
+            *done |= info.done;
+        }
+    }
+}
+
+/// Whether an error is hyper's "connection closed before message
+/// completed" with no response: the server closed a pooled connection as
+/// the request went out (llama.cpp's server closes streaming keep-alive
+/// connections after two responses).
+fn closed_before_response(e: &reqwest::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message();
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// The first useful line of an error body (OpenAI-style `error.message`).
+fn summarize_error_body(b: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(b) {
+        if let Some(e) = v.get("error") {
+            return error_text(e);
+        }
+        if let Some(m) = v.get("message").and_then(|m| m.as_str()) {
+            return m.to_string();
+        }
+    }
+    String::from_utf8_lossy(&b[..b.len().min(200)])
+        .trim()
+        .to_string()
+}
+
+/// An error with its causes, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+impl Backend for OpenAi {
+    fn prepare(&self, prompt: &Prompt) -> Prepared {
+        Prepared {
+            body: Bytes::from(self.body(prompt)),
+            input_tokens: prompt.input_tokens,
+            output_tokens: prompt.output_tokens,
+            part: prompt.part,
+        }
+    }
+
+    async fn send(&self, req: Prepared, mut rec: RequestRecord) -> RequestRecord {
+        rec.requested_input = req.input_tokens;
+        rec.requested_output = req.output_tokens;
+        rec.part = req.part;
+        self.execute(req, &mut rec).await;
+        if rec.t_done < rec.t_send {
+            rec.t_done = Instant::now();
+        }
+        rec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(file: &str) -> Vec<ChunkInfo> {
+        let path = format!(
+            "{}/tests/fixtures/llama-server/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        p.feed(&bytes, |e| out.push(interpret(e.data, None).unwrap()));
+        p.finish(|e| out.push(interpret(e.data, None).unwrap()));
+        out
+    }
+
+    #[test]
+    fn llama_server_completions_stream() {
+        let ev = events("completions-stream.sse");
+        let outputs = ev.iter().filter(|e| e.output).count();
+        assert_eq!(outputs, 12);
+        assert!(ev.iter().any(|e| e.finished));
+        let usage = ev.iter().find_map(|e| e.usage).unwrap();
+        assert_eq!(usage.completion_tokens, Some(12));
+        assert!(ev.last().unwrap().done);
+    }
+
+    #[test]
+    fn llama_server_chat_stream_role_chunk_is_not_output() {
+        let ev = events("chat-stream.sse");
+        assert!(!ev[0].output, "the role-only delta is not output");
+        assert_eq!(
+            ev.iter().filter(|e| e.output).count() as u32,
+            ev.iter()
+                .find_map(|e| e.usage)
+                .unwrap()
+                .completion_tokens
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn interprets_the_forms_servers_send() {
+        let reasoning = br#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#;
+        assert!(interpret(reasoning, None).unwrap().output);
+        let empty = br#"{"choices":[{"index":0,"delta":{"content":""}}]}"#;
+        assert!(!interpret(empty, None).unwrap().output);
+        let usage_only = br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}"#;
+        let u = interpret(usage_only, None).unwrap();
+        assert!(!u.output);
+        assert_eq!(u.usage.unwrap().completion_tokens, Some(7));
+        let err =
+            br#"{"error":{"message":"out of memory","type":"InternalServerError","code":500}}"#;
+        assert_eq!(
+            interpret(err, None).unwrap().error.as_deref(),
+            Some("out of memory")
+        );
+        let tgi = br#"{"error":"Input validation error","error_type":"validation"}"#;
+        assert_eq!(
+            interpret(tgi, None).unwrap().error.as_deref(),
+            Some("Input validation error")
+        );
+        let ids = br#"{"choices":[{"index":0,"text":"ab","token_ids":[1,2]}]}"#;
+        assert_eq!(interpret(ids, None).unwrap().token_ids, Some(2));
+        assert!(interpret(b"{not json", None).is_err());
+        assert!(interpret(b"{}", None).is_err());
+        let mut reply = String::new();
+        interpret(
+            br#"{"choices":[{"delta":{"content":"hi \u00e9"}}]}"#,
+            Some(&mut reply),
+        )
+        .unwrap();
+        assert_eq!(reply, "hi é");
+    }
+
+    #[test]
+    fn non_stream_completion() {
+        let path = format!(
+            "{}/tests/fixtures/llama-server/completions-nonstream.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let info = interpret(&std::fs::read(path).unwrap(), None).unwrap();
+        assert!(info.output && info.finished);
+        assert_eq!(info.usage.unwrap().completion_tokens, Some(8));
+    }
+}

@@ -1,0 +1,608 @@
+//! Reading a point like an expert: memory attributed to the phase of the
+//! request timeline it was sampled in, bottleneck hints (patterns in the
+//! numbers, each with the figures behind it, never a verdict), GPU
+//! imbalance, and the ramp step where a latency jumps. Pure functions of
+//! results data; `run` calls them as points finish, `merge` again on the
+//! merged point. The rules and their thresholds are in docs/expert.md.
+
+use std::collections::BTreeMap;
+
+use infer_bench_spec::Validity;
+use infer_bench_spec::results::insight::{GpuMemoryPhases, PhasePeaks};
+use infer_bench_spec::results::telemetry::{GpuStatus, PointTelemetry};
+use infer_bench_spec::results::{Hint, MemoryPhases, PhaseTimeline, PointResult};
+
+/// Throttle reasons that do not lower clocks under load.
+pub const BENIGN_THROTTLE: &[&str] = &[
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sync_boost",
+    "display_clock_setting",
+];
+
+/// A run's prefill/decode timeline placed on the point's clock: bucket 0
+/// starts at `origin_s` (seconds since the point began).
+pub struct PlacedTimeline<'a> {
+    pub origin_s: f64,
+    pub timeline: &'a PhaseTimeline,
+}
+
+/// Whether `t_s` falls inside a measurement window.
+fn in_windows(tel: &PointTelemetry, t_s: f64) -> bool {
+    tel.runs
+        .iter()
+        .any(|r| t_s >= r.window_start_s && t_s <= r.window_end_s)
+}
+
+/// The prefill share (prefill over prefill plus decode request-seconds)
+/// of the bucket at `t_s`, inside a measurement window.
+fn share_at(tel: &PointTelemetry, timelines: &[PlacedTimeline<'_>], t_s: f64) -> Option<f64> {
+    if !in_windows(tel, t_s) {
+        return None;
+    }
+    for p in timelines {
+        let w = p.timeline.bucket_ns as f64 / 1e9;
+        if w <= 0.0 || t_s < p.origin_s {
+            continue;
+        }
+        let i = ((t_s - p.origin_s) / w) as usize;
+        if i < p.timeline.prefill_s.len() {
+            let (pre, dec) = (p.timeline.prefill_s[i], p.timeline.decode_s[i]);
+            return (pre + dec > 0.0).then(|| pre / (pre + dec));
+        }
+    }
+    None
+}
+
+fn peaks(samples: impl Iterator<Item = (bool, f64)>) -> PhasePeaks {
+    let mut acc = [(0.0f64, 0.0f64, 0u64); 2];
+    for (prefill, v) in samples {
+        let a = &mut acc[prefill as usize];
+        a.0 = if a.2 == 0 { v } else { a.0.max(v) };
+        a.1 += v;
+        a.2 += 1;
+    }
+    let get = |i: usize| {
+        let (max, sum, n) = acc[i];
+        (n > 0).then_some((max, sum / n as f64))
+    };
+    PhasePeaks {
+        prefill_peak: get(1).map(|x| x.0),
+        prefill_mean: get(1).map(|x| x.1),
+        decode_peak: get(0).map(|x| x.0),
+        decode_mean: get(0).map(|x| x.1),
+    }
+}
+
+/// GPU memory and KV-cache usage by phase. `before_server` holds each
+/// GPU's memory used before the point's server started.
+pub fn memory_phases(
+    tel: &PointTelemetry,
+    timelines: &[PlacedTimeline<'_>],
+    before_server: &BTreeMap<u32, u64>,
+) -> Option<MemoryPhases> {
+    if timelines.is_empty() {
+        return None;
+    }
+    let mut out = MemoryPhases::default();
+    // An interval is prefill-heavy when its prefill share is above the
+    // windows' overall share: more prompt processing than usual.
+    let mut buckets: Vec<(f64, f64, f64)> = Vec::new(); // (width, prefill, decode)
+    for p in timelines {
+        let w = p.timeline.bucket_ns as f64 / 1e9;
+        for (i, (pre, dec)) in p
+            .timeline
+            .prefill_s
+            .iter()
+            .zip(&p.timeline.decode_s)
+            .enumerate()
+        {
+            let mid = p.origin_s + (i as f64 + 0.5) * w;
+            if in_windows(tel, mid) && pre + dec > 0.0 {
+                buckets.push((w, *pre, *dec));
+            }
+        }
+    }
+    let (pre_all, all): (f64, f64) = buckets
+        .iter()
+        .fold((0.0, 0.0), |a, (_, p, d)| (a.0 + p, a.1 + p + d));
+    let threshold = if all > 0.0 { pre_all / all } else { 0.0 };
+    for (w, pre, dec) in &buckets {
+        if pre / (pre + dec) > threshold {
+            out.prefill_heavy_s += w;
+        } else {
+            out.decode_heavy_s += w;
+        }
+    }
+    out.prefill_share = threshold;
+    let phase_at = |t: f64| share_at(tel, timelines, t).map(|s| s > threshold);
+    if tel.gpu.status == GpuStatus::Sampled {
+        for d in &tel.gpu.devices {
+            let s = &d.series;
+            let samples = s
+                .t_s
+                .iter()
+                .zip(&s.memory_used_bytes)
+                .filter_map(|(t, m)| Some((phase_at(*t)?, (*m)?)));
+            out.gpus.push(GpuMemoryPhases {
+                index: d.index,
+                total_bytes: d.memory_total_bytes,
+                before_server_bytes: before_server.get(&d.index).copied(),
+                after_load_bytes: d.memory_idle_bytes,
+                used: peaks(samples),
+            });
+        }
+    }
+    if let Some(sm) = &tel.server_metrics {
+        if let Some(g) = crate::telemetry::scrape::kv_cache_gauge(sm) {
+            let samples = sm
+                .t_s
+                .iter()
+                .zip(&g.values)
+                .filter_map(|(t, v)| Some((phase_at(*t)?, (*v)?)));
+            let p = peaks(samples);
+            if p != PhasePeaks::default() {
+                out.kv_cache = Some(p);
+            }
+        }
+    }
+    Some(out)
+}
+
+fn hint(kind: &str, message: String, evidence: &[(&str, f64)]) -> Hint {
+    Hint {
+        kind: kind.into(),
+        message,
+        evidence: evidence
+            .iter()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(k, v)| (k.to_string(), round(*v)))
+            .collect(),
+    }
+}
+
+fn round(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let digits = 4 - v.abs().log10().floor() as i32;
+    let f = 10f64.powi(digits.clamp(0, 9));
+    (v * f).round() / f
+}
+
+/// A ramp step jumps when a latency's median at least this many times its
+/// previous step's (and by at least a millisecond).
+pub const JUMP_FACTOR: f64 = 1.5;
+/// TPOT spread (p90 over p50, less one) above which it is named.
+pub const TPOT_SPREAD: f64 = 0.2;
+
+/// The hints of a finished point (see docs/expert.md for each rule).
+pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
+    let mut out = Vec::new();
+    let m = &pr.merged;
+    let lat = |name: &str| m.latency_ms.get(name);
+    let client = pr.client.as_ref();
+    let cores = client.map(|c| c.cores as f64).unwrap_or(0.0);
+    let proc_cores = client.map(|c| c.process_cores).unwrap_or(0.0);
+    let host_busy = client.and_then(|c| c.host_busy);
+    let server_cores = client.and_then(|c| c.server_cores);
+
+    // The client itself late.
+    if let Some(lag) = lat("dispatch_lag") {
+        let budget = validity.max_dispatch_lag_p99.as_millis_f64();
+        if lag.p99 > budget {
+            out.push(hint(
+                "client_bound",
+                format!(
+                    "the client, not the server, may be limiting: its dispatch lag p99 is {:.2} ms against a {:.2} ms budget{}",
+                    lag.p99,
+                    budget,
+                    match host_busy {
+                        Some(b) => format!(" (this process used {proc_cores:.2} of {cores:.0} cores; the machine was {:.0}% busy)", b * 100.0),
+                        None => String::new(),
+                    }
+                ),
+                &[
+                    ("dispatch_lag_p99_ms", lag.p99),
+                    ("budget_ms", budget),
+                    ("client_process_cores", proc_cores),
+                    ("host_busy", host_busy.unwrap_or(f64::NAN)),
+                ],
+            ));
+        }
+    }
+
+    let gpu = pr
+        .telemetry
+        .as_ref()
+        .map(|t| &t.gpu)
+        .filter(|g| g.status == GpuStatus::Sampled);
+    let mean_of = |f: &dyn Fn(&infer_bench_spec::results::telemetry::GpuStats) -> Option<f64>| -> Option<f64> {
+        let v: Vec<f64> = gpu?.devices.iter().filter_map(|d| f(&d.stats)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let util = mean_of(&|s| s.utilization_pct.map(|x| x.mean));
+    let bw = mean_of(&|s| s.memory_bandwidth_utilization_pct.map(|x| x.mean));
+
+    // GPU waiting on a CPU.
+    if let Some(u) = util.filter(|u| *u < 50.0) {
+        let client_saturated =
+            cores > 0.0 && (proc_cores >= 0.9 * cores || host_busy.is_some_and(|b| b > 0.9));
+        let server_saturated = server_cores.is_some_and(|s| s >= 0.9);
+        if client_saturated || server_saturated {
+            let who = if server_saturated {
+                "the server's CPU"
+            } else {
+                "the client machine's CPU"
+            };
+            out.push(hint(
+                "scheduling_bound",
+                format!("the GPU was busy only {u:.0}% of the time while {who} was saturated: scheduling or data preparation, not the GPU, may be the limit"),
+                &[
+                    ("gpu_utilization_pct", u),
+                    ("client_process_cores", proc_cores),
+                    ("host_busy", host_busy.unwrap_or(f64::NAN)),
+                    ("server_cores", server_cores.unwrap_or(f64::NAN)),
+                ],
+            ));
+        }
+    }
+
+    // Memory bandwidth at its ceiling.
+    if let (Some(u), Some(b)) = (util, bw) {
+        if u > 90.0 && b > 80.0 {
+            out.push(hint(
+                "bandwidth_bound",
+                format!("the GPU was busy {u:.0}% of the time with memory bandwidth {b:.0}% used: more concurrency may only add queueing"),
+                &[("gpu_utilization_pct", u), ("memory_bandwidth_utilization_pct", b)],
+            ));
+        }
+    }
+
+    // TPOT spread: how far the slower tenth of requests is from the median.
+    if let Some(t) = lat("tpot").filter(|t| t.count >= 10 && t.p50 > 0.0) {
+        let spread = t.p90 / t.p50 - 1.0;
+        if spread > TPOT_SPREAD {
+            out.push(hint(
+                "tpot_spread",
+                format!("TPOT p90 is {:.0}% above its median ({:.1} against {:.1} ms): bandwidth or batching contention between requests", spread * 100.0, t.p90, t.p50),
+                &[("tpot_spread", spread), ("tpot_p50_ms", t.p50), ("tpot_p90_ms", t.p90)],
+            ));
+        }
+    }
+
+    // Throttling.
+    for d in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
+        let active: Vec<(&String, &f64)> = d
+            .throttle_reasons
+            .iter()
+            .filter(|(n, f)| !BENIGN_THROTTLE.contains(&n.as_str()) && **f > 0.05)
+            .collect();
+        if active.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = active
+            .iter()
+            .map(|(n, f)| format!("{n} {:.0}% of samples", **f * 100.0))
+            .collect();
+        let clock = match (d.stats.sm_clock_mhz, d.stats.sm_clock_max_mhz) {
+            (Some(c), Some(max)) => format!("; SM clock mean {:.0} of {max:.0} MHz", c.mean),
+            _ => String::new(),
+        };
+        let mut ev: Vec<(&str, f64)> = active.iter().map(|(n, f)| (n.as_str(), **f)).collect();
+        ev.push(("gpu", d.index as f64));
+        out.push(hint(
+            "throttling",
+            format!(
+                "GPU {} was throttled ({}{clock}): thermal or power limits lowered its clocks",
+                d.index,
+                names.join(", ")
+            ),
+            &ev,
+        ));
+    }
+
+    // Preemptions.
+    if let Some(h) = pr
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.server_metrics.as_ref())
+        .map(|s| &s.headline)
+    {
+        if let Some(n) = h.preemptions.filter(|n| *n > 0.0) {
+            let kv = h.kv_cache_usage_ratio.map(|k| k.max);
+            out.push(hint(
+                "preemptions",
+                format!(
+                    "the server preempted {n:.0} requests{}: the KV cache is too small for this load",
+                    kv.map(|k| format!(" with KV-cache usage peaking at {:.0}%", k * 100.0)).unwrap_or_default()
+                ),
+                &[("preemptions", n), ("kv_cache_usage_max", kv.unwrap_or(f64::NAN))],
+            ));
+        }
+    }
+
+    // Imbalance between GPUs.
+    if let Some(g) = gpu.filter(|g| g.devices.len() > 1) {
+        let utils: Vec<(u32, f64)> = g
+            .devices
+            .iter()
+            .filter_map(|d| Some((d.index, d.stats.utilization_pct?.mean)))
+            .collect();
+        let mems: Vec<(u32, f64)> = g
+            .devices
+            .iter()
+            .filter_map(|d| Some((d.index, d.stats.memory_used_bytes?.mean)))
+            .collect();
+        let spread = |v: &[(u32, f64)]| {
+            let lo = v.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+            let hi = v.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+            Some((*lo, *hi))
+        };
+        if let Some(((li, lo), (hi_i, hi))) = spread(&utils).filter(|(l, h)| h.1 - l.1 > 20.0) {
+            out.push(hint(
+                "gpu_imbalance",
+                format!("the GPUs were unevenly busy: GPU {hi_i} {hi:.0}% against GPU {li} {lo:.0}%; work may not be split evenly (tensor or data parallel placement, a straggler)"),
+                &[("utilization_pct_max", hi), ("utilization_pct_min", lo)],
+            ));
+        } else if let Some(((li, lo), (hi_i, hi))) =
+            spread(&mems).filter(|(l, h)| l.1 > 0.0 && h.1 / l.1 > 1.2)
+        {
+            out.push(hint(
+                "gpu_imbalance",
+                format!(
+                    "the GPUs held uneven memory: GPU {hi_i} {:.1} GB against GPU {li} {:.1} GB",
+                    hi / 1e9,
+                    lo / 1e9
+                ),
+                &[("memory_used_bytes_max", hi), ("memory_used_bytes_min", lo)],
+            ));
+        }
+    }
+
+    // The ramp step where a latency jumps.
+    for metric in ["tpot", "ttft", "e2e"] {
+        let v: Vec<(u32, &str, f64)> = pr
+            .steps
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s.step,
+                    s.level.as_str(),
+                    s.stats.latency_ms.get(metric)?.p50,
+                ))
+            })
+            .filter(|(_, _, v)| *v > 0.0)
+            .collect();
+        if let Some(w) = v
+            .windows(2)
+            .find(|w| w[1].2 >= JUMP_FACTOR * w[0].2 && w[1].2 - w[0].2 >= 1.0)
+        {
+            let (a, b) = (w[0], w[1]);
+            let mut h = hint(
+                "ramp_jump",
+                format!(
+                    "{} p50 rises sharply at ramp step {} ({}): {:.1} -> {:.1} ms (+{:.0}%) from the step before ({})",
+                    metric.to_uppercase(),
+                    b.0 + 1,
+                    b.1,
+                    a.2,
+                    b.2,
+                    (b.2 / a.2 - 1.0) * 100.0,
+                    a.1
+                ),
+                &[("step", (b.0 + 1) as f64)],
+            );
+            h.evidence
+                .insert(format!("{metric}_p50_ms_before"), round(a.2));
+            h.evidence.insert(format!("{metric}_p50_ms"), round(b.2));
+            out.push(h);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infer_bench_spec::results::telemetry::{
+        GpuDeviceTelemetry, GpuSeries, GpuStats, GpuTelemetry, RunSpan, SeriesStats,
+    };
+
+    fn ss(mean: f64) -> Option<SeriesStats> {
+        Some(SeriesStats {
+            count: 10,
+            mean,
+            min: mean,
+            p50: mean,
+            p95: mean,
+            max: mean,
+        })
+    }
+
+    #[test]
+    fn memory_is_attributed_to_the_phase_it_was_sampled_in() {
+        // Prefill dominates the first second, decode the second.
+        let tl = PhaseTimeline {
+            bucket_ns: 100_000_000,
+            prefill_s: (0..20).map(|i| if i < 10 { 0.5 } else { 0.01 }).collect(),
+            decode_s: (0..20).map(|i| if i < 10 { 0.1 } else { 0.4 }).collect(),
+        };
+        let t_s: Vec<f64> = (0..20).map(|i| i as f64 * 0.1 + 0.05).collect();
+        let mem: Vec<Option<f64>> = (0..20)
+            .map(|i| Some(if i < 10 { 50e9 + i as f64 * 1e9 } else { 45e9 }))
+            .collect();
+        let tel = PointTelemetry {
+            runs: vec![RunSpan {
+                run: 0,
+                start_s: 0.0,
+                window_start_s: 0.0,
+                window_end_s: 2.0,
+            }],
+            gpu: GpuTelemetry {
+                status: GpuStatus::Sampled,
+                devices: vec![GpuDeviceTelemetry {
+                    index: 0,
+                    memory_idle_bytes: Some(40_000_000_000),
+                    series: GpuSeries {
+                        t_s,
+                        memory_used_bytes: mem,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            server_metrics: None,
+        };
+        let before = [(0u32, 1_000_000_000u64)].into();
+        let m = memory_phases(
+            &tel,
+            &[PlacedTimeline {
+                origin_s: 0.0,
+                timeline: &tl,
+            }],
+            &before,
+        )
+        .unwrap();
+        assert!((m.prefill_heavy_s - 1.0).abs() < 1e-9 && (m.decode_heavy_s - 1.0).abs() < 1e-9);
+        let g = &m.gpus[0];
+        assert_eq!(g.before_server_bytes, Some(1_000_000_000));
+        assert_eq!(g.after_load_bytes, Some(40_000_000_000));
+        assert_eq!(g.used.prefill_peak, Some(59e9));
+        assert_eq!(g.used.decode_peak, Some(45e9));
+    }
+
+    const SPEC: &str = "name = \"t\"\n[targets.s]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 8\noutput_tokens = 8\n[load]\nconcurrency = 1\nduration = \"1s\"\n";
+
+    fn spec() -> infer_bench_spec::Spec {
+        infer_bench_spec::compile("t.toml", SPEC, std::path::Path::new(".")).unwrap()
+    }
+
+    fn point() -> PointResult {
+        let plan = infer_bench_spec::plan::Plan::build(&spec()).unwrap();
+        let mut p = crate::run::point::failed_point(&plan.points[0], String::new());
+        p.status = infer_bench_spec::results::PointStatus::Complete;
+        p
+    }
+
+    #[test]
+    fn hints_name_their_numbers() {
+        let v = spec().validity;
+        let mut p = point();
+        let lag = infer_bench_results::hist::Summary {
+            count: 100,
+            p99: 7.5,
+            ..Default::default()
+        };
+        p.merged.latency_ms.insert("dispatch_lag".into(), lag);
+        let tpot = infer_bench_results::hist::Summary {
+            count: 100,
+            mean: 20.0,
+            std: 8.0,
+            p50: 18.0,
+            p90: 31.0,
+            ..Default::default()
+        };
+        p.merged.latency_ms.insert("tpot".into(), tpot);
+        p.telemetry = Some(PointTelemetry {
+            gpu: GpuTelemetry {
+                status: GpuStatus::Sampled,
+                devices: (0..2)
+                    .map(|i| GpuDeviceTelemetry {
+                        index: i,
+                        stats: GpuStats {
+                            utilization_pct: ss(if i == 0 { 95.0 } else { 60.0 }),
+                            memory_bandwidth_utilization_pct: ss(85.0),
+                            sm_clock_mhz: ss(1400.0),
+                            sm_clock_max_mhz: Some(1980.0),
+                            ..Default::default()
+                        },
+                        throttle_reasons: [
+                            ("sw_power_cap".to_string(), 0.4),
+                            ("gpu_idle".to_string(), 0.5),
+                        ]
+                        .into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let h = hints(&p, &v);
+        let kinds: Vec<&str> = h.iter().map(|h| h.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "client_bound",
+                "tpot_spread",
+                "throttling",
+                "throttling",
+                "gpu_imbalance"
+            ],
+            "{h:#?}"
+        );
+        assert_eq!(h[0].evidence["dispatch_lag_p99_ms"], 7.5);
+        assert!(
+            h[1].message
+                .contains("72% above its median (31.0 against 18.0 ms)"),
+            "{}",
+            h[1].message
+        );
+        assert!(
+            h[2].message.contains("sw_power_cap 40% of samples")
+                && h[2].message.contains("1400 of 1980 MHz"),
+            "{}",
+            h[2].message
+        );
+        assert!(!h[2].message.contains("gpu_idle"));
+        assert!(
+            h[4].message.contains("GPU 0 95%") && h[4].message.contains("GPU 1 60%"),
+            "{}",
+            h[4].message
+        );
+        // GPU 0 alone: busy and at its bandwidth ceiling.
+        let tel = p.telemetry.as_mut().unwrap();
+        tel.gpu.devices.truncate(1);
+        let h = hints(&p, &v);
+        assert!(h.iter().any(|h| h.kind == "bandwidth_bound"));
+    }
+
+    #[test]
+    fn a_ramp_names_the_step_where_tpot_jumps() {
+        let mut p = point();
+        for (i, (level, tpot)) in [
+            ("c=8", 10.0),
+            ("c=16", 11.0),
+            ("c=32", 19.0),
+            ("c=64", 40.0),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut s = infer_bench_spec::results::Stats::default();
+            let t = infer_bench_results::hist::Summary {
+                count: 50,
+                p50: *tpot,
+                ..Default::default()
+            };
+            s.latency_ms.insert("tpot".into(), t);
+            p.steps.push(infer_bench_spec::results::StepResult {
+                step: i as u32,
+                level: level.to_string(),
+                stats: s,
+            });
+        }
+        let h = hints(&p, &spec().validity);
+        assert_eq!(h.len(), 1, "{h:#?}");
+        assert_eq!(h[0].kind, "ramp_jump");
+        assert!(
+            h[0].message
+                .contains("step 3 (c=32): 11.0 -> 19.0 ms (+73%)"),
+            "{}",
+            h[0].message
+        );
+        assert_eq!(h[0].evidence["step"], 3.0);
+    }
+}

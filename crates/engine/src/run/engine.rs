@@ -1,0 +1,1011 @@
+//! The load engine: one run of one point. One dispatch loop serves every
+//! load mode. A pacer on its own OS thread walks the arrival schedule,
+//! builds each request ahead of time and, for an open loop, waits
+//! precisely until it is due (tokio's timer has millisecond granularity).
+//! Requests then go out through one of two gates: without a concurrency
+//! limit, each is spawned the moment it is due; with one (a closed loop's
+//! slots, an open loop's cap), a fixed set of slot tasks takes them, each
+//! sending its next request the moment its previous one ends, with no
+//! thread hand-off in between. A closed loop's request is scheduled at the
+//! instant its slot freed; an open loop's at its arrival time, so waiting
+//! for a slot counts in its latency. Warm-up requests are sent and
+//! excluded; the run drains its in-flight requests before it ends.
+//!
+//! Conversations fit the same loop: an arrival starts a *session*, and the
+//! session is the unit a slot or a spawned task runs. The pacer builds its
+//! first turn ahead like any request (with every later turn's new message,
+//! which depends only on the seed); the task sends it, then builds each
+//! later turn from the history (earlier messages and the server's replies)
+//! while the think time runs, and sends it at (previous reply's end + think
+//! time), which is that turn's scheduled time: its TTFT counts from there.
+//! A closed loop of concurrency N is therefore N users, each with one
+//! conversation at a time. A failed turn ends its session. Request `k` of
+//! session `s` has index `s * turns + k`, so warm-up by count, request
+//! limits and per-request records count turns.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinSet;
+
+use super::recorder::Recorder;
+use crate::backend::{Backend, Prepared, RequestRecord};
+use infer_bench_spec::plan::PointConfig;
+use infer_bench_spec::seed::{Purpose, derive};
+use infer_bench_spec::{Level, Load, Warmup};
+use infer_bench_workload::arrival::step_at;
+use infer_bench_workload::{Arrivals, Due, Material, Message, Prompt, PromptGen, Role};
+
+/// Ctrl-C, shared by everything that waits.
+#[derive(Default)]
+pub struct Interrupt {
+    flag: AtomicBool,
+    notify: Notify,
+}
+
+impl Interrupt {
+    pub fn trigger(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+    pub async fn wait(&self) {
+        let notified = self.notify.notified();
+        if self.is_set() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// Live counters for progress display.
+#[derive(Default)]
+pub struct Live {
+    pub done: AtomicU64,
+    pub failed: AtomicU64,
+    pub in_flight: AtomicU64,
+}
+
+/// Where a finished request goes besides the recorder (per-request JSONL).
+pub type Sink = Arc<dyn Fn(&RequestRecord) + Send + Sync>;
+
+/// What one run needs besides the point.
+pub struct RunEnv {
+    pub handle: tokio::runtime::Handle,
+    pub interrupt: Arc<Interrupt>,
+    pub live: Arc<Live>,
+    pub sink: Option<Sink>,
+    /// Load sharding: this process sends arrivals with index % n == k - 1.
+    pub agent: Option<(u32, u32)>,
+    /// Agents start together at this instant.
+    pub start_at: Option<Instant>,
+    /// What the point's prompts are made from, loaded once per point by
+    /// `Material::load` for this point's workload and model.
+    pub material: Arc<Material>,
+    /// Fault injection: spin this long before each send.
+    pub slow_client: Option<Duration>,
+}
+
+/// What a run produced.
+pub struct RunOutcome {
+    pub recorder: Recorder,
+    pub interrupted: bool,
+    pub started: Instant,
+}
+
+/// Requests built ahead of their send time, at most.
+const LOOKAHEAD: usize = 256;
+
+/// Lets this thread sleep with microsecond precision (Linux: 1 ns timer slack).
+fn tighten_timer_slack() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// Waits until `deadline`: sleeps most of the way, spins the last 100 µs.
+/// Returns false if interrupted first.
+fn pace_until(deadline: Instant, interrupt: &Interrupt) -> bool {
+    loop {
+        if interrupt.is_set() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        let left = deadline - now;
+        if left > Duration::from_micros(200) {
+            std::thread::sleep((left - Duration::from_micros(100)).min(Duration::from_millis(50)));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Of `c` slots (or requests) numbered from 0, how many are this agent's:
+/// agent K of N takes those whose number is K-1 modulo N. All of them
+/// without load sharding.
+pub fn agent_share(c: u64, agent: Option<(u32, u32)>) -> u64 {
+    match agent {
+        Some((k, n)) => (c + n as u64 - k as u64) / n as u64,
+        None => c,
+    }
+}
+
+/// How many of the request indices `lo..hi` are this agent's.
+fn indices_of_agent(lo: u64, hi: u64, agent: Option<(u32, u32)>) -> u64 {
+    agent_share(hi, agent) - agent_share(lo, agent)
+}
+
+/// A request ready to go: one request, or the first turn of a session.
+struct Item {
+    due: Due,
+    prepared: Prepared,
+    /// A conversation: every turn's prompt (turn 0's is `prepared`).
+    session: Option<Vec<Prompt>>,
+}
+
+/// Builds the request (or session) of arrival `due`: the one place that
+/// turns prompts into bodies, shared by the pacer and the fingerprint.
+fn build<B: Backend>(backend: &B, prompts: &PromptGen, due: Due) -> Item {
+    if prompts.turns() > 1 {
+        let session = prompts.session(due.index);
+        Item {
+            due,
+            prepared: backend.prepare(&session[0]),
+            session: Some(session),
+        }
+    } else {
+        Item {
+            due,
+            prepared: backend.prepare(&prompts.prompt(due.index)),
+            session: None,
+        }
+    }
+}
+
+/// Requests per run whose bodies the workload fingerprint covers.
+pub const FINGERPRINT_REQUESTS: u64 = 64;
+
+/// SHA-256 over what the client builds for the first
+/// [`FINGERPRINT_REQUESTS`] arrivals of every run of a point, in order:
+/// each request's body, and for a conversation each later turn's new
+/// message and lengths (the history also holds the server's replies, which
+/// are not the client's to fix). Timing never enters it, so the same spec
+/// and seed give the same fingerprint on every machine, and a change to
+/// prompt synthesis, a dataset or a tokenizer changes it.
+pub fn workload_fingerprint<B: Backend>(
+    backend: &B,
+    cfg: &PointConfig,
+    point_hash: &str,
+    material: &Arc<Material>,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for run in 0..cfg.load.runs {
+        let prompts = prompt_gen(cfg, point_hash, run, material);
+        for index in 0..FINGERPRINT_REQUESTS {
+            let item = build(backend, &prompts, Due { index, at_ns: None });
+            h.update((item.prepared.body.len() as u64).to_le_bytes());
+            h.update(&item.prepared.body);
+            for p in item.session.iter().flatten().skip(1) {
+                h.update((p.text.len() as u64).to_le_bytes());
+                h.update(p.text.as_bytes());
+                h.update(p.input_tokens.to_le_bytes());
+                h.update(p.output_tokens.to_le_bytes());
+            }
+        }
+    }
+    infer_bench_spec::hex(&h.finalize())
+}
+
+/// The prompt generator of one run of a point.
+pub fn prompt_gen(
+    cfg: &PointConfig,
+    point_hash: &str,
+    run: u32,
+    material: &Arc<Material>,
+) -> PromptGen {
+    let request_seed = derive(cfg.seed, point_hash, run, Purpose::Requests);
+    let prefix_seed = derive(cfg.seed, point_hash, 0, Purpose::Prefixes);
+    PromptGen::new(&cfg.workload, material.clone(), request_seed, prefix_seed)
+}
+
+/// The request bodies of the first `n` arrivals of a run, exactly as the
+/// pacer builds them (first turns only, for conversations).
+pub fn request_bodies<B: Backend>(
+    backend: &B,
+    cfg: &PointConfig,
+    point_hash: &str,
+    run: u32,
+    material: &Arc<Material>,
+    n: u64,
+) -> Vec<bytes::Bytes> {
+    let prompts = prompt_gen(cfg, point_hash, run, material);
+    (0..n)
+        .map(|index| {
+            build(backend, &prompts, Due { index, at_ns: None })
+                .prepared
+                .body
+        })
+        .collect()
+}
+
+/// Which requests count, decided as each is sent.
+struct Window {
+    warmup_end: Option<Instant>,
+    measure_end: Option<Instant>,
+    measured: u64,
+    ended: bool,
+}
+
+/// State shared by the pacer and every request of one run.
+struct Run<B> {
+    backend: Arc<B>,
+    load: Load,
+    run: u32,
+    open: bool,
+    t0: Instant,
+    warmup_count: u64,
+    /// Measured requests this process sends at most (its share of the
+    /// point's `requests` under load sharding).
+    request_limit: Option<u64>,
+    window: Mutex<Window>,
+    recorder: Arc<Mutex<Recorder>>,
+    live: Arc<Live>,
+    sink: Option<Sink>,
+    interrupt: Arc<Interrupt>,
+    /// Closed-loop ramps: how many slots are active now.
+    active: AtomicU32,
+    active_changed: Notify,
+    /// Turns per session (1 without a conversation) and the think time.
+    turns: u32,
+    think: Duration,
+    slow_client: Option<Duration>,
+}
+
+impl<B: Backend> Run<B> {
+    /// Admits a request scheduled at `t_sched`: whether it is warm-up, or
+    /// `None` once the run has ended (by time, count or interruption).
+    fn admit(&self, index: u64, t_sched: Instant) -> Option<bool> {
+        let mut w = self.window.lock();
+        if w.ended || self.interrupt.is_set() {
+            return None;
+        }
+        if w.measure_end.is_some_and(|end| t_sched >= end) {
+            w.ended = true;
+            return None;
+        }
+        let warmup = match self.load.warmup {
+            Warmup::Requests(_) => index < self.warmup_count,
+            _ => w.warmup_end.is_some_and(|end| t_sched < end),
+        };
+        if !warmup {
+            if self.request_limit.is_some_and(|n| w.measured >= n) {
+                w.ended = true;
+                return None;
+            }
+            if w.warmup_end.is_none() {
+                w.warmup_end = Some(t_sched);
+                w.measure_end = self.load.duration.map(|d| t_sched + d.as_std());
+                self.recorder.lock().set_window_start(t_sched);
+            }
+            w.measured += 1;
+        }
+        Some(warmup)
+    }
+
+    fn ended(&self) -> bool {
+        self.window.lock().ended || self.interrupt.is_set()
+    }
+
+    fn measure_end(&self) -> Option<Instant> {
+        self.window.lock().measure_end
+    }
+
+    /// Sends one admitted request (or session) and records it.
+    async fn send(&self, item: Item, warmup: bool, t_sched: Instant, t_slot: Instant) {
+        let base = item.due.index * self.turns as u64;
+        let mut rec = self
+            .send_one(base, 0, item.prepared, warmup, t_sched, t_slot)
+            .await;
+        let Some(session) = item.session else { return };
+        let mut history: Vec<Message> = session[0].history.clone();
+        let mut history_tokens = 0u32;
+        for k in 1..session.len() {
+            if !rec.ok() || self.ended() {
+                return;
+            }
+            let before = &session[k - 1];
+            history.push(Message {
+                role: Role::User,
+                content: before.text.clone(),
+            });
+            history.push(Message {
+                role: Role::Assistant,
+                content: rec.reply.take().unwrap_or_default(),
+            });
+            // What the client knows of the history's length: the messages as
+            // built, and each reply as the server counted it.
+            history_tokens += before.input_tokens + rec.output_tokens().0;
+            let now = &session[k];
+            let prepared = self.backend.prepare(&Prompt {
+                history: history.clone(),
+                text: now.text.clone(),
+                input_tokens: history_tokens + now.input_tokens,
+                output_tokens: now.output_tokens,
+                part: now.part,
+            });
+            let due = rec.t_done + self.think;
+            if !self.wait_until(due).await {
+                return;
+            }
+            let index = base + k as u64;
+            let Some(warmup) = self.admit(index, due) else {
+                return;
+            };
+            rec = self
+                .send_one(index, k as u32, prepared, warmup, due, due)
+                .await;
+        }
+    }
+
+    /// Waits until `due`: tokio's timer most of the way (it fires up to a
+    /// millisecond late), then yields until the instant.
+    async fn wait_until(&self, due: Instant) -> bool {
+        let coarse = due.checked_sub(Duration::from_millis(2)).unwrap_or(due);
+        if coarse > Instant::now() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(coarse.into()) => {}
+                _ = self.interrupt.wait() => return false,
+            }
+        }
+        while Instant::now() < due {
+            if self.interrupt.is_set() {
+                return false;
+            }
+            tokio::task::yield_now().await;
+        }
+        true
+    }
+
+    /// Sends one admitted request, records it and returns its record.
+    async fn send_one(
+        &self,
+        index: u64,
+        turn: u32,
+        prepared: Prepared,
+        warmup: bool,
+        t_sched: Instant,
+        t_slot: Instant,
+    ) -> RequestRecord {
+        let warmup_end = self.window.lock().warmup_end.unwrap_or(self.t0);
+        let step = step_at(
+            &self.load,
+            t_sched.saturating_duration_since(warmup_end).as_nanos() as u64,
+        );
+        let mut rec = RequestRecord::new(index, self.run, step, warmup, t_sched);
+        rec.turn = turn;
+        rec.t_slot = t_slot;
+        if let Some(d) = self.slow_client {
+            // A client that spends CPU before every send, on purpose.
+            let until = Instant::now() + d;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        let in_flight = self.live.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        if !warmup {
+            self.recorder.lock().note_in_flight(in_flight);
+        }
+        let rec = self.backend.send(prepared, rec).await;
+        self.live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if !rec.warmup {
+            self.live.done.fetch_add(1, Ordering::Relaxed);
+            if !rec.ok() {
+                self.live.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.recorder.lock().record(&rec);
+        if let Some(s) = &self.sink {
+            s(&rec);
+        }
+        rec
+    }
+
+    /// Waits until slot `i` is active (closed-loop ramps); false once the run ends.
+    async fn wait_active(&self, i: u32) -> bool {
+        loop {
+            let changed = self.active_changed.notified();
+            if self.ended() {
+                return false;
+            }
+            if i < self.active.load(Ordering::SeqCst) {
+                return true;
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = self.interrupt.wait() => return false,
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+}
+
+/// One concurrency slot: takes the next request as soon as its previous
+/// one ends, so a closed loop's next send follows without a hand-off.
+async fn slot<B: Backend>(
+    i: u32,
+    run: Arc<Run<B>>,
+    queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Item>>>,
+) {
+    let mut free_since = run.t0;
+    loop {
+        let was_active = i < run.active.load(Ordering::SeqCst);
+        if !run.wait_active(i).await {
+            return;
+        }
+        if !was_active {
+            free_since = Instant::now();
+        }
+        if !run.open && run.measure_end().is_some_and(|end| free_since >= end) {
+            return;
+        }
+        let item = {
+            let mut q = queue.lock().await;
+            tokio::select! {
+                item = q.recv() => item,
+                _ = run.interrupt.wait() => None,
+            }
+        };
+        let Some(item) = item else { return };
+        let taken = Instant::now();
+        let (t_sched, t_slot) = match item.due.at_ns {
+            // Open loop: due at its arrival; a slot may have been free
+            // earlier (then the wait for the pacer is the client's delay).
+            Some(ns) => {
+                let due = run.t0 + Duration::from_nanos(ns);
+                (due, due.max(free_since).min(taken))
+            }
+            // Closed loop: due the moment this slot freed.
+            None => (free_since, free_since),
+        };
+        let Some(warmup) = run.admit(item.due.index * run.turns as u64, t_sched) else {
+            return;
+        };
+        run.send(item, warmup, t_sched, t_slot).await;
+        free_since = Instant::now();
+    }
+}
+
+/// Runs one run of a point and returns its recorder.
+pub fn run_once<B: Backend>(
+    backend: Arc<B>,
+    cfg: &PointConfig,
+    point_hash: &str,
+    run: u32,
+    env: &RunEnv,
+) -> RunOutcome {
+    tighten_timer_slack();
+    let load = &cfg.load;
+    let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
+    let prompts = prompt_gen(cfg, point_hash, run, &env.material);
+    let warmup_ns = match load.warmup {
+        Warmup::Time(d) => d.as_nanos(),
+        _ => 0,
+    };
+    let horizon = load
+        .duration
+        .map(|d| warmup_ns + d.as_nanos())
+        .unwrap_or(u64::MAX);
+    let arrivals = Arrivals::new(load, arrival_seed, horizon);
+    let open = arrivals.is_open();
+    let limit: Option<u32> = match (load.level, load.max_concurrency) {
+        (Level::Concurrency(_), _) => Some(
+            load.ramp
+                .as_ref()
+                .map(|r| {
+                    r.levels
+                        .iter()
+                        .map(|l| if let Level::Concurrency(c) = l { *c } else { 0 })
+                        .max()
+                        .unwrap_or(0)
+                })
+                .unwrap_or(match load.level {
+                    Level::Concurrency(c) => c,
+                    _ => 0,
+                }),
+        ),
+        (Level::Rate(_), Some(m)) => Some(m),
+        _ => None,
+    };
+    let first_active = match load.level {
+        Level::Concurrency(c) => c,
+        _ => limit.unwrap_or(0),
+    };
+    // Load sharding: this agent runs its share of the slots, so the
+    // agents' slots together are the point's.
+    let share = |c: u32| agent_share(c as u64, env.agent) as u32;
+    let limit = limit.map(share);
+    let first_active = share(first_active);
+
+    // Build the first requests before the clock starts.
+    let mut arrivals = arrivals.filter(|d| {
+        env.agent
+            .is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64)
+    });
+    let build = |d: Due| build(&*backend, &prompts, d);
+    let mut ahead: VecDeque<Item> = VecDeque::new();
+    let initial = limit.map(|l| l as usize).unwrap_or(16).min(LOOKAHEAD);
+    while ahead.len() < initial {
+        match arrivals.next() {
+            Some(d) => ahead.push_back(build(d)),
+            None => break,
+        }
+    }
+
+    // Start a little ahead so the first arrivals are not already late.
+    let t0 = env
+        .start_at
+        .unwrap_or_else(|| Instant::now() + Duration::from_millis(5));
+    let warmup_end = match load.warmup {
+        Warmup::Time(d) => Some(t0 + d.as_std()),
+        Warmup::None => Some(t0),
+        Warmup::Requests(_) => None,
+    };
+    let recorder = Arc::new(Mutex::new(Recorder::new(
+        cfg.workload.stream,
+        cfg.goodput.clone(),
+        open,
+        load.window,
+        load.ramp.is_some(),
+    )));
+    if let Some(w) = warmup_end {
+        recorder.lock().set_window_start(w);
+    }
+    if prompts.turns() > 1 {
+        recorder.lock().track_turns();
+    }
+    if !cfg.workload.mix.is_empty() {
+        recorder.lock().track_parts();
+    }
+    recorder.lock().track_phases(t0);
+    let shared = Arc::new(Run {
+        backend: backend.clone(),
+        load: load.clone(),
+        run,
+        open,
+        t0,
+        warmup_count: match load.warmup {
+            Warmup::Requests(n) => n,
+            _ => 0,
+        },
+        request_limit: load.requests.map(|n| {
+            let lo = match load.warmup {
+                Warmup::Requests(w) => w,
+                _ => 0,
+            };
+            indices_of_agent(lo, lo + n, env.agent)
+        }),
+        window: Mutex::new(Window {
+            warmup_end,
+            measure_end: warmup_end.and_then(|w| load.duration.map(|d| w + d.as_std())),
+            measured: 0,
+            ended: false,
+        }),
+        recorder: recorder.clone(),
+        live: env.live.clone(),
+        sink: env.sink.clone(),
+        interrupt: env.interrupt.clone(),
+        active: AtomicU32::new(first_active),
+        active_changed: Notify::new(),
+        slow_client: env.slow_client,
+        turns: prompts.turns(),
+        think: cfg
+            .workload
+            .conversation
+            .as_ref()
+            .map(|c| c.think_time.as_std())
+            .unwrap_or_default(),
+    });
+    let mut tasks: JoinSet<()> = JoinSet::new();
+
+    // The gate: slot tasks where there is a limit.
+    let queue_tx = limit.map(|n| {
+        let (tx, rx) = mpsc::channel::<Item>(LOOKAHEAD);
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for i in 0..n {
+            tasks.spawn_on(slot(i, shared.clone(), rx.clone()), &env.handle);
+        }
+        tx
+    });
+    // Closed-loop ramps change the number of active slots at each step.
+    let ramp_task = match &load.ramp {
+        Some(r) if !open => {
+            let shared = shared.clone();
+            let levels = r.levels.clone();
+            let every = r.every.as_std();
+            let start = warmup_end.unwrap_or(t0);
+            let agent = env.agent;
+            Some(env.handle.spawn(async move {
+                for (i, l) in levels.iter().enumerate().skip(1) {
+                    tokio::time::sleep_until((start + every * i as u32).into()).await;
+                    if let Level::Concurrency(c) = l {
+                        shared
+                            .active
+                            .store(agent_share(*c as u64, agent) as u32, Ordering::SeqCst);
+                        shared.active_changed.notify_waiters();
+                    }
+                }
+            }))
+        }
+        _ => None,
+    };
+
+    // The pacer.
+    let mut exhausted = false;
+    loop {
+        if ahead.is_empty() {
+            match arrivals.next() {
+                Some(d) => ahead.push_back(build(d)),
+                None => exhausted = true,
+            }
+        }
+        let Some(front) = ahead.front() else { break };
+        // Nothing goes out before the clock starts.
+        if front.due.at_ns.is_none() && !pace_until(t0, &shared.interrupt) {
+            break;
+        }
+        if let Some(ns) = front.due.at_ns {
+            let due = t0 + Duration::from_nanos(ns);
+            // Use the wait to build later requests.
+            while !exhausted
+                && ahead.len() < LOOKAHEAD
+                && due.saturating_duration_since(Instant::now()) > Duration::from_millis(1)
+            {
+                match arrivals.next() {
+                    Some(d) => ahead.push_back(build(d)),
+                    None => exhausted = true,
+                }
+            }
+            if !pace_until(due, &shared.interrupt) {
+                break;
+            }
+        }
+        if shared.ended() {
+            break;
+        }
+        let item = ahead.pop_front().expect("not empty");
+        match &queue_tx {
+            Some(tx) => {
+                // Hand over without blocking while there is room; when the
+                // slots are all busy, build ahead, then wait.
+                let mut item = item;
+                loop {
+                    match tx.try_send(item) {
+                        Ok(()) => break,
+                        Err(mpsc::error::TrySendError::Closed(_)) => {
+                            shared.window.lock().ended = true;
+                            break;
+                        }
+                        Err(mpsc::error::TrySendError::Full(back)) => {
+                            item = back;
+                            if !exhausted && ahead.len() < LOOKAHEAD {
+                                match arrivals.next() {
+                                    Some(d) => ahead.push_back(build(d)),
+                                    None => exhausted = true,
+                                }
+                                continue;
+                            }
+                            let tx = tx.clone();
+                            let run = shared.clone();
+                            let sent = env.handle.block_on(async move {
+                                tokio::select! {
+                                    r = tx.send(item) => r.is_ok(),
+                                    _ = run.interrupt.wait() => false,
+                                    _ = async { loop { tokio::time::sleep(Duration::from_millis(20)).await; if run.ended() { break; } } } => false,
+                                }
+                            });
+                            if !sent {
+                                shared.window.lock().ended = true;
+                            }
+                            break;
+                        }
+                    }
+                }
+                if shared.ended() {
+                    break;
+                }
+            }
+            None => {
+                let due = item
+                    .due
+                    .at_ns
+                    .map(|ns| t0 + Duration::from_nanos(ns))
+                    .unwrap_or_else(Instant::now);
+                let Some(warmup) = shared.admit(item.due.index * shared.turns as u64, due) else {
+                    break;
+                };
+                let run = shared.clone();
+                tasks.spawn_on(
+                    async move { run.send(item, warmup, due, due).await },
+                    &env.handle,
+                );
+                // Reap finished tasks so memory does not grow with the run.
+                while tasks.try_join_next().is_some() {}
+            }
+        }
+    }
+    // No more arrivals: the slots finish what is queued, then stop.
+    drop(queue_tx);
+    if let Some(t) = ramp_task {
+        t.abort();
+    }
+    // Drain: every request has its own total timeout, so this ends.
+    let intr = shared.interrupt.clone();
+    let unfinished = env.handle.block_on(async {
+        tokio::select! {
+            _ = async { while tasks.join_next().await.is_some() {} } => 0,
+            _ = intr.wait() => {
+                let n = shared.live.in_flight.load(Ordering::Relaxed);
+                tasks.abort_all();
+                while tasks.join_next().await.is_some() {}
+                n
+            }
+        }
+    });
+    let interrupted = shared.interrupt.is_set();
+    drop(shared);
+    let mut recorder = match Arc::try_unwrap(recorder) {
+        Ok(m) => m.into_inner(),
+        Err(arc) => {
+            let guard = arc.lock();
+            let mut r = Recorder::new(
+                cfg.workload.stream,
+                cfg.goodput.clone(),
+                open,
+                load.window,
+                load.ramp.is_some(),
+            );
+            r.run = guard.run.clone();
+            if let Some(w) = guard.window_start() {
+                r.set_window_start(w);
+            }
+            r
+        }
+    };
+    recorder.unfinished(unfinished);
+    RunOutcome {
+        recorder,
+        interrupted,
+        started: t0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::fake::FakeBackend;
+    use infer_bench_spec::raw::{Api, Arrival};
+    use infer_bench_spec::{
+        Dist, Duration as D, Goodput, Load, Model, Rate, Target, Timeouts, Workload,
+    };
+
+    fn config(
+        level: Level,
+        arrival: Arrival,
+        duration_ms: u64,
+        requests: Option<u64>,
+    ) -> PointConfig {
+        let t = D::from_secs(5);
+        PointConfig {
+            target: Arc::new(Target {
+                name: "t".into(),
+                kind: infer_bench_spec::raw::TargetKind::Openai,
+                base_url: None,
+                api_key_env: None,
+                headers: Default::default(),
+                metrics_url: None,
+                tls_insecure: false,
+                ca_cert: None,
+                launch: None,
+                gpu_ids: None,
+                sim: None,
+            }),
+            model: Arc::new(Model {
+                name: "m".into(),
+                served_name: "m".into(),
+                tokenizer: None,
+                weights: None,
+                params_b: None,
+                architecture: None,
+            }),
+            precision: None,
+            workload: Arc::new(Workload {
+                name: "w".into(),
+                api: Api::Completions,
+                input_tokens: Some(Dist::Fixed(8)),
+                output_tokens: Some(Dist::Fixed(4)),
+                shared_prefix: None,
+                dataset: None,
+                conversation: None,
+                ignore_eos: true,
+                stream: true,
+                max_tokens_field: "max_tokens".into(),
+                sampling: Default::default(),
+                extra_body: Default::default(),
+                mix: Vec::new(),
+            }),
+            load: Load {
+                arrival,
+                burstiness: 1.0,
+                level,
+                max_concurrency: None,
+                ramp: None,
+                warmup: Warmup::None,
+                duration: (duration_ms > 0).then(|| D::from_millis(duration_ms)),
+                requests,
+                runs: 1,
+                window: D::from_secs(1),
+                timeouts: Timeouts {
+                    connect: t,
+                    first_token: t,
+                    idle: t,
+                    total: t,
+                },
+            },
+            goodput: Goodput::default(),
+            seed: 1,
+        }
+    }
+
+    fn env(rt: &tokio::runtime::Runtime) -> RunEnv {
+        RunEnv {
+            handle: rt.handle().clone(),
+            interrupt: Arc::new(Interrupt::default()),
+            live: Arc::new(Live::default()),
+            sink: None,
+            agent: None,
+            start_at: None,
+            slow_client: None,
+            material: Arc::new(Material::plain()),
+        }
+    }
+
+    #[test]
+    fn agents_split_slots_and_indices_without_overlap() {
+        for n in 1..6u32 {
+            for c in 0..20u64 {
+                let total: u64 = (1..=n).map(|k| agent_share(c, Some((k, n)))).sum();
+                assert_eq!(total, c, "{c} over {n}");
+                let idx: u64 = (1..=n)
+                    .map(|k| indices_of_agent(3, 3 + c, Some((k, n))))
+                    .sum();
+                assert_eq!(idx, c);
+            }
+        }
+        // Agent 2 of 4 owns indices 1, 5, 9: three of 0..10.
+        assert_eq!(indices_of_agent(0, 10, Some((2, 4))), 3);
+        assert_eq!(agent_share(7, None), 7);
+    }
+
+    #[test]
+    fn closed_loop_keeps_its_slots_busy() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let cfg = config(Level::Concurrency(4), Arrival::Closed, 0, Some(40));
+        let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+        let s = out.recorder.stats();
+        assert_eq!(s.requests.succeeded, 40);
+        assert_eq!(s.concurrency_max, 4);
+        assert!(s.concurrency_mean > 3.0, "{}", s.concurrency_mean);
+        assert!(!out.interrupted);
+    }
+
+    #[test]
+    fn open_loop_sends_at_the_offered_rate() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let rate = Rate::per_second(200.0).unwrap();
+        let cfg = config(Level::Rate(rate), Arrival::Constant, 1000, None);
+        let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+        let s = out.recorder.stats();
+        assert!(
+            (195..=200).contains(&s.requests.sent),
+            "{}",
+            s.requests.sent
+        );
+        let achieved = s.achieved_send_rate.unwrap();
+        assert!((achieved / 200.0 - 1.0).abs() < 0.01, "achieved {achieved}");
+        // The median send is on time; tails depend on the machine's load and
+        // are measured by the client benchmark, not asserted here.
+        assert!(
+            s.latency_ms["dispatch_lag"].p50 < 1.0,
+            "{:?}",
+            s.latency_ms["dispatch_lag"]
+        );
+    }
+
+    #[test]
+    fn warmup_requests_are_sent_and_excluded() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let mut cfg = config(Level::Concurrency(2), Arrival::Closed, 0, Some(10));
+        cfg.load.warmup = Warmup::Requests(4);
+        let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+        let s = out.recorder.stats();
+        assert_eq!(s.requests.succeeded, 10);
+        assert_eq!(s.requests.warmup, 4);
+    }
+
+    #[test]
+    fn sessions_run_their_turns_in_order_and_a_failed_turn_ends_its_session() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let mut cfg = config(Level::Concurrency(2), Arrival::Closed, 0, Some(12));
+        Arc::make_mut(&mut cfg.workload).api = Api::Chat;
+        Arc::make_mut(&mut cfg.workload).conversation = Some(infer_bench_spec::Conversation {
+            turns: 3,
+            think_time: D::from_millis(20),
+        });
+        let seen = Arc::new(Mutex::new(Vec::<(u64, u32, bool, Instant, Instant)>::new()));
+        let log = seen.clone();
+        let mut e = env(&rt);
+        e.sink = Some(Arc::new(move |r: &RequestRecord| {
+            log.lock()
+                .push((r.index, r.turn, r.ok(), r.t_sched, r.t_done))
+        }));
+        // Request index 4 is turn 1 of session 1: it fails, so turn 2 of
+        // that session (index 5) is never sent.
+        let backend = FakeBackend {
+            fail_every: 5,
+            ..FakeBackend::default()
+        };
+        let out = run_once(Arc::new(backend), &cfg, "h", 0, &e);
+        let s = out.recorder.stats();
+        assert_eq!(s.requests.sent, 12);
+        let seen = seen.lock().clone();
+        let indices: std::collections::BTreeSet<u64> = seen.iter().map(|r| r.0).collect();
+        assert!(!indices.contains(&5), "{indices:?}");
+        assert!(seen.iter().all(|r| r.1 as u64 == r.0 % 3));
+        // A later turn is scheduled at the previous turn's end + think time.
+        for r in &seen {
+            if r.1 > 0 {
+                let prev = seen.iter().find(|p| p.0 == r.0 - 1).unwrap();
+                assert_eq!(r.3, prev.4 + Duration::from_millis(20));
+            }
+        }
+        let turns = out.recorder.turns().unwrap();
+        assert_eq!(turns.len(), 3);
+        assert_eq!(
+            turns.values().map(|t| t.counts().sent).sum::<u64>(),
+            s.requests.sent
+        );
+    }
+
+    #[test]
+    fn interruption_stops_the_run_and_counts_what_was_in_flight() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let cfg = config(Level::Concurrency(3), Arrival::Closed, 60_000, None);
+        let e = env(&rt);
+        let intr = e.interrupt.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            intr.trigger();
+        });
+        let slow = FakeBackend {
+            ttft: Duration::from_secs(30),
+            ..FakeBackend::default()
+        };
+        let started = Instant::now();
+        let out = run_once(Arc::new(slow), &cfg, "h", 0, &e);
+        assert!(out.interrupted);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.recorder.stats().requests.unfinished, 3);
+    }
+}

@@ -1,0 +1,517 @@
+//! Managed servers: starts the target's `launch` command (no shell) with
+//! its placeholders filled in, captures its output into the run's folder,
+//! waits until its readiness path answers 200, records what it says about
+//! itself, and stops it (SIGTERM to its process group, SIGKILL after the
+//! grace period) when its group of points is done, on Ctrl-C, on any error,
+//! and if this process dies (PR_SET_PDEATHSIG), so no server is left behind.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::engine::Interrupt;
+use infer_bench_spec::plan::PointConfig;
+use infer_bench_spec::results::ServerInfo;
+
+/// A server this process started.
+pub struct Launched {
+    child: Option<Child>,
+    spec_dir: PathBuf,
+    base_url: String,
+    port: u16,
+    log: PathBuf,
+    info: ServerInfo,
+    grace: Duration,
+}
+
+/// A free TCP port on 127.0.0.1 (the OS picks it; the listener is closed
+/// again, so a server can bind it a moment later).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Values of the launch placeholders for one point.
+pub fn placeholder_values(
+    cfg: &PointConfig,
+    port: u16,
+    spec_dir: &Path,
+) -> Vec<(String, Option<String>)> {
+    let p = cfg.precision.as_ref();
+    let spec_dir = std::path::absolute(spec_dir).unwrap_or_else(|_| spec_dir.to_path_buf());
+    let dir = spec_dir.display().to_string();
+    // Paths in the spec (weights, tokenizer) may themselves use {spec.dir}.
+    let path = |v: Option<String>| {
+        v.map(|v| {
+            let v = v.replace("{spec.dir}", &dir);
+            fill(&v, &[], false).unwrap_or(v)
+        })
+    };
+    vec![
+        ("spec.dir".into(), Some(dir.clone())),
+        ("port".into(), Some(port.to_string())),
+        ("host".into(), Some("127.0.0.1".into())),
+        ("model".into(), Some(cfg.model.name.clone())),
+        (
+            "model.served_name".into(),
+            Some(cfg.served_name().to_string()),
+        ),
+        (
+            "model.weights".into(),
+            path(
+                p.and_then(|p| p.weights.clone())
+                    .or_else(|| cfg.model.weights.clone()),
+            ),
+        ),
+        ("model.tokenizer".into(), path(cfg.model.tokenizer.clone())),
+        ("precision".into(), p.map(|p| p.name.clone())),
+        ("precision.arg".into(), p.and_then(|p| p.arg.clone())),
+        (
+            "precision.weights".into(),
+            path(
+                p.and_then(|p| p.weights.clone())
+                    .or_else(|| cfg.model.weights.clone()),
+            ),
+        ),
+        (
+            "precision.dtype".into(),
+            p.and_then(|p| p.dtype)
+                .and_then(|d| serde_json::to_value(d).ok())
+                .and_then(|v| v.as_str().map(str::to_string)),
+        ),
+    ]
+}
+
+/// Fills `{...}` placeholders. `redact` replaces `{env.*}` values with a
+/// marker, for the command as recorded in results.
+pub fn fill(
+    template: &str,
+    values: &[(String, Option<String>)],
+    redact: bool,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            out.push_str(&rest[open..]);
+            return Ok(out);
+        };
+        let key = &after[..close];
+        let value = if let Some(var) = key.strip_prefix("env.") {
+            if redact {
+                Some(format!("<${var}>"))
+            } else {
+                Some(std::env::var(var).map_err(|_| format!("the launch command uses {{{key}}}, but the environment variable {var} is not set"))?)
+            }
+        } else {
+            match values.iter().find(|(k, _)| k == key) {
+                Some((_, Some(v))) => Some(v.clone()),
+                Some((_, None)) => {
+                    return Err(format!(
+                        "the launch command uses {{{key}}}, which has no value for this point (set it in the spec)"
+                    ));
+                }
+                None => None,
+            }
+        };
+        match value {
+            Some(v) => out.push_str(&v),
+            None => {
+                out.push('{');
+                out.push_str(key);
+                out.push('}');
+            }
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
+        .iter()
+        .any(|s| n.contains(s))
+}
+
+/// The command as recorded: values after secret-looking flags redacted.
+pub fn redact_command(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for a in args {
+        if hide_next {
+            out.push("<redacted>".into());
+            hide_next = false;
+            continue;
+        }
+        match a.split_once('=') {
+            Some((flag, _)) if flag.starts_with('-') && looks_secret(flag) => {
+                out.push(format!("{flag}=<redacted>"))
+            }
+            _ => {
+                hide_next = a.starts_with('-') && looks_secret(a);
+                out.push(a.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The last `n` lines of a log file.
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(16 * 1024)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn with_tail(msg: String, log: &Path) -> String {
+    let tail = log_tail(log, 20);
+    if tail.trim().is_empty() {
+        format!("{msg} (its log {} is empty)", log.display())
+    } else {
+        format!("{msg}; last lines of {}:\n{}", log.display(), indent(&tail))
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines()
+        .map(|l| format!("    | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Launched {
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    pub fn start(
+        cfg: &PointConfig,
+        spec_dir: &Path,
+        log_dir: &Path,
+        handle: &tokio::runtime::Handle,
+        interrupt: &Interrupt,
+    ) -> Result<Launched, String> {
+        let launch = cfg
+            .target
+            .launch
+            .as_ref()
+            .ok_or("the target has no launch block")?;
+        let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
+        let values = placeholder_values(cfg, port, spec_dir);
+        let args: Vec<String> = launch
+            .command
+            .iter()
+            .map(|a| fill(a, &values, false))
+            .collect::<Result<_, _>>()?;
+        let recorded: Vec<String> = launch
+            .command
+            .iter()
+            .map(|a| fill(a, &values, true))
+            .collect::<Result<_, _>>()?;
+        let base_url = fill(
+            cfg.target
+                .base_url
+                .as_deref()
+                .unwrap_or("http://127.0.0.1:{port}/v1"),
+            &values,
+            false,
+        )?;
+        std::fs::create_dir_all(log_dir)
+            .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
+        let group = format!(
+            "{}.{}{}",
+            cfg.target.name,
+            cfg.model.name,
+            cfg.precision
+                .as_ref()
+                .map(|p| format!(".{}", p.name))
+                .unwrap_or_default()
+        );
+        let log = log_dir.join(format!("{group}.log"));
+        let out =
+            File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let (program, rest) = args.split_first().ok_or("the launch command is empty")?;
+        let mut cmd = Command::new(program);
+        cmd.args(rest)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        for (k, v) in &launch.env {
+            cmd.env(k, fill(v, &values, false)?);
+        }
+        if let Some(dir) = &launch.cwd {
+            cmd.current_dir(spec_dir.join(fill(dir, &values, false)?));
+        }
+        // SAFETY: prctl is async-signal-safe; it only asks the kernel to
+        // kill the server if this thread (the run's main thread) dies.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                " (is it installed and on PATH?)"
+            } else {
+                ""
+            };
+            format!("cannot start `{program}`: {e}{hint}")
+        })?;
+        let mut server = Launched {
+            child: Some(child),
+            spec_dir: spec_dir.to_path_buf(),
+            base_url,
+            port,
+            log,
+            info: ServerInfo {
+                command: Some(redact_command(&recorded)),
+                ..ServerInfo::default()
+            },
+            grace: launch.stop_grace.as_std(),
+        };
+        let ready_url = format!("http://127.0.0.1:{port}{}", launch.ready);
+        let deadline = Instant::now() + launch.startup_timeout.as_std();
+        let client = crate::backend::openai::control_client(Duration::from_secs(2))?;
+        loop {
+            if interrupt.is_set() {
+                server.stop(handle);
+                return Err("interrupted while the server was starting".into());
+            }
+            server.check_alive()?;
+            let ok = handle.block_on(async {
+                client
+                    .get(&ready_url)
+                    .send()
+                    .await
+                    .map(|r| r.status().is_success())
+                    .unwrap_or(false)
+            });
+            if ok {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let msg = with_tail(
+                    format!(
+                        "the server did not answer 200 on {ready_url} within {}",
+                        launch.startup_timeout
+                    ),
+                    &server.log,
+                );
+                server.stop(handle);
+                return Err(msg);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server.info.log = Some(server.log.display().to_string());
+        server.identify(handle, &client);
+        Ok(server)
+    }
+
+    /// Asks the server what it is: `/v1/models` (model and owner), the
+    /// `Server` header, and `/version` where it exists (vLLM, TGI's /info).
+    fn identify(&mut self, handle: &tokio::runtime::Handle, client: &reqwest::Client) {
+        let root = format!("http://127.0.0.1:{}", self.port);
+        let models = format!("{}/models", self.base_url.trim_end_matches('/'));
+        let (model, owner, header) = handle.block_on(async {
+            let Ok(r) = client.get(&models).send().await else {
+                return (None, None, None);
+            };
+            let header = r
+                .headers()
+                .get("server")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let v: serde_json::Value = r.json().await.unwrap_or_default();
+            let first = v.get("data").and_then(|d| d.get(0));
+            let model = first
+                .and_then(|m| m.get("id"))
+                .and_then(|x| x.as_str())
+                .map(str::to_string);
+            let owner = first
+                .and_then(|m| m.get("owned_by"))
+                .and_then(|x| x.as_str())
+                .map(str::to_string);
+            (model, owner, header)
+        });
+        let version = handle.block_on(async {
+            for path in ["/version", "/info"] {
+                if let Ok(r) = client.get(format!("{root}{path}")).send().await {
+                    if r.status().is_success() {
+                        if let Ok(v) = r.json::<serde_json::Value>().await {
+                            if let Some(s) = v.get("version").and_then(|x| x.as_str()) {
+                                return Some(s.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+            None
+        });
+        self.info.model = model;
+        self.info.name = header.or(owner);
+        self.info.version = version;
+    }
+
+    pub fn base_url(&self) -> String {
+        self.base_url.clone()
+    }
+
+    pub fn metrics_url(&self, cfg: &PointConfig) -> Option<String> {
+        let values = placeholder_values(cfg, self.port, &self.spec_dir);
+        cfg.target
+            .metrics_url
+            .as_ref()
+            .and_then(|m| fill(m, &values, false).ok())
+    }
+
+    pub fn info(&self) -> ServerInfo {
+        self.info.clone()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// An error (with the log's tail) if the process has exited.
+    pub fn check_alive(&mut self) -> Result<(), String> {
+        let Some(child) = self.child.as_mut() else {
+            return Err("the server was stopped".into());
+        };
+        match child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => {
+                self.child = None;
+                Err(with_tail(
+                    format!("the server exited ({status})"),
+                    &self.log,
+                ))
+            }
+            Err(e) => Err(format!("cannot check on the server: {e}")),
+        }
+    }
+
+    /// SIGTERM to the process group, SIGKILL after the grace period.
+    pub fn stop(mut self, _handle: &tokio::runtime::Handle) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pgid = child.id() as libc::pid_t;
+        // SAFETY: signalling a process group we created.
+        unsafe {
+            libc::killpg(pgid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + self.grace;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => {
+                    // SAFETY: as above.
+                    unsafe {
+                        libc::killpg(pgid, libc::SIGKILL);
+                    }
+                    let _ = child.wait();
+                    break;
+                }
+            }
+        }
+        // Children that outlived the leader still get the group's SIGKILL.
+        // SAFETY: as above; ESRCH when the group is gone is fine.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_placeholders_and_redacts() {
+        let values = vec![
+            ("port".to_string(), Some("8080".to_string())),
+            ("model.weights".to_string(), None),
+        ];
+        assert_eq!(
+            fill("--port={port}", &values, false).unwrap(),
+            "--port=8080"
+        );
+        assert!(
+            fill("{model.weights}", &values, false)
+                .unwrap_err()
+                .contains("{model.weights}")
+        );
+        assert_eq!(
+            fill("{env.HOME_DIR_X}", &values, true).unwrap(),
+            "<$HOME_DIR_X>"
+        );
+        assert!(
+            fill("{env.SURELY_NOT_SET_12345}", &values, false)
+                .unwrap_err()
+                .contains("SURELY_NOT_SET_12345")
+        );
+        assert_eq!(fill("{{json}}", &values, false).unwrap(), "{{json}}");
+        let cmd: Vec<String> = [
+            "vllm",
+            "--api-key",
+            "s3cret",
+            "--hf-token=abc",
+            "--port",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            redact_command(&cmd),
+            vec![
+                "vllm",
+                "--api-key",
+                "<redacted>",
+                "--hf-token=<redacted>",
+                "--port",
+                "1"
+            ]
+        );
+    }
+}

@@ -1,0 +1,1046 @@
+//! The recorder: turns finished requests into the statistics of one run,
+//! exactly as METRICS.md defines them. Latencies go into HDR histograms
+//! (µs); failures are counted by class; fixed-length windows and ramp steps
+//! keep statistics of their own. Memory depends on the number of windows
+//! and steps, never on the number of requests.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::backend::{RequestRecord, TokenSource};
+use infer_bench_results::hist::{Hist, Summary, decode, encode, new_hist};
+use infer_bench_results::metric::Metric;
+use infer_bench_spec::Goodput;
+use infer_bench_spec::results::{
+    Counts, PhaseTimeline, RunShard, Stats, TallyData, TokenStats, WindowStats,
+};
+
+/// Latency histograms kept per run, in this order.
+pub const LATENCIES: &[&str] = &[
+    "ttft",
+    "ttft_from_send",
+    "tpot",
+    "itl",
+    "itl_token",
+    "e2e",
+    "dispatch_lag",
+    "queue_wait",
+];
+
+fn ns(a: Instant, b: Instant) -> u64 {
+    b.saturating_duration_since(a).as_nanos() as u64
+}
+
+/// Statistics of one set of requests (a run, a window or a step).
+#[derive(Clone)]
+pub struct Tally {
+    latency: Vec<Hist>,
+    input: Hist,
+    output: Hist,
+    /// Lengths as built by the client, of every request sent.
+    requested_input: Hist,
+    requested_output: Hist,
+    counts: Counts,
+    errors: BTreeMap<String, u64>,
+    error_examples: BTreeMap<String, String>,
+    good: u64,
+    good_output_total: u64,
+    input_total: u64,
+    output_total: u64,
+    sources: BTreeMap<String, u64>,
+    requested_input_sum: u64,
+    requested_output_sum: u64,
+    reported_input_sum: u64,
+    reported_input_n: u64,
+    /// Requests whose reported prompt length equals the requested one.
+    reported_input_exact: u64,
+    in_flight_ns: u128,
+    first_send: Option<Instant>,
+    last_send: Option<Instant>,
+    first_sched: Option<Instant>,
+    last_sched: Option<Instant>,
+    last_done: Option<Instant>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            latency: LATENCIES.iter().map(|_| new_hist()).collect(),
+            input: new_hist(),
+            output: new_hist(),
+            requested_input: new_hist(),
+            requested_output: new_hist(),
+            counts: Counts::default(),
+            errors: BTreeMap::new(),
+            error_examples: BTreeMap::new(),
+            good: 0,
+            good_output_total: 0,
+            input_total: 0,
+            output_total: 0,
+            sources: BTreeMap::new(),
+            requested_input_sum: 0,
+            requested_output_sum: 0,
+            reported_input_sum: 0,
+            reported_input_n: 0,
+            reported_input_exact: 0,
+            in_flight_ns: 0,
+            first_send: None,
+            last_send: None,
+            first_sched: None,
+            last_sched: None,
+            last_done: None,
+        }
+    }
+}
+
+fn rec_us(h: &mut Hist, ns: u64) {
+    // Values round to the nearest microsecond; 0 is kept as 0.
+    let _ = h.record((ns + 500) / 1000);
+}
+
+/// Per-request derived values, computed once and recorded into every tally
+/// that the request belongs to.
+struct Derived {
+    ttft: Option<u64>,
+    ttft_send: Option<u64>,
+    e2e: Option<u64>,
+    tpot: Option<u64>,
+    itl: Vec<u64>,
+    itl_token: Vec<(u64, u32)>,
+    dispatch: u64,
+    queue: u64,
+    input: u32,
+    output: u32,
+    source: TokenSource,
+    good: bool,
+}
+
+fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput) -> Derived {
+    let (output, source) = r.output_tokens();
+    let input = r.usage.prompt_tokens.unwrap_or(r.requested_input);
+    let mut d = Derived {
+        ttft: None,
+        ttft_send: None,
+        e2e: None,
+        tpot: None,
+        itl: Vec::new(),
+        itl_token: Vec::new(),
+        dispatch: ns(r.t_slot, r.t_send),
+        queue: ns(r.t_sched, r.t_slot),
+        input,
+        output,
+        source,
+        good: false,
+    };
+    if !r.ok() || r.events.is_empty() {
+        return d;
+    }
+    let first = r.events[0].at_ns;
+    let last = r.events[r.events.len() - 1].at_ns;
+    let send_offset = ns(r.t_sched, r.t_send);
+    d.e2e = Some(send_offset + last);
+    if stream {
+        d.ttft = Some(send_offset + first);
+        d.ttft_send = Some(first);
+        if output >= 2 {
+            d.tpot = Some((last - first) / (output as u64 - 1));
+        }
+        let per_event = r.tokens_per_event();
+        for (i, w) in r.events.windows(2).enumerate() {
+            let gap = w[1].at_ns - w[0].at_ns;
+            d.itl.push(gap);
+            let k = per_event.get(i + 1).copied().unwrap_or(1).max(1);
+            d.itl_token.push((gap / k as u64, k));
+        }
+    }
+    let within = |v: Option<u64>, bound: Option<infer_bench_spec::Duration>| match (v, bound) {
+        (Some(v), Some(b)) => v <= b.as_nanos(),
+        _ => true,
+    };
+    d.good =
+        within(d.ttft, goodput.ttft) && within(d.tpot, goodput.tpot) && within(d.e2e, goodput.e2e);
+    d
+}
+
+impl Tally {
+    fn add(&mut self, r: &RequestRecord, d: &Derived) {
+        rec_us(&mut self.latency[6], d.dispatch);
+        rec_us(&mut self.latency[7], d.queue);
+        self.counts.sent += 1;
+        self.counts.resent += r.retries as u64;
+        self.requested_input_sum += r.requested_input as u64;
+        self.requested_output_sum += r.requested_output as u64;
+        let _ = self.requested_input.record(r.requested_input as u64);
+        let _ = self.requested_output.record(r.requested_output as u64);
+        self.first_send = Some(self.first_send.map_or(r.t_send, |t| t.min(r.t_send)));
+        self.last_send = Some(self.last_send.map_or(r.t_send, |t| t.max(r.t_send)));
+        self.first_sched = Some(self.first_sched.map_or(r.t_sched, |t| t.min(r.t_sched)));
+        self.last_sched = Some(self.last_sched.map_or(r.t_sched, |t| t.max(r.t_sched)));
+        self.last_done = Some(self.last_done.map_or(r.t_done, |t| t.max(r.t_done)));
+        self.in_flight_ns += ns(r.t_send, r.t_done) as u128;
+        if let Some(f) = &r.failure {
+            self.counts.failed += 1;
+            let name = f.class.name().to_string();
+            *self.errors.entry(name.clone()).or_default() += 1;
+            self.error_examples
+                .entry(name)
+                .or_insert_with(|| f.detail.chars().take(300).collect());
+            return;
+        }
+        self.counts.succeeded += 1;
+        if d.good {
+            self.good += 1;
+            self.good_output_total += d.output as u64;
+        }
+        for (i, v) in [d.ttft, d.ttft_send, d.tpot].into_iter().enumerate() {
+            if let Some(v) = v {
+                rec_us(&mut self.latency[i], v);
+            }
+        }
+        for gap in &d.itl {
+            rec_us(&mut self.latency[3], *gap);
+        }
+        for (per_token, k) in &d.itl_token {
+            let _ = self.latency[4].record_n((per_token + 500) / 1000, *k as u64);
+        }
+        if let Some(v) = d.e2e {
+            rec_us(&mut self.latency[5], v);
+        }
+        let _ = self.input.record(d.input as u64);
+        let _ = self.output.record(d.output as u64);
+        self.input_total += d.input as u64;
+        self.output_total += d.output as u64;
+        let src = match d.source {
+            TokenSource::Usage => "usage",
+            TokenSource::TokenIds => "token_ids",
+            TokenSource::Events => "events",
+        };
+        *self.sources.entry(src.to_string()).or_default() += 1;
+        if let Some(p) = r.usage.prompt_tokens {
+            self.reported_input_sum += p as u64;
+            self.reported_input_n += 1;
+            self.reported_input_exact += (p == r.requested_input) as u64;
+        }
+    }
+
+    /// Adds another tally (runs merged into a point).
+    pub fn merge(&mut self, o: &Tally) {
+        for (a, b) in self.latency.iter_mut().zip(&o.latency) {
+            let _ = a.add(b);
+        }
+        let _ = self.input.add(&o.input);
+        let _ = self.output.add(&o.output);
+        let _ = self.requested_input.add(&o.requested_input);
+        let _ = self.requested_output.add(&o.requested_output);
+        self.counts.sent += o.counts.sent;
+        self.counts.succeeded += o.counts.succeeded;
+        self.counts.failed += o.counts.failed;
+        self.counts.warmup += o.counts.warmup;
+        self.counts.unfinished += o.counts.unfinished;
+        self.counts.resent += o.counts.resent;
+        for (k, v) in &o.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &o.error_examples {
+            self.error_examples
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
+        }
+        for (k, v) in &o.sources {
+            *self.sources.entry(k.clone()).or_default() += v;
+        }
+        self.good += o.good;
+        self.good_output_total += o.good_output_total;
+        self.input_total += o.input_total;
+        self.output_total += o.output_total;
+        self.requested_input_sum += o.requested_input_sum;
+        self.requested_output_sum += o.requested_output_sum;
+        self.reported_input_sum += o.reported_input_sum;
+        self.reported_input_n += o.reported_input_n;
+        self.reported_input_exact += o.reported_input_exact;
+        self.in_flight_ns += o.in_flight_ns;
+    }
+
+    /// The statistics over a window of `window_s` seconds. `open_rate`:
+    /// whether offered and achieved send rates mean something (open loop).
+    pub fn stats(&self, window_s: f64, open: bool, concurrency_max: u64) -> Stats {
+        let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
+        let n = self.counts.succeeded + self.counts.failed;
+        let latency_ms = LATENCIES
+            .iter()
+            .zip(&self.latency)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(name, h)| (name.to_string(), Summary::of(h, 1000.0)))
+            .collect();
+        let span_rate =
+            |first: Option<Instant>, last: Option<Instant>, count: u64| match (first, last) {
+                (Some(f), Some(l)) if count >= 2 && l > f => {
+                    Some((count - 1) as f64 / l.duration_since(f).as_secs_f64())
+                }
+                _ => None,
+            };
+        Stats {
+            window_s,
+            requests: self.counts.clone(),
+            errors: self.errors.clone(),
+            error_examples: self.error_examples.clone(),
+            latency_ms,
+            tokens: TokenStats {
+                input_total: self.input_total,
+                output_total: self.output_total,
+                good_output_total: self.good_output_total,
+                input: Summary::of(&self.input, 1.0),
+                output: Summary::of(&self.output, 1.0),
+                output_source: self.sources.clone(),
+                requested_input_mean: if self.counts.sent > 0 {
+                    self.requested_input_sum as f64 / self.counts.sent as f64
+                } else {
+                    0.0
+                },
+                reported_input_mean: (self.reported_input_n > 0)
+                    .then(|| self.reported_input_sum as f64 / self.reported_input_n as f64),
+                requested_output_mean: if self.counts.sent > 0 {
+                    self.requested_output_sum as f64 / self.counts.sent as f64
+                } else {
+                    0.0
+                },
+                requested_input: Summary::of(&self.requested_input, 1.0),
+                requested_output: Summary::of(&self.requested_output, 1.0),
+                reported_input_exact: (self.reported_input_n > 0)
+                    .then(|| self.reported_input_exact as f64 / self.reported_input_n as f64),
+            },
+            request_throughput: per_s(self.counts.succeeded as f64),
+            input_tokens_per_s: per_s(self.input_total as f64),
+            output_tokens_per_s: per_s(self.output_total as f64),
+            total_tokens_per_s: per_s((self.input_total + self.output_total) as f64),
+            goodput: per_s(self.good as f64),
+            goodput_ratio: if n > 0 {
+                self.good as f64 / n as f64
+            } else {
+                0.0
+            },
+            error_rate: if n > 0 {
+                self.counts.failed as f64 / n as f64
+            } else {
+                0.0
+            },
+            offered_rate: if open {
+                span_rate(self.first_sched, self.last_sched, self.counts.sent)
+            } else {
+                None
+            },
+            achieved_send_rate: if open {
+                span_rate(self.first_send, self.last_send, self.counts.sent)
+            } else {
+                None
+            },
+            concurrency_mean: if window_s > 0.0 {
+                self.in_flight_ns as f64 / 1e9 / window_s
+            } else {
+                0.0
+            },
+            concurrency_max,
+        }
+    }
+
+    /// Encoded histograms by metric name.
+    pub fn histograms(&self) -> BTreeMap<String, String> {
+        let mut out: BTreeMap<String, String> = LATENCIES
+            .iter()
+            .zip(&self.latency)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(n, h)| (n.to_string(), encode(h)))
+            .collect();
+        if !self.input.is_empty() {
+            out.insert(Metric::InputTokens.name().into(), encode(&self.input));
+            out.insert(Metric::OutputTokens.name().into(), encode(&self.output));
+        }
+        out
+    }
+
+    pub fn last_done(&self) -> Option<Instant> {
+        self.last_done
+    }
+
+    /// Live median TTFT (ms) for progress display.
+    pub fn ttft_p50_ms(&self) -> Option<f64> {
+        let h = &self.latency[0];
+        (!h.is_empty()).then(|| h.value_at_quantile(0.5) as f64 / 1000.0)
+    }
+
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    pub fn output_total(&self) -> u64 {
+        self.output_total
+    }
+}
+
+/// Histogram names of a tally's token distributions in `TallyData`.
+const TOKEN_HISTS: [&str; 4] = [
+    "input_tokens",
+    "output_tokens",
+    "requested_input",
+    "requested_output",
+];
+
+/// Nanoseconds from `base` to `t` (negative when `t` is earlier).
+fn offset_ns(base: Instant, t: Instant) -> i64 {
+    match t.checked_duration_since(base) {
+        Some(d) => d.as_nanos() as i64,
+        None => -(base.duration_since(t).as_nanos() as i64),
+    }
+}
+
+/// The instant `ns` nanoseconds from `base`.
+fn at_offset(base: Instant, ns: i64) -> Instant {
+    let d = std::time::Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        base + d
+    } else {
+        base.checked_sub(d).unwrap_or(base)
+    }
+}
+
+impl Tally {
+    /// The tally as plain data, its instants as offsets from `base`.
+    pub fn to_data(&self, base: Instant) -> TallyData {
+        // The latencies and token counts as `histograms` keeps them, and
+        // the requested lengths beside them.
+        let mut histograms = self.histograms();
+        for (name, h) in TOKEN_HISTS[2..]
+            .iter()
+            .zip([&self.requested_input, &self.requested_output])
+        {
+            if !h.is_empty() {
+                histograms.insert(name.to_string(), encode(h));
+            }
+        }
+        let off = |t: Option<Instant>| t.map(|t| offset_ns(base, t));
+        TallyData {
+            histograms,
+            counts: self.counts.clone(),
+            errors: self.errors.clone(),
+            error_examples: self.error_examples.clone(),
+            good: self.good,
+            good_output_total: self.good_output_total,
+            input_total: self.input_total,
+            output_total: self.output_total,
+            output_source: self.sources.clone(),
+            requested_input_sum: self.requested_input_sum,
+            requested_output_sum: self.requested_output_sum,
+            reported_input_sum: self.reported_input_sum,
+            reported_input_n: self.reported_input_n,
+            reported_input_exact: self.reported_input_exact,
+            in_flight_ns: self.in_flight_ns.min(u64::MAX as u128) as u64,
+            first_send_ns: off(self.first_send),
+            last_send_ns: off(self.last_send),
+            first_sched_ns: off(self.first_sched),
+            last_sched_ns: off(self.last_sched),
+            last_done_ns: off(self.last_done),
+        }
+    }
+
+    /// The inverse of `to_data`, instants placed relative to `base`.
+    pub fn from_data(d: &TallyData, base: Instant) -> Result<Tally, String> {
+        let hist = |name: &str| -> Result<Hist, String> {
+            match d.histograms.get(name) {
+                Some(s) => decode(s).map_err(|e| format!("histogram {name}: {e}")),
+                None => Ok(new_hist()),
+            }
+        };
+        let latency = LATENCIES
+            .iter()
+            .map(|n| hist(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let at = |ns: Option<i64>| ns.map(|ns| at_offset(base, ns));
+        Ok(Tally {
+            latency,
+            input: hist(TOKEN_HISTS[0])?,
+            output: hist(TOKEN_HISTS[1])?,
+            requested_input: hist(TOKEN_HISTS[2])?,
+            requested_output: hist(TOKEN_HISTS[3])?,
+            counts: d.counts.clone(),
+            errors: d.errors.clone(),
+            error_examples: d.error_examples.clone(),
+            good: d.good,
+            good_output_total: d.good_output_total,
+            input_total: d.input_total,
+            output_total: d.output_total,
+            sources: d.output_source.clone(),
+            requested_input_sum: d.requested_input_sum,
+            requested_output_sum: d.requested_output_sum,
+            reported_input_sum: d.reported_input_sum,
+            reported_input_n: d.reported_input_n,
+            reported_input_exact: d.reported_input_exact,
+            in_flight_ns: d.in_flight_ns as u128,
+            first_send: at(d.first_send_ns),
+            last_send: at(d.last_send_ns),
+            first_sched: at(d.first_sched_ns),
+            last_sched: at(d.last_sched_ns),
+            last_done: at(d.last_done_ns),
+        })
+    }
+
+    /// Adds another tally whose instants are on the same clock, keeping
+    /// the earliest and latest instants of both (agents merged).
+    pub fn merge_union(&mut self, o: &Tally) {
+        self.merge(o);
+        let min = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let max = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.first_send = min(self.first_send, o.first_send);
+        self.last_send = max(self.last_send, o.last_send);
+        self.first_sched = min(self.first_sched, o.first_sched);
+        self.last_sched = max(self.last_sched, o.last_sched);
+        self.last_done = max(self.last_done, o.last_done);
+    }
+}
+
+/// Everything one run records.
+pub struct Recorder {
+    stream: bool,
+    goodput: Goodput,
+    open: bool,
+    pub run: Tally,
+    /// Start of the measurement window, once known.
+    window_start: Option<Instant>,
+    window_len_ns: u64,
+    current_window: Option<(u64, Tally)>,
+    windows: Vec<(u64, Tally)>,
+    steps: BTreeMap<u32, Tally>,
+    ramp: bool,
+    /// Conversations: per-turn tallies (turn 0 first).
+    turns: Option<BTreeMap<u32, Tally>>,
+    /// Mixed workloads: per-part tallies.
+    parts: Option<BTreeMap<u32, Tally>>,
+    /// Time in prefill and decode, from the run's origin (all requests).
+    phases: Option<(Instant, Phases)>,
+    concurrency_max: u64,
+}
+
+/// Request time in prefill and in decode per bucket of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Phases {
+    pub prefill_s: Vec<f64>,
+    pub decode_s: Vec<f64>,
+}
+
+/// Width of a phase bucket.
+pub const PHASE_BUCKET_NS: u64 = 100_000_000;
+/// Buckets kept per run (2.8 hours at 100 ms); later time is not attributed.
+const MAX_PHASE_BUCKETS: usize = 100_000;
+
+impl Phases {
+    /// Adds the interval [a, b) (ns from the origin) to the buckets `v`.
+    fn add(v: &mut Vec<f64>, a: u64, b: u64) {
+        if b <= a {
+            return;
+        }
+        let first = (a / PHASE_BUCKET_NS) as usize;
+        let last = ((b - 1) / PHASE_BUCKET_NS) as usize;
+        if first >= MAX_PHASE_BUCKETS {
+            return;
+        }
+        let last = last.min(MAX_PHASE_BUCKETS - 1);
+        if v.len() <= last {
+            v.resize(last + 1, 0.0);
+        }
+        for (i, slot) in v.iter_mut().enumerate().take(last + 1).skip(first) {
+            let lo = (i as u64 * PHASE_BUCKET_NS).max(a);
+            let hi = ((i as u64 + 1) * PHASE_BUCKET_NS).min(b);
+            *slot += hi.saturating_sub(lo) as f64 / 1e9;
+        }
+    }
+
+    fn record(&mut self, origin: Instant, r: &RequestRecord) {
+        let send = ns(origin, r.t_send);
+        let done = ns(origin, r.t_done).max(send);
+        let first = r
+            .events
+            .first()
+            .map(|e| (send + e.at_ns).min(done))
+            .unwrap_or(done);
+        Phases::add(&mut self.prefill_s, send, first);
+        Phases::add(&mut self.decode_s, first, done);
+    }
+
+    /// As results keep it.
+    pub fn to_data(&self) -> PhaseTimeline {
+        let n = self.prefill_s.len().max(self.decode_s.len());
+        let mut p = self.prefill_s.clone();
+        let mut d = self.decode_s.clone();
+        p.resize(n, 0.0);
+        d.resize(n, 0.0);
+        PhaseTimeline {
+            bucket_ns: PHASE_BUCKET_NS,
+            prefill_s: p,
+            decode_s: d,
+        }
+    }
+
+    pub fn from_data(t: &PhaseTimeline) -> Phases {
+        Phases {
+            prefill_s: t.prefill_s.clone(),
+            decode_s: t.decode_s.clone(),
+        }
+    }
+
+    /// Adds another run's (an agent's share) bucket by bucket.
+    pub fn add_all(&mut self, o: &Phases) {
+        for (mine, theirs) in [
+            (&mut self.prefill_s, &o.prefill_s),
+            (&mut self.decode_s, &o.decode_s),
+        ] {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0.0);
+            }
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+    }
+}
+
+impl Recorder {
+    pub fn new(
+        stream: bool,
+        goodput: Goodput,
+        open: bool,
+        window: infer_bench_spec::Duration,
+        ramp: bool,
+    ) -> Recorder {
+        Recorder {
+            stream,
+            goodput,
+            open,
+            run: Tally::default(),
+            window_start: None,
+            window_len_ns: window.as_nanos().max(1),
+            current_window: None,
+            windows: Vec::new(),
+            steps: BTreeMap::new(),
+            ramp,
+            turns: None,
+            parts: None,
+            phases: None,
+            concurrency_max: 0,
+        }
+    }
+
+    /// Keeps a tally per conversation turn as well.
+    pub fn track_turns(&mut self) {
+        self.turns.get_or_insert_with(BTreeMap::new);
+    }
+
+    /// Per-turn tallies (conversations), turn 0 first.
+    pub fn turns(&self) -> Option<&BTreeMap<u32, Tally>> {
+        self.turns.as_ref()
+    }
+
+    /// Keeps a tally per part of a mixed workload as well.
+    pub fn track_parts(&mut self) {
+        self.parts.get_or_insert_with(BTreeMap::new);
+    }
+
+    /// Per-part tallies (mixed workloads).
+    pub fn parts(&self) -> Option<&BTreeMap<u32, Tally>> {
+        self.parts.as_ref()
+    }
+
+    /// Keeps the prefill/decode timeline from `origin` (the run's start).
+    pub fn track_phases(&mut self, origin: Instant) {
+        self.phases
+            .get_or_insert_with(|| (origin, Phases::default()));
+    }
+
+    /// The prefill/decode timeline and its origin.
+    pub fn phases(&self) -> Option<&(Instant, Phases)> {
+        self.phases.as_ref()
+    }
+
+    pub fn set_window_start(&mut self, t: Instant) {
+        self.window_start.get_or_insert(t);
+    }
+
+    pub fn window_start(&self) -> Option<Instant> {
+        self.window_start
+    }
+
+    pub fn note_in_flight(&mut self, n: u64) {
+        self.concurrency_max = self.concurrency_max.max(n);
+    }
+
+    /// Records one finished request.
+    pub fn record(&mut self, r: &RequestRecord) {
+        if let Some((origin, p)) = &mut self.phases {
+            p.record(*origin, r);
+        }
+        if r.warmup {
+            self.run.counts.warmup += 1;
+            return;
+        }
+        let d = derive(r, self.stream, &self.goodput);
+        self.run.add(r, &d);
+        if self.ramp {
+            self.steps.entry(r.step).or_default().add(r, &d);
+        }
+        if let Some(turns) = &mut self.turns {
+            turns.entry(r.turn).or_default().add(r, &d);
+        }
+        if let Some(parts) = &mut self.parts {
+            parts.entry(r.part).or_default().add(r, &d);
+        }
+        if let Some(start) = self.window_start {
+            let w = ns(start, r.t_done) / self.window_len_ns;
+            match &mut self.current_window {
+                Some((i, t)) if *i == w => t.add(r, &d),
+                // Stragglers from an earlier window count in the current one.
+                Some((i, t)) if *i > w => t.add(r, &d),
+                _ => {
+                    if let Some(done) = self.current_window.take() {
+                        self.windows.push(done);
+                    }
+                    let mut t = Tally::default();
+                    t.add(r, &d);
+                    self.current_window = Some((w, t));
+                }
+            }
+        }
+    }
+
+    /// Counts requests that never finished (run cut short).
+    pub fn unfinished(&mut self, n: u64) {
+        self.run.counts.unfinished += n;
+    }
+
+    /// The length of the measurement window: from its start to the last
+    /// measured completion.
+    pub fn window_s(&self) -> f64 {
+        match (self.window_start, self.run.last_done()) {
+            (Some(s), Some(e)) if e > s => e.duration_since(s).as_secs_f64(),
+            _ => 0.0,
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.run
+            .stats(self.window_s(), self.open, self.concurrency_max)
+    }
+
+    /// Full windows only: the partial last window is left out, since a
+    /// short tail would add noise, not evidence.
+    pub fn windows(&self) -> Vec<WindowStats> {
+        let len_s = self.window_len_ns as f64 / 1e9;
+        let mut all: Vec<&(u64, Tally)> = self.windows.iter().collect();
+        if let Some(c) = &self.current_window {
+            all.push(c);
+        }
+        let end = self.window_s();
+        all.into_iter()
+            .filter(|(i, _)| (*i as f64 + 1.0) * len_s <= end + 1e-9)
+            .map(|(i, t)| WindowStats {
+                start_s: *i as f64 * len_s,
+                end_s: (*i as f64 + 1.0) * len_s,
+                stats: t.stats(len_s, self.open, 0),
+            })
+            .collect()
+    }
+
+    /// Per-step tallies (ramp), with the step's length in seconds.
+    pub fn steps(&self) -> &BTreeMap<u32, Tally> {
+        &self.steps
+    }
+
+    /// The most requests in flight at once.
+    pub fn concurrency_max(&self) -> u64 {
+        self.concurrency_max
+    }
+
+    /// This run as one agent's shard, instants from the agreed start `t0`.
+    pub fn shard(&self, t0: Instant, agreed_start: String, start_late_ms: f64) -> RunShard {
+        let mut windows: BTreeMap<u64, TallyData> = self
+            .windows
+            .iter()
+            .map(|(i, t)| (*i, t.to_data(t0)))
+            .collect();
+        if let Some((i, t)) = &self.current_window {
+            windows.insert(*i, t.to_data(t0));
+        }
+        let data = |m: &BTreeMap<u32, Tally>| m.iter().map(|(k, t)| (*k, t.to_data(t0))).collect();
+        RunShard {
+            agreed_start,
+            start_late_ms,
+            window_start_ns: self.window_start.map(|w| offset_ns(t0, w)),
+            window_len_ns: self.window_len_ns,
+            concurrency_max: self.concurrency_max,
+            tally: self.run.to_data(t0),
+            windows,
+            steps: data(&self.steps),
+            turns: self.turns.as_ref().map(data).unwrap_or_default(),
+            parts: self.parts.as_ref().map(data).unwrap_or_default(),
+            phases: self.phases.as_ref().map(|(_, p)| p.to_data()),
+            telemetry_origin_s: None,
+        }
+    }
+
+    /// The recorder of one run as if one process had sent every agent's
+    /// share: tallies added, instants on the agreed clock, the window from
+    /// the earliest agent's start to the latest completion. The most
+    /// requests in flight at once is the sum of the agents' (an upper
+    /// bound: their peaks need not coincide).
+    pub fn from_shards(
+        shards: &[&RunShard],
+        stream: bool,
+        goodput: Goodput,
+        open: bool,
+    ) -> Result<Recorder, String> {
+        let base = Instant::now();
+        let first = shards.first().ok_or("no shards")?;
+        let mut r = Recorder {
+            stream,
+            goodput,
+            open,
+            run: Tally::default(),
+            window_start: None,
+            window_len_ns: first.window_len_ns.max(1),
+            current_window: None,
+            windows: Vec::new(),
+            steps: BTreeMap::new(),
+            ramp: false,
+            turns: None,
+            parts: None,
+            phases: None,
+            concurrency_max: 0,
+        };
+        let mut windows: BTreeMap<u64, Tally> = BTreeMap::new();
+        for s in shards {
+            if s.window_len_ns != first.window_len_ns {
+                return Err("the agents used different window lengths".into());
+            }
+            r.run.merge_union(&Tally::from_data(&s.tally, base)?);
+            if let Some(w) = s.window_start_ns.map(|ns| at_offset(base, ns)) {
+                r.window_start = Some(r.window_start.map_or(w, |x| x.min(w)));
+            }
+            r.concurrency_max += s.concurrency_max;
+            for (i, t) in &s.windows {
+                windows
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+            for (i, t) in &s.steps {
+                r.ramp = true;
+                r.steps
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+            for (i, t) in &s.turns {
+                r.turns
+                    .get_or_insert_with(BTreeMap::new)
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+            for (i, t) in &s.parts {
+                r.parts
+                    .get_or_insert_with(BTreeMap::new)
+                    .entry(*i)
+                    .or_default()
+                    .merge_union(&Tally::from_data(t, base)?);
+            }
+            if let Some(p) = &s.phases {
+                r.phases
+                    .get_or_insert_with(|| (base, Phases::default()))
+                    .1
+                    .add_all(&Phases::from_data(p));
+            }
+        }
+        r.windows = windows.into_iter().collect();
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::record::OutputEvent;
+    use std::time::Duration;
+
+    fn request(
+        t0: Instant,
+        sched_ms: u64,
+        send_lag_us: u64,
+        events_ms: &[u64],
+        usage: Option<u32>,
+    ) -> RequestRecord {
+        let t_sched = t0 + Duration::from_millis(sched_ms);
+        let mut r = RequestRecord::new(0, 0, 0, false, t_sched);
+        r.t_send = t_sched + Duration::from_micros(send_lag_us);
+        r.events = events_ms
+            .iter()
+            .map(|ms| OutputEvent {
+                at_ns: ms * 1_000_000,
+                text_bytes: 4,
+                token_ids: None,
+            })
+            .collect();
+        r.t_done = r.t_send + Duration::from_millis(*events_ms.last().unwrap_or(&0));
+        r.usage.completion_tokens = usage;
+        r.usage.prompt_tokens = Some(10);
+        r.requested_input = 10;
+        r.requested_output = usage.unwrap_or(0);
+        r
+    }
+
+    #[test]
+    fn metrics_follow_their_definitions() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            infer_bench_spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_window_start(t0);
+        // Sent 1 ms late; first output 100 ms after send; 4 more events 20 ms apart.
+        rec.record(&request(t0, 0, 1000, &[100, 120, 140, 160, 180], Some(5)));
+        let s = rec.stats();
+        let l = |m: &str| s.latency_ms[m];
+        assert!(
+            (l("ttft").p50 - 101.0).abs() < 0.2,
+            "ttft from scheduled time: {:?}",
+            l("ttft")
+        );
+        assert!((l("ttft_from_send").p50 - 100.0).abs() < 0.2);
+        assert!((l("e2e").max - 181.0).abs() < 0.2);
+        assert!((l("tpot").p50 - 20.0).abs() < 0.05, "(180-100)/(5-1)");
+        assert_eq!(l("itl").count, 4);
+        assert!((l("dispatch_lag").p50 - 1.0).abs() < 0.01);
+        assert_eq!(s.requests.succeeded, 1);
+        assert_eq!(s.tokens.output_total, 5);
+    }
+
+    #[test]
+    fn multi_token_events_split_itl_per_token() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            infer_bench_spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_window_start(t0);
+        // 3 events, 9 tokens: 3 per event (equal text), 30 ms apart.
+        rec.record(&request(t0, 0, 0, &[50, 80, 110], Some(9)));
+        let s = rec.stats();
+        assert_eq!(s.latency_ms["itl"].count, 2);
+        assert!((s.latency_ms["itl"].p50 - 30.0).abs() < 0.05);
+        assert_eq!(s.latency_ms["itl_token"].count, 6);
+        assert!((s.latency_ms["itl_token"].p50 - 10.0).abs() < 0.02);
+        // TPOT uses the token count: (110-50)/(9-1) = 7.5 ms.
+        assert!((s.latency_ms["tpot"].p50 - 7.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn failures_are_counted_not_timed_and_goodput_applies_bounds() {
+        let t0 = Instant::now();
+        let g = Goodput {
+            ttft: Some(infer_bench_spec::Duration::from_millis(60)),
+            tpot: None,
+            e2e: None,
+        };
+        let mut rec = Recorder::new(
+            true,
+            g,
+            false,
+            infer_bench_spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_window_start(t0);
+        rec.record(&request(t0, 0, 0, &[50, 60], Some(2)));
+        rec.record(&request(t0, 0, 0, &[70, 80], Some(2)));
+        let mut bad = request(t0, 0, 0, &[], None);
+        bad.fail(crate::backend::ErrorClass::Status, "HTTP 500");
+        rec.record(&bad);
+        let s = rec.stats();
+        assert_eq!(s.requests.failed, 1);
+        assert_eq!(s.errors["status"], 1);
+        assert_eq!(s.latency_ms["ttft"].count, 2);
+        assert!((s.error_rate - 1.0 / 3.0).abs() < 1e-9);
+        assert!((s.goodput_ratio - 1.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn shards_add_up_to_the_whole() {
+        let t0 = Instant::now();
+        let new = || {
+            let mut r = Recorder::new(
+                true,
+                Goodput::default(),
+                true,
+                infer_bench_spec::Duration::from_secs(1),
+                false,
+            );
+            r.set_window_start(t0);
+            r
+        };
+        let (mut whole, mut a, mut b) = (new(), new(), new());
+        for i in 0..40u64 {
+            let r = request(t0, i * 50, 100 + i, &[10 + i, 20 + i, 30 + i], Some(3));
+            whole.record(&r);
+            if i % 2 == 0 {
+                a.record(&r)
+            } else {
+                b.record(&r)
+            }
+        }
+        let sa = a.shard(t0, "t".into(), 0.0);
+        let sb = b.shard(t0, "t".into(), 0.0);
+        // Through JSON, as merge reads them.
+        let sa: RunShard = serde_json::from_str(&serde_json::to_string(&sa).unwrap()).unwrap();
+        let merged = Recorder::from_shards(&[&sa, &sb], true, Goodput::default(), true).unwrap();
+        let (m, w) = (merged.stats(), whole.stats());
+        assert!((m.window_s - w.window_s).abs() < 1e-6);
+        assert_eq!(m.requests, w.requests);
+        assert_eq!(m.latency_ms, w.latency_ms);
+        assert_eq!(m.tokens, w.tokens);
+        assert!((m.output_tokens_per_s - w.output_tokens_per_s).abs() < 1e-6);
+        assert!((m.offered_rate.unwrap() - w.offered_rate.unwrap()).abs() < 1e-6);
+        assert!((m.concurrency_mean - w.concurrency_mean).abs() < 1e-6);
+        assert_eq!(merged.windows(), whole.windows());
+    }
+
+    #[test]
+    fn windows_split_by_completion_time() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            infer_bench_spec::Duration::from_secs(1),
+            false,
+        );
+        rec.set_window_start(t0);
+        for i in 0..30u64 {
+            rec.record(&request(t0, i * 100, 0, &[10, 20], Some(2)));
+        }
+        // Completions run to 2.92 s: two full windows; the partial third is left out.
+        let w = rec.windows();
+        assert_eq!(w.len(), 2);
+        assert_eq!(
+            w.iter().map(|w| w.stats.requests.succeeded).sum::<u64>(),
+            20
+        );
+        assert_eq!(rec.stats().requests.succeeded, 30);
+    }
+}

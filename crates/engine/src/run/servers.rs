@@ -1,0 +1,97 @@
+//! The servers points run against: an external one (already running), the
+//! built-in simulator (started in-process), or one launched per group of
+//! points that share (target, model, precision). Every kind gives the engine
+//! a base URL and is stopped when its group is done.
+
+use std::path::Path;
+
+use infer_bench_spec::plan::PointConfig;
+use infer_bench_spec::raw::TargetKind;
+use infer_bench_spec::results::ServerInfo;
+
+/// A running (or reachable) server.
+pub enum Server {
+    External { base_url: String },
+    Sim(infer_bench_sim::server::SimServer),
+    Launched(super::launch::Launched),
+}
+
+impl Server {
+    /// Starts what the point's target needs. `log_dir` receives server logs.
+    pub fn start(
+        cfg: &PointConfig,
+        spec_dir: &Path,
+        log_dir: &Path,
+        handle: &tokio::runtime::Handle,
+        interrupt: &super::engine::Interrupt,
+    ) -> Result<Server, String> {
+        match cfg.target.kind {
+            TargetKind::Sim => infer_bench_sim::server::SimServer::start(cfg).map(Server::Sim),
+            TargetKind::Openai => match &cfg.target.launch {
+                Some(_) => {
+                    super::launch::Launched::start(cfg, spec_dir, log_dir, handle, interrupt)
+                        .map(Server::Launched)
+                }
+                None => Ok(Server::External {
+                    base_url: cfg.target.base_url.clone().unwrap_or_default(),
+                }),
+            },
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        match self {
+            Server::External { base_url } => base_url.clone(),
+            Server::Sim(s) => s.base_url(),
+            Server::Launched(l) => l.base_url(),
+        }
+    }
+
+    /// The Prometheus endpoint, if any.
+    pub fn metrics_url(&self, cfg: &PointConfig) -> Option<String> {
+        match self {
+            Server::Sim(s) => Some(s.metrics_url()),
+            Server::Launched(l) => l.metrics_url(cfg),
+            Server::External { .. } => cfg.target.metrics_url.clone(),
+        }
+    }
+
+    /// Whether the server is still there (a launched process may die).
+    pub fn check_alive(&mut self) -> Result<(), String> {
+        match self {
+            Server::Launched(l) => l.check_alive(),
+            _ => Ok(()),
+        }
+    }
+
+    /// A launched server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Server::Launched(l) => l.pid(),
+            _ => None,
+        }
+    }
+
+    pub fn info(&self) -> Option<ServerInfo> {
+        match self {
+            Server::External { .. } => None,
+            Server::Sim(s) => Some(s.info()),
+            Server::Launched(l) => Some(l.info()),
+        }
+    }
+
+    /// Called before each run: the simulator draws its run-to-run noise.
+    pub fn begin_run(&self, run: u32) {
+        if let Server::Sim(s) = self {
+            s.begin_run(run);
+        }
+    }
+
+    pub fn stop(self, handle: &tokio::runtime::Handle) {
+        match self {
+            Server::External { .. } => {}
+            Server::Sim(s) => s.stop(),
+            Server::Launched(l) => l.stop(handle),
+        }
+    }
+}

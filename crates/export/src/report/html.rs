@@ -1,0 +1,1056 @@
+//! The report as one self-contained HTML page: an executive summary (what
+//! was tested and on what, verdicts, capacity at SLO, the best
+//! configuration), charts of throughput, goodput and latency against load
+//! for every sweep with SLO thresholds drawn, the Pareto chart of per-user
+//! against per-GPU output speed, latency percentile plots decoded from the
+//! merged HDR histograms, GPU telemetry over time when the results carry
+//! it, every point in a table, the environment fingerprint and the spec.
+//!
+//! Nothing is fetched: charts are inline SVG (`export::chart`), fonts are
+//! the system's, there is no script. A print stylesheet lays it out for
+//! paper. All text from results is escaped.
+
+use std::fmt::Write as _;
+
+use super::telemetry;
+use super::{
+    POINT_COLUMNS, best_sentence, environments, fmt_sig, notes, plural, point_cells, servers,
+    tested, verdicts,
+};
+use crate::chart::{self, Axis, Chart, Point, RefLine, Series, Stroke, escape};
+use infer_bench_judge::analysis::{
+    Analysis, Capacity, Knee, LoadKind, Source, Sweep, describe_capacity, describe_knee, expr_text,
+    latency_ms, round_sig, slo_lines, threshold_value,
+};
+use infer_bench_results::metric::Metric;
+
+/// Most series in one latency-percentile or telemetry chart.
+const MAX_CURVES: usize = 10;
+
+const STYLE: &str = r#"
+:root { --fg:#1b1f24; --muted:#57606a; --line:#d8dee4; --bg:#f6f8fa; --card:#ffffff;
+  --pass:#1a7f37; --pass-bg:#dafbe1; --fail:#b3261e; --fail-bg:#ffebe9; --warn:#9a6700; --warn-bg:#fff8c5; }
+* { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1400px; margin: 0 auto; padding: 24px 32px 48px; }
+header h1 { font-size: 26px; margin: 0 0 4px; }
+header p { margin: 0; color: var(--muted); }
+nav { margin: 14px 0 0; display: flex; flex-wrap: wrap; gap: 6px 16px; font-size: 13px; }
+nav a { color: #0969da; text-decoration: none; }
+nav a:hover { text-decoration: underline; }
+section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 18px 24px 22px; margin: 18px 0; }
+h2 { font-size: 19px; margin: 0 0 12px; }
+h3 { font-size: 15px; margin: 18px 0 8px; }
+p.lead { margin: 0 0 12px; color: var(--muted); }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 14px; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: 12px 16px; }
+.card.wide { grid-column: 1 / -1; }
+.card h3 { margin: 0 0 8px; font-size: 12px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); }
+.card .big { font-size: 20px; font-weight: 600; margin: 0 0 4px; }
+.card ul { margin: 0; padding-left: 18px; }
+.card li { margin: 2px 0; }
+dl.kv { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 0; }
+dl.kv dt { color: var(--muted); }
+dl.kv dd { margin: 0; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(600px, 1fr)); gap: 16px; }
+figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 8px; break-inside: avoid; }
+figure svg { width: 100%; height: auto; display: block; }
+figure svg.radar { max-width: 620px; margin: 0 auto; }
+figcaption { color: var(--muted); font-size: 12.5px; padding: 4px 6px 0; }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
+th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; vertical-align: top; }
+th { background: var(--bg); font-weight: 600; position: sticky; top: 0; }
+th.l, td.l { text-align: left; }
+td.wrap { white-space: normal; min-width: 16em; }
+.badge { display: inline-block; padding: 0 7px; border-radius: 10px; font-size: 12px; font-weight: 600; }
+.pass { color: var(--pass); background: var(--pass-bg); }
+.fail { color: var(--fail); background: var(--fail-bg); }
+.warn { color: var(--warn); background: var(--warn-bg); }
+.muted { color: var(--muted); }
+ul.notes { margin: 8px 0 0; padding-left: 18px; font-size: 13px; }
+pre.spec { max-height: 36em; overflow: auto; background: var(--bg); border: 1px solid var(--line); border-radius: 6px;
+  padding: 12px 14px; font: 12.5px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+footer { color: var(--muted); font-size: 12px; text-align: center; margin-top: 24px; }
+@page { size: A4; margin: 12mm; }
+@media print {
+  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+  body { background: #fff; font-size: 10.5px; }
+  main { max-width: none; padding: 0; }
+  nav { display: none; }
+  section { border: none; padding: 0; margin: 0 0 14px; }
+  .charts { grid-template-columns: 1fr 1fr; gap: 8px; }
+  figure, .card, tr { break-inside: avoid; }
+  h2, h3 { break-after: avoid; }
+  th { position: static; }
+  .table-wrap { overflow: visible; }
+  table { font-size: 8.5px; width: 100%; }
+  th, td { padding: 2px 4px; white-space: normal; }
+  .badge { font-size: 8.5px; padding: 0 3px; }
+  figcaption, p.lead, ul.notes { font-size: 9.5px; }
+  pre.spec { max-height: none; overflow: visible; white-space: pre-wrap; }
+}
+"#;
+
+/// The HTML report.
+pub fn render(sources: &[Source]) -> String {
+    let a = Analysis::of(sources);
+    let mut h = String::with_capacity(256 * 1024);
+    let names: Vec<&str> = sources.iter().map(|s| s.label.as_str()).collect();
+    let title = format!("Benchmark report: {}", names.join(", "));
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"infer-bench {}\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n",
+        env!("CARGO_PKG_VERSION"),
+        escape(&title)
+    );
+    let v = verdicts(sources);
+    let _ = write!(
+        h,
+        "<header><h1>{}</h1><p>{} point{} from {} results file{}",
+        escape(&title),
+        v.points,
+        plural(v.points),
+        sources.len(),
+        plural(sources.len())
+    );
+    for s in sources {
+        let _ = write!(
+            h,
+            " · {} started {}",
+            escape(&s.label),
+            escape(&s.results.started_at)
+        );
+    }
+    h.push_str("</p>\n<nav><a href=\"#summary\">Summary</a>");
+    let kinds = load_kinds(&a);
+    for k in &kinds {
+        let _ = write!(
+            h,
+            "<a href=\"#load-{}\">{} sweeps</a>",
+            super::word(k),
+            capitalize(&super::word(k))
+        );
+    }
+    h.push_str("<a href=\"#pareto\">Pareto</a><a href=\"#latency\">Latency percentiles</a>");
+    let tele = telemetry_charts(&a, sources);
+    if !tele.is_empty() {
+        h.push_str("<a href=\"#telemetry\">GPU telemetry</a>");
+    }
+    if super::insight::has_section(&a, sources) {
+        h.push_str("<a href=\"#reading\">Reading the run</a>");
+    }
+    h.push_str("<a href=\"#points\">Points</a><a href=\"#environment\">Environment</a><a href=\"#spec\">Spec</a></nav></header>\n");
+
+    summary(&mut h, &a, sources);
+    for k in kinds {
+        sweep_section(&mut h, &a, sources, k);
+    }
+    pareto_section(&mut h, &a);
+    latency_section(&mut h, &a, sources);
+    if !tele.is_empty() {
+        h.push_str("<section id=\"telemetry\"><h2>GPU telemetry</h2><p class=\"lead\">Sampled during each point's measurement; time from the first sample.</p><div class=\"charts\">");
+        for (c, caption) in &tele {
+            figure(&mut h, c, caption);
+        }
+        h.push_str("</div></section>\n");
+    }
+    super::insight::section(&mut h, &a, sources);
+    points_section(&mut h, &a, sources);
+    environment_section(&mut h, sources);
+    spec_section(&mut h, sources);
+    let _ = write!(
+        h,
+        "<footer>Made by infer-bench {} · metric definitions version {} · self-contained: no scripts, no network</footer>\n</main>\n</body>\n</html>\n",
+        env!("CARGO_PKG_VERSION"),
+        sources
+            .first()
+            .map(|s| s.results.metrics_version)
+            .unwrap_or(infer_bench_spec::results::METRICS_VERSION)
+    );
+    h
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn load_kinds(a: &Analysis) -> Vec<LoadKind> {
+    let mut k: Vec<LoadKind> = a.sweeps.iter().map(|s| s.load_kind).collect();
+    k.sort();
+    k.dedup();
+    k
+}
+
+fn figure(h: &mut String, c: &Chart, caption: &str) {
+    // The page's length so far is a unique, deterministic id.
+    let mut c = c.clone();
+    c.id = format!("chart{}", h.len());
+    h.push_str("<figure>");
+    h.push_str(&chart::render(&c));
+    if !caption.is_empty() {
+        let _ = write!(h, "<figcaption>{}</figcaption>", escape(caption));
+    }
+    h.push_str("</figure>\n");
+}
+
+fn badge(text: &str) -> String {
+    let class = if text == "pass" || text == "yes" {
+        "pass"
+    } else if text.starts_with("FAIL") || text == "FAILED" {
+        "fail"
+    } else if text == "INVALID" {
+        "warn"
+    } else {
+        return escape(text);
+    };
+    format!("<span class=\"badge {class}\">{}</span>", escape(text))
+}
+
+fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
+    h.push_str("<section id=\"summary\"><h2>Executive summary</h2><div class=\"cards\">");
+
+    // What was tested.
+    h.push_str("<div class=\"card\"><h3>What was tested</h3>");
+    for s in sources {
+        if let Some(d) = &s.description {
+            let who = if sources.len() > 1 {
+                format!("<span class=\"muted\">{}:</span> ", escape(&s.label))
+            } else {
+                String::new()
+            };
+            let _ = write!(h, "<p class=\"big\">{who}{}</p>", escape(d));
+        }
+    }
+    h.push_str("<dl class=\"kv\">");
+    for (k, v) in tested(sources) {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
+    }
+    h.push_str("</dl></div>");
+
+    // Verdict.
+    let v = verdicts(sources);
+    h.push_str("<div class=\"card\"><h3>Verdict</h3>");
+    let class = if v.slo_fail > 0 || v.failed > 0 {
+        "fail"
+    } else if v.slo_pass > 0 {
+        "pass"
+    } else {
+        "muted"
+    };
+    let _ = write!(
+        h,
+        "<p class=\"big\"><span class=\"badge {class}\">{} / {} pass</span></p><p>{}</p>",
+        v.slo_pass,
+        v.points,
+        escape(&v.sentence())
+    );
+    h.push_str("<h3>Capacity at SLO</h3><ul>");
+    if a.sweeps.is_empty() {
+        h.push_str("<li class=\"muted\">no load sweeps</li>");
+    }
+    for s in &a.sweeps {
+        let _ = write!(
+            h,
+            "<li><b>{}</b>: {}</li>",
+            escape(&s.name),
+            escape(&describe_capacity(&s.capacity, s.load_kind))
+        );
+    }
+    h.push_str("</ul></div>");
+
+    // Best configuration.
+    h.push_str("<div class=\"card\"><h3>Best configuration</h3>");
+    match &a.best {
+        Some(b) => {
+            let _ = write!(
+                h,
+                "<p class=\"big\">{}</p><p>{} {}.</p>",
+                escape(&b.label),
+                escape(&fmt_sig(b.value)),
+                escape(b.basis.describe())
+            );
+            if let Some(i) = a
+                .points
+                .iter()
+                .position(|p| p.source == b.source && p.id == b.point)
+            {
+                let r = &a.points[i];
+                let p = a.point(sources, i);
+                let ms = |m: Metric, q: f64| super::fmt_opt(latency_ms(p, m, q), 1);
+                let _ = write!(
+                    h,
+                    "<dl class=\"kv\"><dt>output</dt><dd>{} tok/s ({} per GPU)</dd><dt>per user</dt><dd>{} tok/s</dd><dt>goodput</dt><dd>{} req/s</dd><dt>TTFT p50 / p99</dt><dd>{} / {} ms</dd><dt>TPOT p50 / p99</dt><dd>{} / {} ms</dd><dt>cost</dt><dd>{}</dd></dl>",
+                    super::fmt(r.output_tokens_per_s, 0),
+                    super::fmt(r.output_tokens_per_s_per_gpu, 0),
+                    super::fmt_opt(r.output_tokens_per_s_per_user, 1),
+                    super::fmt(r.goodput_requests_per_s, 2),
+                    ms(Metric::Ttft, 50.0),
+                    ms(Metric::Ttft, 99.0),
+                    ms(Metric::Tpot, 50.0),
+                    ms(Metric::Tpot, 99.0),
+                    r.usd_per_1m_output_tokens
+                        .map(|c| format!("${c:.3} per 1M output tokens"))
+                        .unwrap_or_else(|| "no [cost] in the spec".into())
+                );
+            }
+        }
+        None => {
+            let _ = write!(h, "<p>{}</p>", escape(&best_sentence(a)));
+        }
+    }
+    h.push_str("</div>");
+
+    // On what.
+    h.push_str("<div class=\"card\"><h3>On what</h3><dl class=\"kv\">");
+    for (labels, env) in environments(sources) {
+        if sources.len() > 1 {
+            let _ = write!(h, "<dt>runs</dt><dd>{}</dd>", escape(&labels.join(", ")));
+        }
+        for (k, v) in &env.identity {
+            let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(v));
+        }
+    }
+    for (s, n) in servers(sources) {
+        let _ = write!(
+            h,
+            "<dt>server</dt><dd>{} <span class=\"muted\">({n} point{})</span></dd>",
+            escape(&s),
+            plural(n)
+        );
+    }
+    h.push_str("</dl></div>");
+    super::insight::summary_cards(h, a, sources);
+    h.push_str("</div></section>\n");
+}
+
+/// Series colour of each sweep: its index among all sweeps.
+fn sweep_color(a: &Analysis, s: &Sweep) -> usize {
+    a.sweeps
+        .iter()
+        .position(|x| std::ptr::eq(x, s))
+        .unwrap_or(0)
+}
+
+fn tip(a: &Analysis, row: usize, what: &str) -> String {
+    let r = &a.points[row];
+    let slo = match r.slo_pass {
+        Some(true) => ", SLOs pass",
+        Some(false) => ", SLO FAIL",
+        None => "",
+    };
+    format!("{}: {what}{slo}", r.label)
+}
+
+fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKind) {
+    let sweeps: Vec<&Sweep> = a.sweeps.iter().filter(|s| s.load_kind == kind).collect();
+    // The sources these charts draw: their SLOs are the ones to show.
+    let here: Vec<&Source> = sources
+        .iter()
+        .filter(|src| sweeps.iter().any(|s| s.source == src.label))
+        .collect();
+    let loads: Vec<f64> = sweeps
+        .iter()
+        .flat_map(|s| s.loads.iter().copied())
+        .collect();
+    let xaxis = || Axis::auto(kind.axis_label(), loads.iter().copied(), 8.0);
+    let _ = write!(
+        h,
+        "<section id=\"load-{}\"><h2>Throughput and latency against {}</h2><p class=\"lead\">One line per sweep (points that differ only in {}). Open markers fail an SLO. Hover a marker for its numbers.</p>",
+        super::word(&kind),
+        escape(&super::word(&kind)),
+        escape(&super::word(&kind))
+    );
+
+    // Capacity and knee table.
+    h.push_str("<div class=\"table-wrap\"><table><thead><tr><th class=\"l\">sweep</th><th class=\"l\">loads</th><th class=\"l\">capacity at SLO</th><th class=\"l\">bracketed by</th><th class=\"l\">knee</th><th class=\"l\">best point (good req per GPU-$)</th></tr></thead><tbody>");
+    for s in &sweeps {
+        let bracket = match &s.capacity {
+            Capacity::Between {
+                last_pass,
+                first_fail,
+                note,
+                ..
+            } => {
+                let mut t = format!(
+                    "<span title=\"{}\">{} passes</span>, <span title=\"{}\">{} fails</span>",
+                    escape(&last_pass.point),
+                    escape(&kind.show(last_pass.load)),
+                    escape(&first_fail.point),
+                    escape(&kind.show(first_fail.load))
+                );
+                if let Some(n) = note {
+                    let _ = write!(t, "<br><span class=\"muted\">{}</span>", escape(n));
+                }
+                t
+            }
+            Capacity::AllPass { highest, .. } => format!(
+                "<span title=\"{}\">highest tested: {}</span>",
+                escape(&highest.point),
+                escape(&kind.show(highest.load))
+            ),
+            Capacity::NonePass { lowest, .. } => format!(
+                "<span title=\"{}\">lowest tested: {}</span>",
+                escape(&lowest.point),
+                escape(&kind.show(lowest.load))
+            ),
+            Capacity::NoSlo => "-".into(),
+        };
+        let _ = write!(
+            h,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l wrap\">{}</td><td class=\"l wrap\">{}</td><td class=\"l wrap\">{}</td><td class=\"l\">{}</td></tr>",
+            escape(&s.name),
+            escape(
+                &s.loads
+                    .iter()
+                    .map(|l| infer_bench_spec::fmt_number(*l))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            escape(&describe_capacity(&s.capacity, kind)),
+            bracket,
+            escape(&describe_knee(&s.knee, kind)),
+            s.best
+                .as_ref()
+                .map(|b| format!("{} ({})", escape(&b.label), escape(&fmt_sig(b.value))))
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    h.push_str("</tbody></table></div><div class=\"charts\" style=\"margin-top:16px\">");
+
+    // Throughput, with knees and capacities.
+    let mut c = Chart::new(
+        "Output throughput",
+        xaxis(),
+        Axis::linear("output tokens/s"),
+    );
+    for s in &sweeps {
+        let col = sweep_color(a, s);
+        let knee_id = match &s.knee {
+            Knee::At { point, .. } => Some(point.as_str()),
+            _ => None,
+        };
+        let pts = s
+            .rows
+            .iter()
+            .map(|&i| {
+                let r = &a.points[i];
+                let mut p = Point::new(
+                    r.load.unwrap_or(f64::NAN),
+                    measured(r, r.output_tokens_per_s),
+                )
+                .tip(tip(
+                    a,
+                    i,
+                    &format!("{:.0} output tok/s", r.output_tokens_per_s),
+                ));
+                p.hollow = r.slo_pass == Some(false);
+                if knee_id == Some(r.id.as_str()) {
+                    p.label = Some("knee".into());
+                }
+                p
+            })
+            .collect();
+        c.series.push(Series::line(&s.name, col, pts));
+        if let Capacity::Between { capacity, .. } = &s.capacity {
+            c.lines.push(RefLine {
+                value: *capacity,
+                label: format!("capacity ≈ {}", kind.show(round_sig(*capacity, 3))),
+                tip: Some(format!(
+                    "{}: {}",
+                    s.name,
+                    describe_capacity(&s.capacity, kind)
+                )),
+                vertical: true,
+                color: Some(col),
+            });
+        }
+    }
+    figure(
+        h,
+        &c,
+        "Dotted verticals: capacity at SLO of each sweep (interpolated). \"knee\": past it, more load buys less than half the initial throughput per unit.",
+    );
+
+    // Goodput.
+    let mut c = Chart::new("Goodput", xaxis(), Axis::linear("good requests/s"));
+    for s in &sweeps {
+        let col = sweep_color(a, s);
+        let pts = s
+            .rows
+            .iter()
+            .map(|&i| {
+                let r = &a.points[i];
+                let p = a.point(sources, i);
+                let mut pt = Point::new(
+                    r.load.unwrap_or(f64::NAN),
+                    measured(r, r.goodput_requests_per_s),
+                )
+                .tip(tip(
+                    a,
+                    i,
+                    &format!(
+                        "{:.2} good req/s of {:.2} ({:.0}%)",
+                        r.goodput_requests_per_s,
+                        p.merged.request_throughput,
+                        p.merged.goodput_ratio * 100.0
+                    ),
+                ));
+                pt.hollow = r.slo_pass == Some(false);
+                pt
+            })
+            .collect();
+        c.series.push(Series::line(&s.name, col, pts));
+        let all = s
+            .rows
+            .iter()
+            .map(|&i| {
+                let r = &a.points[i];
+                let p = a.point(sources, i);
+                Point::new(
+                    r.load.unwrap_or(f64::NAN),
+                    measured(r, p.merged.request_throughput),
+                )
+            })
+            .collect();
+        c.series.push(Series {
+            name: format!("{} (all requests)", s.name),
+            color: col,
+            stroke: Stroke::Dotted,
+            markers: false,
+            points: all,
+            in_legend: sweeps.len() == 1,
+        });
+    }
+    figure(
+        h,
+        &c,
+        "Requests/s that succeeded within every [goodput] bound; dotted: all completed requests/s.",
+    );
+
+    for (metric, title) in [
+        (Metric::Ttft, "Time to first token"),
+        (Metric::Tpot, "Time per output token"),
+        (Metric::E2e, "End-to-end latency"),
+    ] {
+        let slos = slo_lines(here.iter().copied(), metric.name());
+        let mut stats: Vec<f64> = vec![50.0, 99.0];
+        for (e, _) in &slos {
+            if let Some(infer_bench_spec::Stat::Percentile(p)) = e.stat {
+                if !stats.contains(&p) {
+                    stats.push(p);
+                }
+            }
+        }
+        let label = format!("{} (ms)", metric.name().to_uppercase());
+        let mut c = Chart::new(title, xaxis(), Axis::linear(label));
+        for s in &sweeps {
+            let col = sweep_color(a, s);
+            for &q in &stats {
+                let pts = s
+                    .rows
+                    .iter()
+                    .map(|&i| {
+                        let r = &a.points[i];
+                        let v = latency_ms(a.point(sources, i), metric, q).unwrap_or(f64::NAN);
+                        let mut p =
+                            Point::new(r.load.unwrap_or(f64::NAN), measured(r, v)).tip(tip(
+                                a,
+                                i,
+                                &format!("p{} {:.1} ms", infer_bench_spec::fmt_number(q), v),
+                            ));
+                        p.hollow = r.slo_pass == Some(false);
+                        p
+                    })
+                    .collect();
+                c.series.push(Series {
+                    name: format!("{} p{}", s.name, infer_bench_spec::fmt_number(q)),
+                    color: col,
+                    stroke: match q {
+                        50.0 => Stroke::Solid,
+                        99.0 => Stroke::Dashed,
+                        _ => Stroke::Dotted,
+                    },
+                    markers: true,
+                    points: pts,
+                    in_legend: true,
+                });
+            }
+        }
+        c.lines.extend(slo_refs(&slos, here.len(), metric));
+        figure(
+            h,
+            &c,
+            "Solid: p50; dashed: p99; dotted: a percentile an SLO is set on. Red dash-dot lines: SLO thresholds.",
+        );
+    }
+    h.push_str("</div></section>\n");
+}
+
+/// NaN for points that were not measured (their zeros are not data).
+fn measured(r: &infer_bench_judge::analysis::PointRow, v: f64) -> f64 {
+    if r.measured { v } else { f64::NAN }
+}
+
+fn pareto_section(h: &mut String, a: &Analysis) {
+    h.push_str("<section id=\"pareto\"><h2>Interactivity against efficiency</h2><p class=\"lead\">Each point: how fast one user's tokens arrive (1000 / TPOT p50) against how many output tokens each GPU produces. Up and to the right is better; the line joins the Pareto frontier, the points no other point beats on both. Open markers fail an SLO.</p><div class=\"charts\">");
+    let xs: Vec<f64> = a
+        .points
+        .iter()
+        .filter_map(|p| p.output_tokens_per_s_per_user)
+        .collect();
+    let mut c = Chart::new(
+        "Output tokens/s per GPU against per user",
+        Axis::auto("output tokens/s per user", xs, 20.0),
+        Axis::linear("output tokens/s per GPU"),
+    );
+    let mut groups: Vec<(String, usize, Vec<usize>)> = a
+        .sweeps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.clone(), i, s.rows.clone()))
+        .collect();
+    let loose: Vec<usize> = (0..a.points.len())
+        .filter(|&i| a.points[i].sweep.is_none())
+        .collect();
+    if !loose.is_empty() {
+        groups.push(("other points".into(), a.sweeps.len(), loose));
+    }
+    let xy = |i: usize| {
+        let r = &a.points[i];
+        (
+            r.output_tokens_per_s_per_user.unwrap_or(f64::NAN),
+            measured(r, r.output_tokens_per_s_per_gpu),
+        )
+    };
+    for (name, col, rows) in groups {
+        let pts = rows
+            .iter()
+            .map(|&i| {
+                let r = &a.points[i];
+                let (x, y) = xy(i);
+                let mut p = Point::new(x, y).tip(tip(
+                    a,
+                    i,
+                    &format!("{x:.1} tok/s per user, {y:.0} tok/s per GPU"),
+                ));
+                p.hollow = r.slo_pass == Some(false);
+                if r.pareto {
+                    p.label = match (r.load_kind, r.load) {
+                        (Some(k), Some(l)) => Some(k.show(l)),
+                        _ => None,
+                    };
+                }
+                p
+            })
+            .collect();
+        c.series.push(Series {
+            name,
+            color: col,
+            stroke: Stroke::None,
+            markers: true,
+            points: pts,
+            in_legend: true,
+        });
+    }
+    let mut frontier: Vec<usize> = (0..a.points.len())
+        .filter(|&i| a.points[i].pareto)
+        .collect();
+    frontier.sort_by(|&p, &q| xy(p).0.total_cmp(&xy(q).0));
+    c.series.insert(
+        0,
+        Series {
+            name: "Pareto frontier".into(),
+            color: chart::NEUTRAL,
+            stroke: Stroke::Solid,
+            markers: false,
+            points: frontier
+                .iter()
+                .map(|&i| {
+                    let (x, y) = xy(i);
+                    Point::new(x, y)
+                })
+                .collect(),
+            in_legend: true,
+        },
+    );
+    figure(
+        h,
+        &c,
+        "GPUs per point: [cost] gpus of the spec, else the simulator's gpus, else 1. Labels: the load of each frontier point.",
+    );
+    h.push_str("<div><h3>The frontier</h3><p class=\"lead\">From the most interactive to the most efficient: each step right on the chart trades per-user speed for GPU throughput.</p><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>tok/s/user</th><th>tok/s/GPU</th><th>goodput req/s</th><th>$/1M out</th><th class=\"l\">SLO</th></tr></thead><tbody>");
+    for &i in frontier.iter().rev() {
+        let r = &a.points[i];
+        let slo = match r.slo_pass {
+            Some(true) => badge("pass"),
+            Some(false) => badge("FAIL"),
+            None => "-".into(),
+        };
+        let _ = write!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{slo}</td></tr>",
+            escape(&r.label),
+            super::fmt_opt(r.output_tokens_per_s_per_user, 1),
+            super::fmt(r.output_tokens_per_s_per_gpu, 0),
+            super::fmt(r.goodput_requests_per_s, 2),
+            super::fmt_opt(r.usd_per_1m_output_tokens, 3)
+        );
+    }
+    if frontier.is_empty() {
+        h.push_str("<tr><td class=\"l muted\" colspan=\"6\">no measured point</td></tr>");
+    }
+    h.push_str("</tbody></table></div></div></div></section>\n");
+}
+
+/// Threshold lines of SLOs; one not set by all `of` sources the chart
+/// draws says whose it is.
+fn slo_refs(
+    slos: &[(infer_bench_spec::SloExpr, Vec<String>)],
+    of: usize,
+    metric: Metric,
+) -> Vec<RefLine> {
+    slos.iter()
+        .map(|(e, labels)| {
+            let whose = if labels.len() < of {
+                format!(" ({})", labels.join(", "))
+            } else {
+                String::new()
+            };
+            RefLine {
+                value: threshold_value(&e.threshold),
+                label: format!("SLO {} {}{whose}", metric.name(), expr_text(&e.to_string())),
+                tip: None,
+                vertical: false,
+                color: None,
+            }
+        })
+        .collect()
+}
+
+/// Up to `MAX_CURVES` points to draw percentile curves for: the best, then
+/// the Pareto frontier, then the rest in order.
+fn curve_points(a: &Analysis) -> Vec<usize> {
+    let mut pick: Vec<usize> = Vec::new();
+    let add = |i: usize, pick: &mut Vec<usize>| {
+        if pick.len() < MAX_CURVES && !pick.contains(&i) && a.points[i].measured {
+            pick.push(i);
+        }
+    };
+    if let Some(b) = &a.best {
+        if let Some(i) = a
+            .points
+            .iter()
+            .position(|p| p.source == b.source && p.id == b.point)
+        {
+            add(i, &mut pick);
+        }
+    }
+    for i in 0..a.points.len() {
+        if a.points[i].pareto {
+            add(i, &mut pick);
+        }
+    }
+    for i in 0..a.points.len() {
+        add(i, &mut pick);
+    }
+    pick.sort();
+    pick
+}
+
+fn latency_section(h: &mut String, a: &Analysis, sources: &[Source]) {
+    let pick = curve_points(a);
+    let here: Vec<&Source> = sources
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| pick.iter().any(|&i| a.points[i].source_index == *k))
+        .map(|(_, s)| s)
+        .collect();
+    let measured_points = a.points.iter().filter(|p| p.measured).count();
+    let _ = write!(
+        h,
+        "<section id=\"latency\"><h2>Latency percentiles</h2><p class=\"lead\">The whole distribution of each point, decoded from its merged HDR histogram. The percentile axis stretches the tail: 90%, 99% and 99.9% are evenly spaced. Each curve stops where the point has too few requests for a finer percentile.{}</p><div class=\"charts\">",
+        if pick.len() < measured_points {
+            format!(
+                " Showing {} of {measured_points} points: the best configuration and the Pareto frontier first.",
+                pick.len()
+            )
+        } else {
+            String::new()
+        }
+    );
+    for (metric, title) in [
+        (Metric::Ttft, "TTFT distribution"),
+        (Metric::Tpot, "TPOT distribution"),
+        (Metric::Itl, "Inter-token latency distribution"),
+        (Metric::E2e, "End-to-end latency distribution"),
+    ] {
+        let mut series = Vec::new();
+        // Log scale when the tail dwarfs the body; the bottom 10% of the
+        // distribution then falls off the chart rather than squash it.
+        let (mut body_lo, mut top) = (f64::INFINITY, 0.0f64);
+        for (k, &i) in pick.iter().enumerate() {
+            let p = a.point(sources, i);
+            let Some(hist) = p
+                .histograms
+                .get(metric.name())
+                .and_then(|e| infer_bench_results::hist::decode(e).ok())
+            else {
+                continue;
+            };
+            let pts = percentile_curve(&hist, 1000.0);
+            for &(p, y) in &pts {
+                top = top.max(y);
+                if p >= 10.0 && y > 0.0 {
+                    body_lo = body_lo.min(y);
+                }
+            }
+            series.push(Series {
+                name: a.points[i].label.clone(),
+                color: k,
+                stroke: Stroke::Solid,
+                markers: false,
+                points: pts.into_iter().map(|(x, y)| Point::new(x, y)).collect(),
+                in_legend: true,
+            });
+        }
+        if series.is_empty() {
+            continue;
+        }
+        let label = format!("{} (ms)", metric.name().to_uppercase());
+        let y = if body_lo.is_finite() && top / body_lo >= 30.0 {
+            let mut a = Axis::log(label);
+            a.range = Some((body_lo, top));
+            a
+        } else {
+            Axis::linear(label)
+        };
+        let mut c = Chart::new(title, Axis::nines("percentile"), y);
+        c.series = series;
+        c.lines.extend(slo_refs(
+            &slo_lines(here.iter().copied(), metric.name()),
+            here.len(),
+            metric,
+        ));
+        figure(h, &c, "");
+    }
+    h.push_str("</div></section>\n");
+}
+
+/// (percentile, value / scale) along the nines axis, up to the finest
+/// percentile the sample count supports.
+pub fn percentile_curve(h: &infer_bench_results::hist::Hist, scale: f64) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    // With n samples, percentiles finer than 1 - 1/n repeat the maximum.
+    let top = (h.len() as f64).log10().clamp(1.0, 5.0);
+    let steps = (top / 0.05).ceil() as usize;
+    (0..=steps)
+        .map(|k| {
+            let t = (k as f64 * 0.05).min(top);
+            let p = 100.0 * (1.0 - 10f64.powf(-t));
+            (p, h.value_at_quantile(p / 100.0) as f64 / scale)
+        })
+        .collect()
+}
+
+fn telemetry_charts(a: &Analysis, sources: &[Source]) -> Vec<(Chart, String)> {
+    // Through JSON, whatever type results give telemetry: the search for
+    // time series does not depend on one layout.
+    let points: Vec<(String, serde_json::Value)> = (0..a.points.len())
+        .filter_map(|i| {
+            let t = serde_json::to_value(&a.point(sources, i).telemetry).ok()?;
+            (!t.is_null()).then(|| (a.points[i].label.clone(), t))
+        })
+        .collect();
+    telemetry_charts_of(&points)
+}
+
+/// Charts of utilization, memory and power over time, from each point's
+/// label and telemetry.
+fn telemetry_charts_of(points: &[(String, serde_json::Value)]) -> Vec<(Chart, String)> {
+    let mut by_kind: Vec<(telemetry::Kind, Vec<Series>)> = telemetry::Kind::ALL
+        .iter()
+        .map(|k| (*k, Vec::new()))
+        .collect();
+    let mut left_out = 0usize;
+    for (label, t) in points {
+        for ts in telemetry::series(t) {
+            let slot = by_kind
+                .iter_mut()
+                .find(|(k, _)| *k == ts.kind)
+                .expect("every kind has a slot");
+            if slot.1.len() >= MAX_CURVES {
+                left_out += 1;
+                continue;
+            }
+            let n = slot.1.len();
+            slot.1.push(Series {
+                name: format!("{label} {}", ts.name),
+                color: n,
+                stroke: Stroke::Solid,
+                markers: false,
+                points: ts.points.iter().map(|&(x, y)| Point::new(x, y)).collect(),
+                in_legend: true,
+            });
+        }
+    }
+    by_kind
+        .into_iter()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(k, series)| {
+            let mut c = Chart::new(k.title(), Axis::linear("time (s)"), Axis::linear(k.axis()));
+            c.series = series;
+            let caption = if left_out > 0 {
+                format!("{left_out} more series not drawn (at most {MAX_CURVES} per chart).")
+            } else {
+                String::new()
+            };
+            (c, caption)
+        })
+        .collect()
+}
+
+fn points_section(h: &mut String, a: &Analysis, sources: &[Source]) {
+    h.push_str("<section id=\"points\"><h2>Every point</h2><p class=\"lead\">Latencies in ms. Goodput as a share of requests. tok/s/user = 1000 / TPOT p50; tok/s/GPU = output tok/s / GPUs.</p><div class=\"table-wrap\"><table><thead><tr>");
+    for (i, c) in POINT_COLUMNS.iter().enumerate() {
+        let class = if i < 2 || i + 2 >= POINT_COLUMNS.len() {
+            " class=\"l\""
+        } else {
+            ""
+        };
+        let _ = write!(h, "<th{class}>{}</th>", escape(c));
+    }
+    h.push_str("</tr></thead><tbody>");
+    for i in 0..a.points.len() {
+        let cells = point_cells(a, sources, i);
+        h.push_str("<tr>");
+        let n = cells.len();
+        for (k, c) in cells.iter().enumerate() {
+            if k + 2 >= n {
+                let _ = write!(h, "<td class=\"l\">{}</td>", badge(c));
+            } else if k < 2 {
+                let _ = write!(h, "<td class=\"l\">{}</td>", escape(c));
+            } else {
+                let _ = write!(h, "<td>{}</td>", escape(c));
+            }
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</tbody></table></div>");
+    let notes = notes(a, sources);
+    if !notes.is_empty() {
+        h.push_str("<h3>Notes</h3><ul class=\"notes\">");
+        for n in notes {
+            let _ = write!(h, "<li>{}</li>", escape(&n));
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("</section>\n");
+}
+
+fn environment_section(h: &mut String, sources: &[Source]) {
+    h.push_str("<section id=\"environment\"><h2>Environment fingerprint</h2><p class=\"lead\">Identity keys must match for two results to be compared; facts are recorded for the record.</p><div class=\"cards\">");
+    for (labels, env) in environments(sources) {
+        let _ = write!(
+            h,
+            "<div class=\"card\"><h3>{}</h3><dl class=\"kv\">",
+            escape(&labels.join(", "))
+        );
+        for (k, v) in &env.identity {
+            let _ = write!(
+                h,
+                "<dt><b>{}</b></dt><dd><b>{}</b></dd>",
+                escape(k),
+                escape(v)
+            );
+        }
+        for (k, v) in &env.facts {
+            let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(v));
+        }
+        h.push_str("</dl></div>");
+    }
+    for s in sources {
+        let r = &s.results;
+        let _ = write!(
+            h,
+            "<div class=\"card\"><h3>{} run</h3><dl class=\"kv\"><dt>file</dt><dd>{}</dd><dt>started</dt><dd>{}</dd><dt>finished</dt><dd>{}</dd><dt>complete</dt><dd>{}</dd><dt>tool</dt><dd>{} {}</dd><dt>spec</dt><dd>{} (sha256 {})</dd><dt>seed</dt><dd>{}</dd>",
+            escape(&s.label),
+            escape(&s.path.display().to_string()),
+            escape(&r.started_at),
+            escape(r.finished_at.as_deref().unwrap_or("-")),
+            if r.complete { "yes" } else { "no" },
+            escape(&r.tool.name),
+            escape(&r.tool.version),
+            escape(&r.spec.path),
+            escape(r.spec.sha256.get(..12).unwrap_or(&r.spec.sha256)),
+            r.spec.seed
+        );
+        if let Some(p) = &r.partition {
+            let _ = write!(h, "<dt>partition</dt><dd>{}</dd>", escape(p));
+        }
+        h.push_str("</dl></div>");
+    }
+    h.push_str("</div></section>\n");
+}
+
+fn spec_section(h: &mut String, sources: &[Source]) {
+    h.push_str("<section id=\"spec\"><h2>Spec</h2>");
+    for s in sources {
+        let _ = write!(
+            h,
+            "<h3>{} <span class=\"muted\">({})</span></h3><pre class=\"spec\">{}</pre>",
+            escape(&s.label),
+            escape(&s.results.spec.path),
+            escape(&s.results.spec.source)
+        );
+    }
+    h.push_str("</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn telemetry_time_series_become_charts() {
+        let t = serde_json::json!({"gpu": {"devices": [{"index": 0, "series": {
+            "t_s": [0.0, 0.1, 0.2],
+            "utilization_pct": [35.0, null, 95.0],
+            "memory_used_bytes": [4.0e10, 4.1e10, 4.15e10],
+            "power_w": [210.0, 330.0, 345.0]
+        }}]}});
+        let charts =
+            telemetry_charts_of(&[("c=8".into(), t), ("c=32".into(), serde_json::Value::Null)]);
+        let titles: Vec<&str> = charts.iter().map(|(c, _)| c.title.as_str()).collect();
+        assert_eq!(titles, ["GPU utilization", "GPU memory used", "GPU power"]);
+        let util = &charts[0].0.series[0];
+        assert_eq!(util.name, "c=8 gpu.devices[0].utilization_pct");
+        assert!(util.points[1].y.is_nan(), "the missing sample is a gap");
+        let svg = chart::render(&charts[2].0);
+        assert!(svg.contains("<polyline"));
+        assert!(telemetry_charts_of(&[]).is_empty());
+    }
+
+    #[test]
+    fn percentile_curves_stop_at_the_sample_count() {
+        let mut h = infer_bench_results::hist::new_hist();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let c = percentile_curve(&h, 1000.0);
+        let (last_p, last_v) = *c.last().unwrap();
+        assert!((last_p - 99.9).abs() < 1e-9, "{last_p}");
+        // 3 significant digits: within 0.1% of the 999th value.
+        assert!((last_v / 999.0 - 1.0).abs() < 2e-3, "{last_v}");
+        assert!((c[0].1 - 1.0).abs() < 0.01);
+        assert!(c.windows(2).all(|w| w[1].0 > w[0].0 && w[1].1 >= w[0].1));
+    }
+}

@@ -1,0 +1,298 @@
+//! The judge's report as JUnit XML, so CI systems show regressions as
+//! failed tests: one `<testcase>` per point and gate (classname = the
+//! point's slug, name = the gate, e.g. "tpot p50"), one per SLO of a point,
+//! one for a point's configuration when it drifted, and one for a new or
+//! dropped point.
+//!
+//! A test case fails exactly when it contributes to a failing exit code:
+//! REGRESSED, a failed SLO, INCOMPARABLE under `on_env_mismatch = "fail"`,
+//! and, with `--strict`, whatever could not be judged. A point that could
+//! not be measured is an `<error>`. Other unjudged cases are `<skipped>`,
+//! with the reason. Text is escaped for XML 1.0, and characters XML cannot
+//! carry at all (most control characters) are dropped.
+
+use super::{band, change, evidence, interval, slo_value, value};
+use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report};
+use infer_bench_spec::raw::OnEnvMismatch;
+
+enum Outcome {
+    Pass,
+    Failure { kind: String, message: String },
+    Error(String),
+    Skipped(String),
+}
+
+struct Case {
+    classname: String,
+    name: String,
+    outcome: Outcome,
+    /// Details for `<system-out>` (or the body of a failure).
+    text: String,
+}
+
+/// The report as JUnit XML.
+pub fn junit(r: &Report) -> String {
+    let mut cases = Vec::new();
+    for p in &r.points {
+        point_cases(r, p, &mut cases);
+    }
+    let count = |f: fn(&Outcome) -> bool| cases.iter().filter(|c| f(&c.outcome)).count();
+    let failures = count(|o| matches!(o, Outcome::Failure { .. }));
+    let errors = count(|o| matches!(o, Outcome::Error(_)));
+    let skipped = count(|o| matches!(o, Outcome::Skipped(_)));
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let attrs = format!(
+        "tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\"",
+        cases.len()
+    );
+    out.push_str(&format!(
+        "<testsuites name=\"infer-bench\" {attrs}>\n  <testsuite name=\"{}\" {attrs}>\n",
+        esc(&r.spec)
+    ));
+    for c in &cases {
+        out.push_str(&format!(
+            "    <testcase classname=\"{}\" name=\"{}\">\n",
+            esc(&c.classname),
+            esc(&c.name)
+        ));
+        match &c.outcome {
+            Outcome::Pass => {}
+            Outcome::Failure { kind, message } => out.push_str(&format!(
+                "      <failure type=\"{}\" message=\"{}\">{}</failure>\n",
+                esc(kind),
+                esc(message),
+                esc(&c.text)
+            )),
+            Outcome::Error(message) => out.push_str(&format!(
+                "      <error message=\"{}\">{}</error>\n",
+                esc(message),
+                esc(&c.text)
+            )),
+            Outcome::Skipped(message) => {
+                out.push_str(&format!("      <skipped message=\"{}\"/>\n", esc(message)))
+            }
+        }
+        if !matches!(c.outcome, Outcome::Failure { .. } | Outcome::Error(_)) && !c.text.is_empty() {
+            out.push_str(&format!(
+                "      <system-out>{}</system-out>\n",
+                esc(&c.text)
+            ));
+        }
+        out.push_str("    </testcase>\n");
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
+    let case = |name: &str, outcome: Outcome, text: String| Case {
+        classname: p.slug.clone(),
+        name: name.to_string(),
+        outcome,
+        text,
+    };
+    let unjudged = |message: String| {
+        if r.strict {
+            Outcome::Failure {
+                kind: "UNJUDGED".into(),
+                message,
+            }
+        } else {
+            Outcome::Skipped(message)
+        }
+    };
+    match p.matched {
+        Match::New => cases.push(case(
+            "baseline",
+            Outcome::Skipped("new point: not in the baseline yet".into()),
+            String::new(),
+        )),
+        Match::Dropped => cases.push(case(
+            "baseline",
+            Outcome::Skipped(format!(
+                "in the baseline, not in these results ({})",
+                p.notes.join("; ")
+            )),
+            String::new(),
+        )),
+        Match::Drift => cases.push(case(
+            "configuration",
+            unjudged("the configuration changed (spec drift): not compared".into()),
+            p.drift.clone().unwrap_or_default(),
+        )),
+        Match::Compared => {
+            for g in &p.gates {
+                let text = figures(g);
+                let why = g.note.clone().unwrap_or_default();
+                let outcome = if p.failed {
+                    Outcome::Error(why)
+                } else {
+                    match g.decision {
+                        Decision::Regressed if !p.skipped => Outcome::Failure {
+                            kind: "REGRESSED".into(),
+                            message: format!(
+                                "REGRESSED: {} {} (band {})",
+                                change(g.change, g.scale, &g.unit),
+                                interval(g),
+                                band(g)
+                            ),
+                        },
+                        Decision::Incomparable if p.skipped => Outcome::Skipped(format!(
+                            "INCOMPARABLE (skipped): {}",
+                            mismatch_text(p)
+                        )),
+                        Decision::Incomparable if r.on_env_mismatch == OnEnvMismatch::Fail => {
+                            Outcome::Failure {
+                                kind: "INCOMPARABLE".into(),
+                                message: format!("INCOMPARABLE: {}", mismatch_text(p)),
+                            }
+                        }
+                        Decision::Incomparable => {
+                            unjudged(format!("INCOMPARABLE: {}", mismatch_text(p)))
+                        }
+                        Decision::Inconclusive | Decision::Insufficient => {
+                            unjudged(format!("{}: {why}", g.decision))
+                        }
+                        _ => Outcome::Pass,
+                    }
+                };
+                cases.push(case(&g.label, outcome, text));
+            }
+        }
+    }
+    for s in &p.slo {
+        let name = format!("slo {} {}", s.metric, s.expr);
+        let text = format!("measured {}", slo_value(&s.metric, s.value));
+        let outcome = if s.pass {
+            Outcome::Pass
+        } else {
+            Outcome::Failure {
+                kind: "SLO".into(),
+                message: format!(
+                    "SLO failed: {} {} (measured {})",
+                    s.metric,
+                    s.expr,
+                    slo_value(&s.metric, s.value)
+                ),
+            }
+        };
+        cases.push(case(&name, outcome, text));
+    }
+}
+
+fn figures(g: &GateReport) -> String {
+    format!(
+        "{}: baseline {}, new {}, change {} {}, noise band {}, {}",
+        g.decision,
+        value(g.baseline, &g.unit),
+        value(g.new, &g.unit),
+        change(g.change, g.scale, &g.unit),
+        interval(g),
+        band(g),
+        evidence(g)
+    )
+}
+
+fn mismatch_text(p: &PointReport) -> String {
+    p.env_mismatch
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Escapes text for XML 1.0 attributes and content, dropping characters
+/// XML 1.0 cannot represent.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 => {}
+            '\u{FFFE}' | '\u{FFFF}' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use infer_bench_judge::compare::{Settings, compare};
+    use infer_bench_judge::fixtures::{baseline_of, plan, point, results};
+
+    /// One regressed point with a failed SLO, one INCONCLUSIVE point, one
+    /// new point: failures are the regression and the SLO; the
+    /// INCONCLUSIVE gate is skipped, and a failure under --strict.
+    #[test]
+    fn failures_follow_the_exit_code() {
+        let gates =
+            "[regression]\nmetrics = [{ metric = \"tpot\", stat = \"p50\", noise = \"5%\" }]\n";
+        let (spec, plan) = plan(16, gates);
+        let named = |slug: &str, v: &[f64]| {
+            let mut p = point(&plan, v, &[]);
+            p.slug = slug.into();
+            p.id = format!("{slug}-00000000");
+            p
+        };
+        let b = baseline_of(&results(vec![
+            named("a", &[100.0; 3]),
+            named("b", &[100.0; 3]),
+        ]));
+        let mut a = named("a", &[120.0; 3]);
+        a.slo = vec![infer_bench_spec::results::SloResult {
+            metric: "tpot".into(),
+            expr: "p50 < 110ms".parse().unwrap(),
+            value: Some(120.0),
+            pass: false,
+            note: None,
+        }];
+        a.slo_pass = Some(false);
+        let new = results(vec![
+            a,
+            named("b", &[100.0, 104.0, 108.0]),
+            named("c", &[1.0; 3]),
+        ]);
+        let mut r = compare(&b, &new, &Settings::from_regression(&spec.regression));
+        let xml = junit(&r);
+        assert!(
+            xml.contains("tests=\"4\" failures=\"2\" errors=\"0\" skipped=\"2\""),
+            "{xml}"
+        );
+        assert!(xml.contains("<testcase classname=\"a\" name=\"tpot p50\">\n      <failure type=\"REGRESSED\" message=\"REGRESSED: +20.0% [+20.0%, +20.0%] (band ±5.0%)\">"), "{xml}");
+        assert!(
+            xml.contains("name=\"slo tpot p50 &lt; 110ms\">\n      <failure type=\"SLO\""),
+            "{xml}"
+        );
+        assert!(xml.contains("<testcase classname=\"b\" name=\"tpot p50\">\n      <skipped message=\"INCONCLUSIVE: "), "{xml}");
+        assert!(
+            xml.contains(
+                "<testcase classname=\"c\" name=\"baseline\">\n      <skipped message=\"new point"
+            ),
+            "{xml}"
+        );
+        r.finish(true);
+        let strict = junit(&r);
+        assert!(strict.contains("failures=\"3\""), "{strict}");
+        assert!(
+            strict.contains("<failure type=\"UNJUDGED\" message=\"INCONCLUSIVE: "),
+            "{strict}"
+        );
+    }
+
+    #[test]
+    fn escapes_markup_and_drops_what_xml_cannot_hold() {
+        assert_eq!(
+            esc("a<b & \"c\" 'd'>\u{1}\u{7}e\n"),
+            "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;e\n"
+        );
+        assert_eq!(esc("p99 < 200ms"), "p99 &lt; 200ms");
+    }
+}

@@ -1,0 +1,1177 @@
+//! The comparison of results with a baseline: which points match, whether
+//! they may be compared, and the decision per point, metric and statistic.
+//! Pure: plain data in (a [`Baseline`], [`Results`], the spec's regression
+//! [`Settings`]), a [`Report`] out, which the exporters render and whose
+//! [`Report::exit_code`] the command returns.
+//!
+//! Matching is by slug. Same hash: compared. Same slug, another hash: spec
+//! drift (a text diff of the configurations, no comparison). A slug on one
+//! side only: a new or dropped point, listed, never a failure.
+//!
+//! For a compared point, in this order:
+//! 1. the new point failed or is INVALID: every gate is INSUFFICIENT;
+//! 2. an identity key of the fingerprints differs (or the metric
+//!    definitions' version): INCOMPARABLE, and `on_env_mismatch` decides
+//!    whether that fails the check (`fail`), is advisory (`advisory`) or is
+//!    left out of the verdict (`skip`);
+//! 3. replicates: each run's value of the gate's statistic, or, when either
+//!    side has a single run, each window's ("within-run evidence": windows
+//!    share their run's fate, so the interval is optimistic);
+//! 4. fewer than `min_runs` replicates on a side: INSUFFICIENT;
+//! 5. otherwise [`stats::judge`] (relative change, for latencies, rates and
+//!    counts) or [`stats::judge_absolute`] (difference, for fractions such
+//!    as the error rate, which are often zero) at the spec's confidence;
+//!    the confidence the samples achieved is reported with the verdict
+//!    (three runs a side reach 90%, not 95%).
+//!
+//! A point's decision is the worst of its gates'. SLOs are not compared:
+//! they are absolute gates on the new results, carried along as they were
+//! judged during the run.
+
+use serde::Serialize;
+
+use super::baseline::{Baseline, BaselinePoint};
+use super::fingerprint::{Mismatch, mismatches, point_environment};
+use super::stats::{self, Judgement, Verdict};
+use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
+use infer_bench_results::metric::{Kind, Metric};
+use infer_bench_spec::raw::OnEnvMismatch;
+use infer_bench_spec::results::{
+    Environment, PointResult, PointStatus, Results, SloResult, Stats, WindowStats,
+};
+use infer_bench_spec::{Gate, Regression, Stat};
+
+/// The `format` of a JSON verdict report.
+pub const FORMAT: &str = "infer-bench-verdicts";
+/// Version of the JSON verdict report.
+pub const VERSION: u32 = 1;
+
+/// How to judge: the spec's `[regression]` table, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub gates: Vec<Gate>,
+    /// Requested confidence of the intervals, as a fraction (0.95).
+    pub confidence: f64,
+    /// Fewest replicates per side for a verdict.
+    pub min_runs: u32,
+    pub on_env_mismatch: OnEnvMismatch,
+    /// Confirmation re-runs of a REGRESSED point (`run --baseline` only).
+    pub confirm: u32,
+}
+
+impl Settings {
+    pub fn from_regression(r: &Regression) -> Settings {
+        Settings {
+            gates: r.gates.clone(),
+            confidence: r.confidence.fraction(),
+            min_runs: r.min_runs.max(1),
+            on_env_mismatch: r.on_env_mismatch,
+            confirm: r.confirm,
+        }
+    }
+}
+
+/// The decision on one gate (or, the worst of its gates, on a point).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Decision {
+    /// The whole interval is worse than the noise band.
+    Regressed,
+    /// The whole interval is better than the noise band.
+    Improved,
+    /// The whole interval lies inside the noise band.
+    Unchanged,
+    /// The interval straddles an edge of the band: add runs.
+    Inconclusive,
+    /// The environments' identity keys differ.
+    Incomparable,
+    /// Too few replicates, or the new point failed or is INVALID.
+    Insufficient,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Regressed => "REGRESSED",
+            Decision::Improved => "IMPROVED",
+            Decision::Unchanged => "UNCHANGED",
+            Decision::Inconclusive => "INCONCLUSIVE",
+            Decision::Incomparable => "INCOMPARABLE",
+            Decision::Insufficient => "INSUFFICIENT",
+        }
+    }
+
+    /// Severity, most severe first: what the report lists first and what a
+    /// point's decision is when its gates disagree.
+    pub fn severity(self) -> u8 {
+        match self {
+            Decision::Regressed => 0,
+            Decision::Incomparable => 1,
+            Decision::Insufficient => 2,
+            Decision::Inconclusive => 3,
+            Decision::Improved => 4,
+            Decision::Unchanged => 5,
+        }
+    }
+
+    /// Whether this decision means the gate could not be judged.
+    pub fn is_unjudged(self) -> bool {
+        matches!(
+            self,
+            Decision::Inconclusive | Decision::Incomparable | Decision::Insufficient
+        )
+    }
+}
+
+impl From<Verdict> for Decision {
+    fn from(v: Verdict) -> Decision {
+        match v {
+            Verdict::Regressed => Decision::Regressed,
+            Verdict::Improved => Decision::Improved,
+            Verdict::Unchanged => Decision::Unchanged,
+            Verdict::Inconclusive => Decision::Inconclusive,
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a point of the results relates to the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Match {
+    /// Same slug and hash: compared.
+    Compared,
+    /// Same slug, another configuration: not compared; see `drift`.
+    Drift,
+    /// Only in the results.
+    New,
+    /// Only in the baseline.
+    Dropped,
+}
+
+/// How a gate's change is expressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scale {
+    /// Changes and the band are relative (0.1 = +10%).
+    Relative,
+    /// Changes and the band are differences in the metric's unit (for
+    /// fractions, 0.01 = one percentage point).
+    Absolute,
+}
+
+/// The decision on one gate of one point, with the figures behind it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateReport {
+    pub metric: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stat: Option<String>,
+    /// "ttft p99", "output_tokens_per_s".
+    pub label: String,
+    /// The unit of `baseline` and `new`.
+    pub unit: String,
+    pub decision: Decision,
+    pub scale: Scale,
+    /// Median of the baseline's replicates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<f64>,
+    /// Median of the new replicates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<f64>,
+    /// Hodges-Lehmann estimate of the change (see `scale`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_high: Option<f64>,
+    /// The noise band: the larger of the gate's `noise` and twice the
+    /// baseline's spread (see `scale`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise_band: Option<f64>,
+    /// Coverage of the interval the samples achieved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub achieved_confidence: Option<f64>,
+    /// Replicates: baseline, new.
+    pub m: usize,
+    pub n: usize,
+    /// Replicates are windows of single runs, not runs.
+    pub within_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Decisions of the confirmation re-runs of a REGRESSED gate.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub confirmations: Vec<Decision>,
+}
+
+/// Everything the report says about one point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PointReport {
+    /// The new point's ID (the baseline's for a dropped point).
+    pub id: String,
+    pub slug: String,
+    #[serde(rename = "match")]
+    pub matched: Match,
+    /// The baseline entry's ID, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_id: Option<String>,
+    /// The worst decision of the gates (compared points only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// Replicates are windows of single runs.
+    pub within_run: bool,
+    /// INCOMPARABLE and left out of the verdict (`on_env_mismatch = "skip"`).
+    pub skipped: bool,
+    /// The new point could not be measured (infrastructure).
+    pub failed: bool,
+    /// The new point is VALID (true for dropped points).
+    pub valid: bool,
+    pub gates: Vec<GateReport>,
+    /// Identity keys that differ.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_mismatch: Vec<Mismatch>,
+    /// Recorded facts that differ (server version, kernel, ...): context.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fact_changes: Vec<Mismatch>,
+    /// Spec drift: unified diff of the measured configurations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The new point's SLOs, as judged during the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<SloResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo_pass: Option<bool>,
+    /// The new point's telemetry, as the results hold it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<serde_json::Value>,
+}
+
+impl PointReport {
+    /// Where the point goes in the report: regressions first, then SLO
+    /// failures, what could not be judged, drift, improvements, new and
+    /// dropped points, unchanged last.
+    pub fn order(&self) -> u8 {
+        if self.decision == Some(Decision::Regressed) && !self.skipped {
+            return 0;
+        }
+        if self.slo_pass == Some(false) || self.failed {
+            return 1;
+        }
+        match (self.matched, self.decision) {
+            (Match::Compared, _) if self.skipped => 6,
+            (Match::Compared, Some(Decision::Incomparable)) => 2,
+            (Match::Compared, Some(Decision::Insufficient)) => 3,
+            (Match::Compared, Some(Decision::Inconclusive)) => 4,
+            (Match::Drift, _) => 5,
+            (Match::Compared, Some(Decision::Improved)) => 7,
+            (Match::New, _) => 8,
+            (Match::Dropped, _) => 9,
+            _ => 10,
+        }
+    }
+
+    /// Whether something about this point could not be judged (what
+    /// `--strict` fails on): an unjudged decision, drift, or an INVALID new
+    /// point.
+    pub fn unjudged(&self) -> bool {
+        if self.skipped {
+            return false;
+        }
+        self.decision.is_some_and(Decision::is_unjudged)
+            || self.matched == Match::Drift
+            || !self.valid
+    }
+
+    fn recompute(&mut self) {
+        self.decision = self
+            .gates
+            .iter()
+            .map(|g| g.decision)
+            .min_by_key(|d| d.severity());
+    }
+}
+
+/// Points by outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub regressed: usize,
+    pub improved: usize,
+    pub unchanged: usize,
+    pub inconclusive: usize,
+    pub incomparable: usize,
+    pub insufficient: usize,
+    /// INCOMPARABLE points left out (`on_env_mismatch = "skip"`).
+    pub skipped: usize,
+    pub drift: usize,
+    pub new: usize,
+    pub dropped: usize,
+    /// Points with a failed SLO.
+    pub slo_failed: usize,
+    /// Points that could not be measured.
+    pub failed: usize,
+    /// Gates judged UNCHANGED, over all compared points.
+    pub unchanged_gates: usize,
+}
+
+/// Where one side came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Source {
+    pub path: String,
+    /// The baseline's `recorded_at`, or the results' `started_at`.
+    pub recorded_at: String,
+}
+
+/// The whole judgement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Always "infer-bench-verdicts".
+    pub format: String,
+    pub version: u32,
+    pub spec: String,
+    pub baseline: Source,
+    pub results: Source,
+    /// Requested confidence (fraction).
+    pub confidence: f64,
+    pub min_runs: u32,
+    pub on_env_mismatch: OnEnvMismatch,
+    pub confirm: u32,
+    /// Whether the exit code treats what could not be judged as failure.
+    pub strict: bool,
+    /// The exit code of this judgement (see `error.rs`).
+    pub exit_code: u8,
+    pub counts: Counts,
+    /// In report order (see [`PointReport::order`]).
+    pub points: Vec<PointReport>,
+}
+
+/// Compares `results` with `baseline` under `settings`. Paths in the
+/// report's sources are left empty for the caller to fill in.
+pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> Report {
+    let mut points = Vec::new();
+    for p in &results.points {
+        let report = match baseline.by_slug(&p.slug) {
+            None => unmatched(p, Match::New),
+            Some((bid, b)) if b.hash != p.hash => {
+                let mut r = unmatched(p, Match::Drift);
+                r.baseline_id = Some(bid.clone());
+                r.drift = Some(super::drift::config_diff(bid, &b.config, &p.id, &p.config));
+                r
+            }
+            Some((bid, b)) => compared(bid, b, p, baseline, results, settings),
+        };
+        points.push(report);
+    }
+    for (id, b) in &baseline.points {
+        if results.points.iter().any(|p| p.slug == b.slug) {
+            continue;
+        }
+        let pending = results
+            .pending
+            .iter()
+            .any(|pid| pid.rsplit_once('-').is_some_and(|(slug, _)| slug == b.slug));
+        points.push(PointReport {
+            id: id.clone(),
+            slug: b.slug.clone(),
+            matched: Match::Dropped,
+            baseline_id: Some(id.clone()),
+            decision: None,
+            within_run: false,
+            skipped: false,
+            failed: false,
+            valid: true,
+            gates: Vec::new(),
+            env_mismatch: Vec::new(),
+            fact_changes: Vec::new(),
+            drift: None,
+            notes: vec![if pending {
+                "selected but did not finish in these results".into()
+            } else {
+                "not in these results (not selected, or no longer in the spec)".into()
+            }],
+            slo: Vec::new(),
+            slo_pass: None,
+            telemetry: None,
+        });
+    }
+    let mut report = Report {
+        format: FORMAT.into(),
+        version: VERSION,
+        spec: results.spec.name.clone(),
+        baseline: Source {
+            path: String::new(),
+            recorded_at: baseline.recorded_at.clone(),
+        },
+        results: Source {
+            path: String::new(),
+            recorded_at: results.started_at.clone(),
+        },
+        confidence: settings.confidence,
+        min_runs: settings.min_runs,
+        on_env_mismatch: settings.on_env_mismatch,
+        confirm: settings.confirm,
+        strict: false,
+        exit_code: EXIT_OK,
+        counts: Counts::default(),
+        points,
+    };
+    report.finish(false);
+    report
+}
+
+impl Report {
+    /// Sorts the points, recounts, and sets the exit code for `strict`.
+    pub fn finish(&mut self, strict: bool) {
+        self.points
+            .sort_by(|a, b| (a.order(), &a.slug).cmp(&(b.order(), &b.slug)));
+        self.strict = strict;
+        self.counts = self.count();
+        self.exit_code = self.compute_exit_code(strict);
+    }
+
+    fn count(&self) -> Counts {
+        let mut c = Counts::default();
+        for p in &self.points {
+            c.slo_failed += usize::from(p.slo_pass == Some(false));
+            c.failed += usize::from(p.failed);
+            match p.matched {
+                Match::Drift => c.drift += 1,
+                Match::New => c.new += 1,
+                Match::Dropped => c.dropped += 1,
+                Match::Compared if p.skipped => c.skipped += 1,
+                Match::Compared => {
+                    c.unchanged_gates += p
+                        .gates
+                        .iter()
+                        .filter(|g| g.decision == Decision::Unchanged)
+                        .count();
+                    match p.decision {
+                        Some(Decision::Regressed) => c.regressed += 1,
+                        Some(Decision::Improved) => c.improved += 1,
+                        Some(Decision::Unchanged) | None => c.unchanged += 1,
+                        Some(Decision::Inconclusive) => c.inconclusive += 1,
+                        Some(Decision::Incomparable) => c.incomparable += 1,
+                        Some(Decision::Insufficient) => c.insufficient += 1,
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// 3 if a point could not be measured; 1 for a (confirmed) regression,
+    /// a failed SLO, or an environment mismatch under
+    /// `on_env_mismatch = "fail"`; with `strict`, 4 if something could not
+    /// be judged; else 0.
+    fn compute_exit_code(&self, strict: bool) -> u8 {
+        let c = &self.counts;
+        if c.failed > 0 {
+            EXIT_INFRA
+        } else if c.regressed > 0
+            || c.slo_failed > 0
+            || (self.on_env_mismatch == OnEnvMismatch::Fail && c.incomparable > 0)
+        {
+            EXIT_FAILED
+        } else if strict && self.points.iter().any(PointReport::unjudged) {
+            EXIT_UNJUDGED
+        } else {
+            EXIT_OK
+        }
+    }
+
+    /// IDs of the points judged REGRESSED (and not skipped).
+    pub fn regressed_ids(&self) -> Vec<String> {
+        self.points
+            .iter()
+            .filter(|p| p.decision == Some(Decision::Regressed) && !p.skipped)
+            .map(|p| p.id.clone())
+            .collect()
+    }
+
+    /// Applies confirmation round `round` (1-based): each REGRESSED gate
+    /// stays REGRESSED only if the re-run's judgement of the same gate is
+    /// REGRESSED too; otherwise it becomes INCONCLUSIVE (the evidence
+    /// disagrees), with a note. Call [`Report::finish`] afterwards.
+    pub fn confirm_with(&mut self, round: u32, rerun: &Report) {
+        for point in &mut self.points {
+            if point.decision != Some(Decision::Regressed) {
+                continue;
+            }
+            let again = rerun.points.iter().find(|r| r.id == point.id);
+            for gate in &mut point.gates {
+                if gate.decision != Decision::Regressed {
+                    continue;
+                }
+                let d = again
+                    .and_then(|r| {
+                        r.gates
+                            .iter()
+                            .find(|g| g.metric == gate.metric && g.stat == gate.stat)
+                    })
+                    .map_or(Decision::Insufficient, |g| g.decision);
+                gate.confirmations.push(d);
+                if d != Decision::Regressed {
+                    gate.decision = Decision::Inconclusive;
+                    gate.note = Some(format!(
+                        "REGRESSED in the first run but {d} in confirmation re-run {round}: not confirmed"
+                    ));
+                }
+            }
+            point.recompute();
+        }
+    }
+}
+
+/// A point of the results with nothing to compare against (new or drift).
+fn unmatched(p: &PointResult, matched: Match) -> PointReport {
+    PointReport {
+        id: p.id.clone(),
+        slug: p.slug.clone(),
+        matched,
+        baseline_id: None,
+        decision: None,
+        within_run: false,
+        skipped: false,
+        failed: p.status == PointStatus::Failed,
+        valid: p.valid,
+        gates: Vec::new(),
+        env_mismatch: Vec::new(),
+        fact_changes: Vec::new(),
+        drift: None,
+        notes: p.invalid_reasons.clone(),
+        slo: p.slo.clone(),
+        slo_pass: p.slo_pass,
+        telemetry: p
+            .telemetry
+            .as_ref()
+            .and_then(|t| serde_json::to_value(t).ok()),
+    }
+}
+
+fn compared(
+    bid: &str,
+    b: &BaselinePoint,
+    p: &PointResult,
+    baseline: &Baseline,
+    results: &Results,
+    settings: &Settings,
+) -> PointReport {
+    let new_env = point_environment(&results.environment, p);
+    let mut env_mismatch = mismatches(&b.environment, &new_env);
+    if baseline.metrics_version != results.metrics_version {
+        env_mismatch.push(Mismatch {
+            key: "metrics_version".into(),
+            baseline: baseline.metrics_version.to_string(),
+            new: results.metrics_version.to_string(),
+        });
+    }
+    let fact_changes = changed_facts(&b.environment, &new_env);
+    let failed = p.status == PointStatus::Failed;
+    let problem = if failed {
+        Some(format!(
+            "the point could not be measured: {}",
+            p.failure.as_deref().unwrap_or("see the results")
+        ))
+    } else if !p.valid {
+        Some(format!(
+            "the new point is INVALID: {}",
+            p.invalid_reasons.join("; ")
+        ))
+    } else {
+        None
+    };
+    let within_run = b.runs.len() < 2 || p.runs.len() < 2;
+    let sides = Sides {
+        base: b
+            .runs
+            .iter()
+            .map(|r| (&r.stats, r.windows.as_slice()))
+            .collect(),
+        new: p
+            .runs
+            .iter()
+            .map(|r| (&r.stats, r.windows.as_slice()))
+            .collect(),
+        within_run,
+    };
+    let gates: Vec<GateReport> = settings
+        .gates
+        .iter()
+        .map(|g| {
+            judge_gate(
+                g,
+                &sides,
+                settings,
+                problem.as_deref(),
+                !env_mismatch.is_empty(),
+            )
+        })
+        .collect();
+    let incomparable = !env_mismatch.is_empty() && problem.is_none();
+    let mut notes = Vec::new();
+    if within_run && problem.is_none() {
+        notes.push(format!(
+            "within-run evidence: {} a single run, so the windows of each run stand in for runs",
+            match (b.runs.len() < 2, p.runs.len() < 2) {
+                (true, true) => "both sides have",
+                (true, false) => "the baseline has",
+                _ => "the new results have",
+            }
+        ));
+    }
+    let mut report = PointReport {
+        id: p.id.clone(),
+        slug: p.slug.clone(),
+        matched: Match::Compared,
+        baseline_id: Some(bid.to_string()),
+        decision: None,
+        within_run,
+        skipped: incomparable && settings.on_env_mismatch == OnEnvMismatch::Skip,
+        failed,
+        valid: p.valid,
+        gates,
+        env_mismatch,
+        fact_changes,
+        drift: None,
+        notes,
+        slo: p.slo.clone(),
+        slo_pass: p.slo_pass,
+        telemetry: p
+            .telemetry
+            .as_ref()
+            .and_then(|t| serde_json::to_value(t).ok()),
+    };
+    report.recompute();
+    report
+}
+
+/// Per-run statistics and windows of both sides.
+struct Sides<'a> {
+    base: Vec<(&'a Stats, &'a [WindowStats])>,
+    new: Vec<(&'a Stats, &'a [WindowStats])>,
+    within_run: bool,
+}
+
+/// The label of a gate: "ttft p99", "output_tokens_per_s".
+pub fn gate_label(metric: Metric, stat: Option<&Stat>) -> String {
+    match stat {
+        Some(s) => format!("{metric} {}", s.name()),
+        None => metric.to_string(),
+    }
+}
+
+fn judge_gate(
+    gate: &Gate,
+    sides: &Sides,
+    settings: &Settings,
+    problem: Option<&str>,
+    mismatch: bool,
+) -> GateReport {
+    let metric = gate.metric;
+    let stat = gate.stat.as_ref();
+    let scale = if metric.kind() == Kind::Ratio {
+        Scale::Absolute
+    } else {
+        Scale::Relative
+    };
+    let mut report = GateReport {
+        metric: metric.name().to_string(),
+        stat: stat.map(|s| s.name()),
+        label: gate_label(metric, stat),
+        unit: metric.unit().to_string(),
+        decision: Decision::Insufficient,
+        scale,
+        baseline: None,
+        new: None,
+        change: None,
+        change_low: None,
+        change_high: None,
+        noise_band: None,
+        achieved_confidence: None,
+        m: 0,
+        n: 0,
+        within_run: sides.within_run,
+        note: None,
+        confirmations: Vec::new(),
+    };
+    if let Some(problem) = problem {
+        report.note = Some(problem.to_string());
+        return report;
+    }
+    let base = replicates(&sides.base, metric, stat, sides.within_run);
+    let new = replicates(&sides.new, metric, stat, sides.within_run);
+    let (base, new) = match (base, new) {
+        (Ok(b), Ok(n)) => (b, n),
+        (Err(e), _) => {
+            report.note = Some(format!("baseline: {e}"));
+            return report;
+        }
+        (_, Err(e)) => {
+            report.note = Some(format!("new results: {e}"));
+            return report;
+        }
+    };
+    report.m = base.len();
+    report.n = new.len();
+    report.baseline = median(&base);
+    report.new = median(&new);
+    // Windows cannot see how much whole runs differ; when the baseline has
+    // several runs, their spread joins the band (as the windows' does).
+    let mut noise = gate.noise.fraction();
+    if sides.within_run && sides.base.len() >= 2 {
+        if let Ok(runs) = replicates(&sides.base, metric, stat, false) {
+            let spread = match scale {
+                Scale::Relative => stats::coefficient_of_variation(&runs),
+                Scale::Absolute => stats::standard_deviation(&runs),
+            };
+            noise = noise.max(spread.map_or(0.0, |s| 2.0 * s));
+        }
+    }
+    let j: Option<Judgement> = match scale {
+        Scale::Relative => stats::judge(
+            &base,
+            &new,
+            metric.higher_is_worse(),
+            noise,
+            settings.confidence,
+        ),
+        Scale::Absolute => stats::judge_absolute(
+            &base,
+            &new,
+            metric.higher_is_worse(),
+            noise,
+            settings.confidence,
+        ),
+    };
+    if let Some(j) = &j {
+        report.change = Some(j.change);
+        report.change_low = Some(j.change_low);
+        report.change_high = Some(j.change_high);
+        report.noise_band = Some(j.tau);
+        report.achieved_confidence = Some(j.achieved_confidence);
+    }
+    let unit = if sides.within_run { "windows" } else { "runs" };
+    let min = settings.min_runs as usize;
+    if mismatch {
+        report.decision = Decision::Incomparable;
+        report.note = Some("the environments differ (see the mismatch)".into());
+    } else if report.m < min || report.n < min {
+        report.note = Some(format!(
+            "{} baseline and {} new {unit}; min_runs asks for {min} a side",
+            report.m, report.n
+        ));
+    } else if let Some(j) = j {
+        report.decision = j.verdict.into();
+        if report.decision == Decision::Inconclusive {
+            report.note = Some(format!(
+                "the interval straddles the noise band: add {unit} for a verdict"
+            ));
+        }
+    } else {
+        report.note = Some(
+            "values that are zero or negative have no ratio to compare (the metric may not apply here)"
+                .into(),
+        );
+    }
+    report
+}
+
+/// The statistic of each run, or of each window of every run. Windows with
+/// no successful request, or no value of the statistic, are left out; a run
+/// without a value is an error (the sentence says what is missing).
+fn replicates(
+    runs: &[(&Stats, &[WindowStats])],
+    metric: Metric,
+    stat: Option<&Stat>,
+    windows: bool,
+) -> Result<Vec<f64>, String> {
+    let label = gate_label(metric, stat);
+    if windows {
+        let values: Vec<f64> = runs
+            .iter()
+            .flat_map(|(_, w)| w.iter())
+            .filter(|w| w.stats.requests.succeeded > 0)
+            .filter_map(|w| w.stats.value(metric, stat))
+            .collect();
+        if values.is_empty() {
+            return Err(format!("no window has a value of {label}"));
+        }
+        return Ok(values);
+    }
+    runs.iter()
+        .enumerate()
+        .map(|(i, (s, _))| {
+            s.value(metric, stat).ok_or_else(|| {
+                if matches!(stat, Some(Stat::Percentile(_))) && s.latency_ms.contains_key(metric.name()) {
+                    format!(
+                        "{label} is not kept per run (runs keep mean, min, max, std, p50, p90, p95, p99 and p99.9)"
+                    )
+                } else {
+                    format!("run {} has no value of {label}", i + 1)
+                }
+            })
+        })
+        .collect()
+}
+
+fn median(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[mid]),
+        _ => Some((v[mid - 1] + v[mid]) / 2.0),
+    }
+}
+
+/// Facts both sides recorded with different values.
+fn changed_facts(base: &Environment, new: &Environment) -> Vec<Mismatch> {
+    base.facts
+        .iter()
+        .filter_map(|(key, b)| {
+            let n = new.facts.get(key)?;
+            (n != b).then(|| Mismatch {
+                key: key.clone(),
+                baseline: b.clone(),
+                new: n.clone(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+
+    fn settings(spec: &infer_bench_spec::Spec) -> Settings {
+        Settings::from_regression(&spec.regression)
+    }
+
+    fn judge_runs(base: &[f64], new: &[f64]) -> Report {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, base, &[])]));
+        compare(&b, &results(vec![point(&plan, new, &[])]), &settings(&spec))
+    }
+
+    fn gate<'a>(r: &'a Report, label: &str) -> &'a GateReport {
+        r.points[0]
+            .gates
+            .iter()
+            .find(|g| g.label == label)
+            .unwrap_or_else(|| panic!("no gate {label}"))
+    }
+
+    fn close(a: Option<f64>, b: f64) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-9)
+    }
+
+    /// TPOT 100 ms three times against 110, 111, 112: the nine pairwise
+    /// ratios are 1.10, 1.11, 1.12 three times each; median 1.11, and m = n
+    /// = 3 reaches 90% at most, with the full range [1.10, 1.12] as the
+    /// interval. Wholly above +5%: REGRESSED. Throughput is 10 000 / TPOT,
+    /// so it drops by the reciprocal: 1/1.11 - 1 = -9.9%, also REGRESSED.
+    /// No errors on either side: error_rate UNCHANGED at +0 points.
+    #[test]
+    fn a_ten_percent_slowdown_regresses_latency_and_throughput() {
+        let r = judge_runs(&[100.0; 3], &[110.0, 111.0, 112.0]);
+        let t = gate(&r, "tpot p50");
+        assert_eq!(t.decision, Decision::Regressed);
+        assert!(close(t.change, 0.11), "{t:?}");
+        assert!(
+            close(t.change_low, 0.10) && close(t.change_high, 0.12),
+            "{t:?}"
+        );
+        assert!(close(t.noise_band, 0.05));
+        assert!(close(t.achieved_confidence, 0.9));
+        assert!(close(t.baseline, 100.0) && close(t.new, 111.0));
+        assert_eq!((t.m, t.n, t.within_run), (3, 3, false));
+        let x = gate(&r, "output_tokens_per_s");
+        assert_eq!(x.decision, Decision::Regressed);
+        assert!(close(x.change, 1.0 / 1.11 - 1.0), "{x:?}");
+        let e = gate(&r, "error_rate");
+        assert_eq!(e.decision, Decision::Unchanged);
+        assert_eq!(e.scale, Scale::Absolute);
+        assert!(close(e.change, 0.0));
+        assert_eq!(r.points[0].decision, Some(Decision::Regressed));
+        assert_eq!(r.counts.regressed, 1);
+        assert_eq!(r.exit_code, EXIT_FAILED);
+    }
+
+    /// 100 against 90, 91, 92 (latency down 9%, throughput up 9.9%).
+    #[test]
+    fn a_speedup_improves() {
+        let r = judge_runs(&[100.0; 3], &[90.0, 91.0, 92.0]);
+        assert_eq!(gate(&r, "tpot p50").decision, Decision::Improved);
+        assert_eq!(gate(&r, "output_tokens_per_s").decision, Decision::Improved);
+        assert_eq!(r.points[0].decision, Some(Decision::Improved));
+        assert_eq!(r.exit_code, EXIT_OK);
+    }
+
+    /// 100 against 98, 100, 102: interval [0.98, 1.02] inside [1/1.05,
+    /// 1.05]: UNCHANGED everywhere; a tight baseline keeps the band at 5%.
+    #[test]
+    fn within_the_band_is_unchanged() {
+        let r = judge_runs(&[100.0; 3], &[98.0, 100.0, 102.0]);
+        for g in &r.points[0].gates {
+            assert_eq!(g.decision, Decision::Unchanged, "{g:?}");
+        }
+        assert_eq!(r.counts.unchanged, 1);
+        assert_eq!(r.counts.unchanged_gates, 3);
+        assert_eq!(r.exit_code, EXIT_OK);
+    }
+
+    /// 100 against 100, 104, 108: interval [1.00, 1.08] straddles 1.05:
+    /// INCONCLUSIVE, which passes unless --strict (exit 4).
+    #[test]
+    fn straddling_is_inconclusive_and_strict_fails_it() {
+        let mut r = judge_runs(&[100.0; 3], &[100.0, 104.0, 108.0]);
+        assert_eq!(gate(&r, "tpot p50").decision, Decision::Inconclusive);
+        assert_eq!(r.exit_code, EXIT_OK);
+        r.finish(true);
+        assert_eq!(r.exit_code, EXIT_UNJUDGED);
+    }
+
+    /// Two new runs with min_runs 3: INSUFFICIENT, with the counts.
+    #[test]
+    fn fewer_runs_than_min_runs_is_insufficient() {
+        let r = judge_runs(&[100.0; 3], &[130.0, 131.0]);
+        let t = gate(&r, "tpot p50");
+        assert_eq!(t.decision, Decision::Insufficient);
+        assert_eq!((t.m, t.n), (3, 2));
+        assert!(
+            t.note
+                .as_deref()
+                .unwrap()
+                .contains("3 baseline and 2 new runs"),
+            "{t:?}"
+        );
+        assert_eq!(r.exit_code, EXIT_OK);
+    }
+
+    /// One run a side: the windows are the replicates. Baseline windows 100
+    /// x 4, new 110..113: with m = n = 4, P(U <= 0) = 1/70 <= 2.5% but P(U
+    /// <= 1) = 2/70 is not, so k = 1: the full range [1.10, 1.13], coverage
+    /// 1 - 2/70 = 97.1%. REGRESSED, marked within-run.
+    #[test]
+    fn a_single_run_uses_windows_as_within_run_evidence() {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, &[100.0], &[&[100.0; 4]])]));
+        let new = results(vec![point(
+            &plan,
+            &[111.0],
+            &[&[110.0, 111.0, 112.0, 113.0]],
+        )]);
+        let r = compare(&b, &new, &settings(&spec));
+        let t = gate(&r, "tpot p50");
+        assert_eq!(t.decision, Decision::Regressed);
+        assert!(t.within_run && r.points[0].within_run);
+        assert_eq!((t.m, t.n), (4, 4));
+        assert!(
+            close(t.change_low, 0.10) && close(t.change_high, 0.13),
+            "{t:?}"
+        );
+        assert!(close(t.achieved_confidence, 1.0 - 2.0 / 70.0));
+        assert!(r.points[0].notes[0].starts_with("within-run evidence"));
+    }
+
+    /// Windows count against min_runs like runs: two baseline windows are
+    /// too few for min_runs 3.
+    #[test]
+    fn too_few_windows_are_insufficient() {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, &[100.0], &[&[100.0, 101.0]])]));
+        let new = results(vec![point(&plan, &[100.0], &[&[100.0, 100.0, 100.0]])]);
+        let r = compare(&b, &new, &settings(&spec));
+        let t = gate(&r, "tpot p50");
+        assert_eq!(t.decision, Decision::Insufficient);
+        assert!(
+            t.note
+                .as_deref()
+                .unwrap()
+                .contains("2 baseline and 3 new windows")
+        );
+    }
+
+    #[test]
+    fn an_invalid_or_failed_new_point_is_insufficient() {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+        let mut p = point(&plan, &[150.0; 3], &[]);
+        p.valid = false;
+        p.invalid_reasons = vec!["no request succeeded".into()];
+        let r = compare(&b, &results(vec![p.clone()]), &settings(&spec));
+        assert_eq!(r.points[0].decision, Some(Decision::Insufficient));
+        assert!(
+            gate(&r, "tpot p50")
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("INVALID: no request succeeded")
+        );
+        assert_eq!(r.exit_code, EXIT_OK);
+        p.status = PointStatus::Failed;
+        p.failure = Some("the target is unreachable".into());
+        let r = compare(&b, &results(vec![p]), &settings(&spec));
+        assert!(r.points[0].failed);
+        assert_eq!(r.exit_code, EXIT_INFRA);
+    }
+
+    /// The simulated GPU is not in the point's hash but is in its
+    /// fingerprint: another GPU is INCOMPARABLE, and `on_env_mismatch`
+    /// decides what that does to the exit code.
+    #[test]
+    fn another_gpu_is_incomparable() {
+        for (mode, code, strict_code, skipped) in [
+            ("advisory", EXIT_OK, EXIT_UNJUDGED, false),
+            ("fail", EXIT_FAILED, EXIT_FAILED, false),
+            ("skip", EXIT_OK, EXIT_OK, true),
+        ] {
+            let (spec, plan) = plan(16, &format!("{GATES}on_env_mismatch = \"{mode}\"\n"));
+            let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+            let mut p = point(&plan, &[150.0; 3], &[]);
+            std::sync::Arc::make_mut(&mut p.config.target)
+                .sim
+                .as_mut()
+                .unwrap()
+                .gpu = "h100-sxm".into();
+            assert_eq!(p.config.hash(), p.hash, "the GPU is not hashed");
+            let mut r = compare(&b, &results(vec![p]), &settings(&spec));
+            let pr = &r.points[0];
+            assert_eq!(pr.decision, Some(Decision::Incomparable), "{mode}");
+            assert_eq!(pr.skipped, skipped);
+            assert_eq!(
+                pr.env_mismatch,
+                vec![Mismatch {
+                    key: "sim_gpu".into(),
+                    baseline: "l40s".into(),
+                    new: "h100-sxm".into()
+                }]
+            );
+            // The figures are still there for the curious.
+            assert!(close(gate(&r, "tpot p50").change, 0.5));
+            assert_eq!(r.exit_code, code, "{mode}");
+            r.finish(true);
+            assert_eq!(r.exit_code, strict_code, "{mode} --strict");
+        }
+    }
+
+    #[test]
+    fn a_changed_configuration_is_drift_with_a_diff() {
+        let (spec, plan16) = plan(16, GATES);
+        let (_, plan24) = plan(24, GATES);
+        let b = baseline_of(&results(vec![point(&plan16, &[100.0; 3], &[])]));
+        let new = point(&plan24, &[100.0; 3], &[]);
+        assert_eq!(new.slug, plan16.points[0].slug);
+        assert_ne!(new.hash, plan16.points[0].hash);
+        let mut r = compare(&b, &results(vec![new]), &settings(&spec));
+        let p = &r.points[0];
+        assert_eq!(p.matched, Match::Drift);
+        assert_eq!(p.decision, None);
+        let diff = p.drift.as_deref().unwrap();
+        assert!(
+            diff.contains("-    \"output_tokens\": \"fixed(16)\""),
+            "{diff}"
+        );
+        assert!(
+            diff.contains("+    \"output_tokens\": \"fixed(24)\""),
+            "{diff}"
+        );
+        assert!(diff.starts_with("--- baseline "), "{diff}");
+        assert_eq!(r.counts.drift, 1);
+        assert_eq!(r.exit_code, EXIT_OK);
+        r.finish(true);
+        assert_eq!(
+            r.exit_code, EXIT_UNJUDGED,
+            "drift is unjudged under --strict"
+        );
+    }
+
+    #[test]
+    fn new_and_dropped_points_are_listed_not_failed() {
+        let (spec, plan) = plan(16, GATES);
+        let mut old = point(&plan, &[100.0; 3], &[]);
+        old.slug = "gone".into();
+        old.id = "gone-00000000".into();
+        let b = baseline_of(&results(vec![old]));
+        let mut r = compare(
+            &b,
+            &results(vec![point(&plan, &[100.0; 3], &[])]),
+            &settings(&spec),
+        );
+        let kinds: Vec<Match> = r.points.iter().map(|p| p.matched).collect();
+        assert_eq!(kinds, vec![Match::New, Match::Dropped]);
+        assert_eq!((r.counts.new, r.counts.dropped), (1, 1));
+        assert_eq!(r.exit_code, EXIT_OK);
+        r.finish(true);
+        assert_eq!(r.exit_code, EXIT_OK, "new and dropped are never failures");
+    }
+
+    #[test]
+    fn a_failed_slo_fails_even_when_nothing_regressed() {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+        let mut p = point(&plan, &[100.0; 3], &[]);
+        p.slo = vec![SloResult {
+            metric: "tpot".into(),
+            expr: "p50 < 50ms".parse().unwrap(),
+            value: Some(100.0),
+            pass: false,
+            note: None,
+        }];
+        p.slo_pass = Some(false);
+        let r = compare(&b, &results(vec![p]), &settings(&spec));
+        assert_eq!(r.points[0].decision, Some(Decision::Unchanged));
+        assert_eq!(r.counts.slo_failed, 1);
+        assert_eq!(r.exit_code, EXIT_FAILED);
+    }
+
+    /// A REGRESSED gate stays so only if the re-run regresses too.
+    #[test]
+    fn confirmation_keeps_or_clears_a_regression() {
+        let first = judge_runs(&[100.0; 3], &[110.0, 111.0, 112.0]);
+        let mut kept = first.clone();
+        kept.confirm_with(1, &judge_runs(&[100.0; 3], &[109.0, 110.0, 111.0]));
+        kept.finish(false);
+        let t = gate(&kept, "tpot p50");
+        assert_eq!(t.decision, Decision::Regressed);
+        assert_eq!(t.confirmations, vec![Decision::Regressed]);
+        assert_eq!(kept.exit_code, EXIT_FAILED);
+
+        let mut cleared = first;
+        cleared.confirm_with(1, &judge_runs(&[100.0; 3], &[99.0, 100.0, 101.0]));
+        cleared.finish(false);
+        let t = gate(&cleared, "tpot p50");
+        assert_eq!(t.decision, Decision::Inconclusive);
+        assert_eq!(t.confirmations, vec![Decision::Unchanged]);
+        assert!(t.note.as_deref().unwrap().contains("not confirmed"));
+        assert_eq!(cleared.points[0].decision, Some(Decision::Inconclusive));
+        assert_eq!(cleared.exit_code, EXIT_OK);
+    }
+
+    #[test]
+    fn regressions_come_first() {
+        let (spec, plan) = plan(16, GATES);
+        let mut a = point(&plan, &[100.0; 3], &[]);
+        a.slug = "a".into();
+        a.id = "a-1".into();
+        let mut z = point(&plan, &[100.0; 3], &[]);
+        z.slug = "z".into();
+        z.id = "z-1".into();
+        let b = baseline_of(&results(vec![a.clone(), z.clone()]));
+        let mut z2 = point(&plan, &[120.0; 3], &[]);
+        z2.slug = "z".into();
+        z2.id = "z-1".into();
+        let r = compare(&b, &results(vec![a, z2]), &settings(&spec));
+        assert_eq!(r.points[0].slug, "z");
+        assert_eq!(r.points[0].decision, Some(Decision::Regressed));
+        assert_eq!(r.points[1].decision, Some(Decision::Unchanged));
+    }
+}

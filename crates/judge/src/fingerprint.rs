@@ -1,0 +1,135 @@
+//! The environment fingerprint of one point, and whether two of them may be
+//! compared.
+//!
+//! A run records one global [`Environment`] (client machine class, GPU model
+//! and count, driver and CUDA majors; facts such as the CPU and kernel).
+//! Each point adds what is specific to it: the server it ran against (name
+//! and major version as the server reports them, the exact version as a
+//! fact) and, for simulator targets, the simulated GPU and GPU count, which
+//! decide the simulated speed but are left out of the point's hash on
+//! purpose (see `plan::UNHASHED`): hardware is the fingerprint's business.
+//!
+//! Identity keys must be equal for a comparison; facts are only shown. A
+//! key present on one side only (a baseline written by an older version,
+//! a server that stopped reporting its version) is not a mismatch: only
+//! keys both sides know are compared. Pure functions, no I/O.
+
+use serde::Serialize;
+
+use infer_bench_spec::results::{Environment, PointResult};
+
+/// The full fingerprint of a point: the run's environment plus the point's
+/// server and simulated hardware.
+pub fn point_environment(global: &Environment, p: &PointResult) -> Environment {
+    let mut env = global.clone();
+    if let Some(server) = &p.server {
+        if let Some(name) = server.name.as_deref().filter(|n| !n.is_empty()) {
+            env.identity.insert("server".into(), name.to_lowercase());
+        }
+        if let Some(version) = server.version.as_deref().filter(|v| !v.is_empty()) {
+            env.identity
+                .insert("server_version_major".into(), version_major(version));
+            env.facts
+                .insert("server_version".into(), version.to_string());
+        }
+        if let Some(model) = &server.model {
+            env.facts.insert("server_model".into(), model.clone());
+        }
+    }
+    if let Some(sim) = &p.config.target.sim {
+        env.identity.insert("sim_gpu".into(), sim.gpu.clone());
+        env.identity.insert("sim_gpus".into(), sim.gpus.to_string());
+    }
+    env
+}
+
+/// The compatibility-defining part of a version: its major number, or
+/// `0.minor` before 1.0, where minors break things (vLLM 0.6 and 0.7 are
+/// different servers). A leading `v` is dropped; a version without dots is
+/// kept whole.
+pub fn version_major(version: &str) -> String {
+    let v = version.trim();
+    let v = v.strip_prefix(['v', 'V']).unwrap_or(v);
+    let mut parts = v.split(['.', '-', '+', ' ']);
+    let major = parts.next().unwrap_or_default();
+    match (major, parts.next()) {
+        ("0", Some(minor)) if !minor.is_empty() => format!("0.{minor}"),
+        _ => major.to_string(),
+    }
+}
+
+/// An identity key whose value differs between baseline and new results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mismatch {
+    pub key: String,
+    pub baseline: String,
+    pub new: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} -> {}", self.key, self.baseline, self.new)
+    }
+}
+
+/// The identity keys both sides have and that differ, in key order.
+pub fn mismatches(baseline: &Environment, new: &Environment) -> Vec<Mismatch> {
+    baseline
+        .identity
+        .iter()
+        .filter_map(|(key, b)| {
+            let n = new.identity.get(key)?;
+            (n != b).then(|| Mismatch {
+                key: key.clone(),
+                baseline: b.clone(),
+                new: n.clone(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn env(pairs: &[(&str, &str)]) -> Environment {
+        Environment {
+            identity: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            facts: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn majors() {
+        assert_eq!(version_major("0.6.3"), "0.6");
+        assert_eq!(version_major("v0.6.3.post1"), "0.6");
+        assert_eq!(version_major("2.4.1"), "2");
+        assert_eq!(version_major("3"), "3");
+        assert_eq!(version_major("b4120"), "b4120");
+        assert_eq!(version_major("1.0.0-rc1"), "1");
+        assert_eq!(version_major("0"), "0");
+    }
+
+    #[test]
+    fn only_shared_keys_that_differ_mismatch() {
+        let base = env(&[("gpu_model", "H100"), ("gpu_count", "1"), ("old", "x")]);
+        let new = env(&[("gpu_model", "A100"), ("gpu_count", "1"), ("added", "y")]);
+        assert_eq!(
+            mismatches(&base, &new),
+            vec![Mismatch {
+                key: "gpu_model".into(),
+                baseline: "H100".into(),
+                new: "A100".into()
+            }]
+        );
+        assert!(mismatches(&base, &base).is_empty());
+        assert_eq!(
+            mismatches(&base, &new)[0].to_string(),
+            "gpu_model: H100 -> A100"
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! The judge: compares results against a baseline and decides, per point,
+//! metric and statistic, whether performance REGRESSED, IMPROVED, stayed
+//! UNCHANGED, cannot be told apart yet (INCONCLUSIVE), may not be compared
+//! (INCOMPARABLE) or lacks the data (INSUFFICIENT). `docs/regression.md`
+//! describes the rule for users; `design/REGRESSION.md` is where it came
+//! from.
+//!
+//! - [`stats`]: the statistics (Hodges-Lehmann shift, its distribution-free
+//!   confidence interval, the noise band and the data-driven verdict). Pure
+//!   functions, no I/O.
+//! - [`baseline`]: the committed baseline file (`bless` writes it).
+//! - [`fingerprint`]: a point's environment fingerprint and which of its
+//!   keys must match.
+//! - [`drift`]: the text diff shown when a point's configuration changed.
+//! - [`compare`]: the decisions, as a plain-data [`compare::Report`] that
+//!   the exporters render.
+
+pub mod analysis;
+pub mod baseline;
+pub mod compare;
+pub mod drift;
+pub mod exit;
+pub mod fingerprint;
+#[cfg(any(test, feature = "test-fixtures"))]
+pub mod fixtures;
+pub mod stats;
+
+/// The JSON value with every object's keys in sorted order, whatever map
+/// type `serde_json` was built with: the canonical layout of the files the
+/// judge writes and the texts it diffs.
+pub(crate) fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
+    }
+}

@@ -1,0 +1,691 @@
+//! The versioned results format: plain data written by `run`, read by
+//! `diff`, `bless`, `report` and `merge`. Its JSON Schema is committed as
+//! `schemas/results.schema.json`. Old files stay readable: fields added in
+//! later versions have defaults, and `version` says what a file holds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::hist::Summary;
+use crate::metric::Stat;
+use crate::metric::{Kind, Metric};
+
+pub mod error;
+pub mod hist;
+pub mod insight;
+pub mod metric;
+pub mod telemetry;
+
+pub use error::{Error, Result};
+
+pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
+
+pub const FORMAT: &str = "infer-bench-results";
+/// Version of this file format.
+pub const VERSION: u32 = 1;
+/// Version of the metric definitions (METRICS.md) the numbers follow.
+pub const METRICS_VERSION: u32 = 1;
+
+/// A results file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "infer-bench results", rename = "Results")]
+pub struct Results<C = serde_json::Value> {
+    /// Always "infer-bench-results".
+    pub format: String,
+    pub version: u32,
+    pub metrics_version: u32,
+    pub tool: ToolInfo,
+    pub spec: SpecInfo,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Every selected point finished.
+    pub complete: bool,
+    /// The run was interrupted (Ctrl-C); finished points are kept.
+    #[serde(default)]
+    pub interrupted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentInfo>,
+    pub environment: Environment,
+    pub points: Vec<PointResult<C>>,
+    /// Selected points that did not finish (IDs).
+    #[serde(default)]
+    pub pending: Vec<String>,
+    /// Written by `merge`: the shards this file combines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedInput>,
+}
+
+/// One shard a merged results file combines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MergedInput {
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentInfo>,
+    /// Points the shard holds.
+    pub points: u64,
+    pub started_at: String,
+}
+
+/// What one agent did for a merged point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentShare {
+    pub k: u32,
+    /// Measured requests it sent, and how many succeeded.
+    pub sent: u64,
+    pub succeeded: u64,
+    /// The latest it began a run after the run's agreed start (ms).
+    pub start_late_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_lag_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_lag_p99_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+impl ToolInfo {
+    pub fn current() -> ToolInfo {
+        ToolInfo {
+            name: "infer-bench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SpecInfo {
+    pub name: String,
+    pub path: String,
+    pub sha256: String,
+    pub seed: u64,
+    /// The spec's text, so a results file explains itself.
+    pub source: String,
+}
+
+/// Which share of each point's load this process sent (load sharding).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentInfo {
+    pub k: u32,
+    pub n: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    /// How long after the agreed start this agent began its first run,
+    /// by its own clock (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_offset_ms: Option<f64>,
+    /// The length of each run's slot in the timetable, when given (s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_s: Option<f64>,
+    /// This machine's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// What the kernel says of this machine's clock.
+    #[serde(default)]
+    pub clock: ClockStatus,
+}
+
+/// What this machine's kernel says of its clock: whether NTP (or PTP)
+/// keeps it synchronized, and its estimated and maximum error. Two agents'
+/// clocks differ by at most the sum of their maximum errors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClockStatus {
+    /// The kernel's clock is marked synchronized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronized: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub est_error_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_error_ms: Option<f64>,
+}
+
+/// Facts about where a run happened. Identity keys must match for results
+/// to be compared; the rest is recorded and shown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Environment {
+    /// GPU model and count, driver and CUDA majors, server family and
+    /// major version, client machine class.
+    #[serde(default)]
+    pub identity: BTreeMap<String, String>,
+    /// Everything else: exact versions, clocks, kernel, CPU.
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+}
+
+/// What happened to one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "PointResult")]
+pub struct PointResult<C = serde_json::Value> {
+    pub id: String,
+    pub slug: String,
+    pub hash: String,
+    pub axes: BTreeMap<String, String>,
+    /// The point's resolved configuration: target, model, precision,
+    /// workload, load, goodput and seed as the spec compiled them (see
+    /// docs/spec.md). Its shape is the spec language's, so this crate
+    /// leaves it generic (`serde_json::Value` by default); infer-bench reads
+    /// it as its compiled `PointConfig`.
+    pub config: C,
+    /// complete, or failed (the point could not be measured; see `failure`).
+    pub status: PointStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// VALID points can be baselines; INVALID ones say why.
+    pub valid: bool,
+    #[serde(default)]
+    pub invalid_reasons: Vec<String>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    pub runs: Vec<RunResult>,
+    /// All runs merged (histograms added, counters summed).
+    pub merged: Stats,
+    /// The merged histograms, encoded (see `hist::encode`).
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+    /// Ramp steps, each with its own statistics (all runs merged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepResult>,
+    #[serde(default)]
+    pub slo: Vec<SloResult>,
+    /// Whether every SLO held; absent without SLOs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_pass: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostResult>,
+    /// GPU and server telemetry of the point (see `results::telemetry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<telemetry::PointTelemetry>,
+    /// What was sent: the workload's fingerprint and where prompts came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadInfo>,
+    /// Conversations: a few statistics per turn (all runs merged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnResult>,
+    /// Merged from load-sharding agents: what each agent did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentShare>,
+    /// A mixed workload: each part's statistics (all runs merged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<MixResult>,
+    /// GPU memory and KV-cache usage by phase of the request timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryPhases>,
+    /// The load generator's own load during the point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientLoad>,
+    /// What the pre-flight checks found before the point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preflight: Vec<Finding>,
+    /// Patterns in the numbers that suggest a bottleneck (never verdicts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<Hint>,
+}
+
+/// What a point sent, as the client built it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkloadInfo {
+    /// SHA-256 over the bodies of the first `fingerprint_requests` requests
+    /// of every run (for conversations: first turns, plus later turns' new
+    /// messages). Equal for the same spec and seed on every machine.
+    pub sha256: String,
+    pub fingerprint_requests: u64,
+    /// How prompt lengths were counted: "tokenizer" (exact, the model's
+    /// tokenizer.json) or "approximate" (one token per word of the built-in
+    /// list; datasets: one per four bytes).
+    pub lengths: String,
+    /// With a tokenizer that did not prove additive over the word list:
+    /// every prompt was encoded and corrected as it was built.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_prompt_verified: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetUse>,
+}
+
+/// How much of a dataset a point used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DatasetUse {
+    /// Entries read from the file.
+    pub read: u64,
+    /// Entries requests were drawn from.
+    pub used: u64,
+    /// Left out by min_input_tokens / max_input_tokens.
+    pub filtered: u64,
+    /// Left out for having no usable prompt.
+    pub unusable: u64,
+}
+
+/// One turn of a conversation (all sessions and runs merged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnResult {
+    /// 1 for the first turn.
+    pub turn: u32,
+    pub requests: Counts,
+    /// Prompt length with the history, as built and as the server counted it.
+    pub requested_input_mean: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_input_mean: Option<f64>,
+    /// ttft, tpot and e2e in milliseconds; a later turn's TTFT counts from
+    /// its scheduled time (the previous reply's end plus the think time).
+    #[serde(default)]
+    pub latency_ms: BTreeMap<String, Summary>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PointStatus {
+    Complete,
+    Failed,
+}
+
+/// The server a point ran against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerInfo {
+    /// The launch command as run, secrets redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+/// One run of a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunResult {
+    pub run: u32,
+    pub started_at: String,
+    pub stats: Stats,
+    /// Fixed-length windows of the measurement, which stand in for runs
+    /// when a point has only one.
+    #[serde(default)]
+    pub windows: Vec<WindowStats>,
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+    /// Load sharding (`run --agent K/N`): what this agent recorded, in a
+    /// form that adds exactly to the other agents' (see `merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<RunShard>,
+}
+
+/// One agent's share of one run, kept so that `merge` can add the
+/// agents' records exactly and recompute every statistic over their union.
+/// Times are nanoseconds from the run's agreed start (`--start-at`), the
+/// instant every agent's schedule counts from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunShard {
+    /// The agreed start of this run (RFC 3339, milliseconds).
+    pub agreed_start: String,
+    /// How long after the agreed start this agent began the run, by its
+    /// own clock (ms; 0 when it was ready and waited).
+    pub start_late_ms: f64,
+    /// Start of the measurement window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start_ns: Option<i64>,
+    /// Length of the windows that stand in for runs (ns).
+    pub window_len_ns: u64,
+    /// The most requests this agent had in flight at once.
+    pub concurrency_max: u64,
+    pub tally: TallyData,
+    /// Windows by index from the window start.
+    #[serde(default)]
+    pub windows: BTreeMap<u64, TallyData>,
+    /// Ramp steps by index.
+    #[serde(default)]
+    pub steps: BTreeMap<u32, TallyData>,
+    /// Conversation turns by index (0 is the first turn).
+    #[serde(default)]
+    pub turns: BTreeMap<u32, TallyData>,
+    /// The parts of a mixed workload by index.
+    #[serde(default)]
+    pub parts: BTreeMap<u32, TallyData>,
+    /// Time spent in prefill and decode per bucket (see `PhaseTimeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhaseTimeline>,
+    /// Where the agreed start lies on this agent's telemetry clock
+    /// (seconds since the point began), to place `phases`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry_origin_s: Option<f64>,
+}
+
+/// How much of each bucket of a run's time requests spent in prefill
+/// (sent, no output yet) and in decode (output streaming), summed over
+/// requests in flight: the request timeline, warm-up included, that GPU
+/// samples are attributed against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseTimeline {
+    /// Bucket width, ns; bucket 0 starts at the run's start.
+    pub bucket_ns: u64,
+    /// Request-seconds of prefill per bucket.
+    pub prefill_s: Vec<f64>,
+    /// Request-seconds of decode per bucket.
+    pub decode_s: Vec<f64>,
+}
+
+/// The sufficient statistics of a set of requests: histograms (encoded),
+/// counters and sums, and the extreme instants, so two sets add exactly.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TallyData {
+    /// Encoded histograms by name: the latencies (µs), `input_tokens`,
+    /// `output_tokens`, `requested_input`, `requested_output`.
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+    pub counts: Counts,
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub error_examples: BTreeMap<String, String>,
+    pub good: u64,
+    pub good_output_total: u64,
+    pub input_total: u64,
+    pub output_total: u64,
+    #[serde(default)]
+    pub output_source: BTreeMap<String, u64>,
+    pub requested_input_sum: u64,
+    pub requested_output_sum: u64,
+    pub reported_input_sum: u64,
+    pub reported_input_n: u64,
+    pub reported_input_exact: u64,
+    /// Sum over requests of their time in flight (ns).
+    pub in_flight_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_send_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_send_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_sched_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sched_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_done_ns: Option<i64>,
+}
+
+/// One ramp step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepResult {
+    pub step: u32,
+    /// The load level: "c=8" or "rate=4/s".
+    pub level: String,
+    pub stats: Stats,
+}
+
+/// The statistics of a run, a step, a window or a merged point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Stats {
+    /// Length of the measurement window, seconds.
+    pub window_s: f64,
+    pub requests: Counts,
+    /// Failed requests by class.
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+    /// One example message per failure class.
+    #[serde(default)]
+    pub error_examples: BTreeMap<String, String>,
+    /// Latency distributions in milliseconds, by metric name.
+    #[serde(default)]
+    pub latency_ms: BTreeMap<String, Summary>,
+    pub tokens: TokenStats,
+    pub request_throughput: f64,
+    pub input_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub total_tokens_per_s: f64,
+    /// Good requests per second (successful and within every goodput bound).
+    pub goodput: f64,
+    /// Good requests as a fraction of all measured.
+    pub goodput_ratio: f64,
+    /// Failed requests as a fraction of all measured.
+    pub error_rate: f64,
+    /// Open loop: the rate the schedule asked for (requests/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rate: Option<f64>,
+    /// Open loop: the rate requests were actually sent at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_send_rate: Option<f64>,
+    pub concurrency_mean: f64,
+    pub concurrency_max: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Counts {
+    /// Measured requests sent.
+    pub sent: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Warm-up requests (sent, excluded).
+    pub warmup: u64,
+    /// Requests still in flight when the run was cut short.
+    #[serde(default)]
+    pub unfinished: u64,
+    /// Requests re-sent once because the server closed a kept-alive
+    /// connection just as they went out.
+    #[serde(default)]
+    pub resent: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TokenStats {
+    pub input_total: u64,
+    pub output_total: u64,
+    /// Output tokens of good requests (those within every goodput bound).
+    #[serde(default)]
+    pub good_output_total: u64,
+    /// Per-request input tokens (server-reported where available).
+    pub input: Summary,
+    pub output: Summary,
+    /// Requests whose output count came from each source: usage, token_ids, events.
+    #[serde(default)]
+    pub output_source: BTreeMap<String, u64>,
+    /// Mean prompt length asked for, and as the server reported it.
+    pub requested_input_mean: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_input_mean: Option<f64>,
+    pub requested_output_mean: f64,
+    /// Prompt lengths as the client built them, every request sent (the
+    /// realized distribution of the workload's `input_tokens`).
+    #[serde(default)]
+    pub requested_input: Summary,
+    /// `max_tokens` of every request sent.
+    #[serde(default)]
+    pub requested_output: Summary,
+    /// Share of requests whose server-reported prompt length equals the
+    /// requested one (1.0 with the model's tokenizer on a completions API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_input_exact: Option<f64>,
+}
+
+/// One window of a run: a few statistics per metric.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WindowStats {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub stats: Stats,
+}
+
+/// One SLO expression judged on a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SloResult {
+    pub metric: String,
+    /// The expression as the spec wrote it, normalized (`p99 < 500ms`).
+    pub expr: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    pub pass: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Cost figures, units in the names (formulas in `cost` and docs/telemetry.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CostResult {
+    /// GPUs the hourly price applies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_output_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_tokens_at_slo: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_joule: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub electricity_usd_per_1m_output_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_requests_per_gpu_usd: Option<f64>,
+}
+
+impl Stats {
+    /// The value of a metric (and statistic, for distributions), in the
+    /// metric's unit: ms for latencies, per second for rates, a fraction
+    /// for ratios.
+    pub fn value(&self, metric: Metric, stat: Option<&Stat>) -> Option<f64> {
+        match metric.kind() {
+            Kind::Latency => self
+                .latency_ms
+                .get(metric.name())
+                .and_then(|s| s.get(stat?)),
+            Kind::Tokens => {
+                let s = if metric == Metric::InputTokens {
+                    &self.tokens.input
+                } else {
+                    &self.tokens.output
+                };
+                s.get(stat?)
+            }
+            _ => Some(match metric {
+                Metric::RequestThroughput => self.request_throughput,
+                Metric::InputTokensPerS => self.input_tokens_per_s,
+                Metric::OutputTokensPerS => self.output_tokens_per_s,
+                Metric::TotalTokensPerS => self.total_tokens_per_s,
+                Metric::Goodput => self.goodput,
+                Metric::GoodputRatio => self.goodput_ratio,
+                Metric::ErrorRate => self.error_rate,
+                Metric::ConcurrencyMean => self.concurrency_mean,
+                Metric::AchievedSendRate => self.achieved_send_rate?,
+                _ => return None,
+            }),
+        }
+    }
+}
+
+impl<C> PointResult<C> {
+    /// A metric's value for SLOs and reports: stored statistics, or any
+    /// percentile recomputed from the merged histogram.
+    pub fn value(&self, metric: Metric, stat: Option<&Stat>) -> Option<f64> {
+        if let Some(v) = self.merged.value(metric, stat) {
+            return Some(v);
+        }
+        let stat = stat?;
+        let h = crate::hist::decode(self.histograms.get(metric.name())?).ok()?;
+        let scale = if metric.kind() == Kind::Latency {
+            1000.0
+        } else {
+            1.0
+        };
+        crate::hist::stat_of(&h, stat, scale)
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, flushed and synced, then renamed over the target.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
+    /// Pretty JSON with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("results serialize");
+        s.push('\n');
+        s
+    }
+
+    pub fn write(&self, path: &Path) -> crate::error::Result<()> {
+        write_atomic(path, self.to_json().as_bytes()).map_err(|e| crate::error::Error::io(path, e))
+    }
+
+    /// Reads a results file, or `results.json` in a run directory.
+    pub fn read(path: &Path) -> crate::error::Result<(Results<C>, PathBuf)> {
+        let file = if path.is_dir() {
+            path.join("results.json")
+        } else {
+            path.to_path_buf()
+        };
+        let text = std::fs::read_to_string(&file).map_err(|e| crate::error::Error::io(&file, e))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| crate::error::Error::Format {
+                path: file.clone(),
+                message: format!("not JSON: {e}"),
+            })?;
+        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(crate::error::Error::Format {
+                path: file,
+                message: "not an infer-bench results file (no \"format\": \"infer-bench-results\")"
+                    .into(),
+            });
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version > VERSION as u64 {
+            return Err(crate::error::Error::Format {
+                path: file,
+                message: format!(
+                    "written by a newer infer-bench (results version {version}; this one reads up to {VERSION})"
+                ),
+            });
+        }
+        let results: Results<C> =
+            serde_json::from_value(value).map_err(|e| crate::error::Error::Format {
+                path: file.clone(),
+                message: format!("invalid results: {e}"),
+            })?;
+        Ok((results, file))
+    }
+}
+
+/// The results schema, pretty, with a final newline.
+pub fn schema_text<C: JsonSchema>() -> String {
+    let schema = schemars::generate::SchemaSettings::draft07()
+        .into_generator()
+        .into_root_schema_for::<Results<C>>();
+    let mut value = serde_json::to_value(schema).expect("serializes");
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert(
+            "$id".into(),
+            "https://infer-bench.dev/schemas/results.schema.json".into(),
+        );
+    }
+    let mut s = serde_json::to_string_pretty(&value).expect("serializes");
+    s.push('\n');
+    s
+}
+
+/// The current UTC time, RFC 3339 to the second.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}

@@ -1,0 +1,14 @@
+//! The built-in simulator's model of an inference server: what a real GPU
+//! serving a real model would take for each step, and how a vLLM-style
+//! scheduler batches requests. Pure and deterministic: no I/O, no clock, no
+//! randomness. `perf` prices one engine step (a roofline over the catalogue's
+//! data-sheet figures); `engine` runs continuous batching in virtual time and
+//! keeps the counters the simulator exports as Prometheus metrics. The
+//! OpenAI-compatible HTTP server that drives the engine in real time lives
+//! beside them. Formulas, constants, sources and the checks against public
+//! measurements: `docs/simulator.md`.
+
+pub mod engine;
+pub mod http;
+pub mod perf;
+pub mod server;

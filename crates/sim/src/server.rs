@@ -1,0 +1,658 @@
+//! The simulator's OpenAI-compatible server: an in-process HTTP server on
+//! 127.0.0.1 (port chosen by the OS) whose responses are paced by the
+//! continuous-batching `Engine` in real time. The engine runs on its own
+//! thread and sleeps each step's modelled duration against an absolute
+//! schedule; HTTP runs on a small runtime of its own, so the client under
+//! test and the simulated server do not share an executor. It streams SSE
+//! exactly as vLLM does (role chunk, content deltas, a usage chunk, `[DONE]`)
+//! and exposes `/metrics` in vLLM's metric names, true of the simulation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use parking_lot::Mutex;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::engine::{Engine, EngineStats};
+use super::perf::PerfModel;
+use crate::http::{self, BodySender, Request, Response};
+use infer_bench_spec::DType;
+use infer_bench_spec::plan::PointConfig;
+use infer_bench_spec::results::ServerInfo;
+
+/// Words the simulated model "generates" (text only; counts are what matter).
+const WORDS: &[&str] = &[
+    "the", "model", "says", "that", "tokens", "flow", "in", "batches", "of", "time", "and",
+    "memory",
+];
+
+/// Tokens a chat template adds per message, and once per request, roughly
+/// as Llama 3's template does (header and end-of-turn tokens).
+const CHAT_TOKENS_PER_MESSAGE: u32 = 5;
+const CHAT_TOKENS_PER_REQUEST: u32 = 5;
+
+enum Cmd {
+    Submit {
+        id: u64,
+        prompt_tokens: u32,
+        max_tokens: u32,
+        tx: mpsc::UnboundedSender<Out>,
+    },
+    Cancel(u64),
+}
+
+/// What the engine thread tells a request.
+enum Out {
+    Tokens(u32),
+    Done,
+}
+
+/// Counters the HTTP side reads for `/metrics`.
+#[derive(Default)]
+struct Shared {
+    stats: Mutex<Option<EngineStats>>,
+    steps_total: AtomicU64,
+    /// How far behind its own schedule the engine thread ran, in µs.
+    lag_max_us: AtomicU64,
+    lag_sum_us: AtomicU64,
+    lag_late_steps: AtomicU64,
+}
+
+/// A running simulator.
+pub struct SimServer {
+    rt: Option<tokio::runtime::Runtime>,
+    handle: Option<http::ServerHandle>,
+    engine: Option<std::thread::JoinHandle<()>>,
+    cmds: std_mpsc::Sender<Cmd>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Run-to-run speed factor (1 = as modelled), as f64 bits.
+    speed: Arc<AtomicU64>,
+    noise: f64,
+    seed: u64,
+    info: ServerInfo,
+}
+
+struct Ctx {
+    cmds: std_mpsc::Sender<Cmd>,
+    next_id: AtomicU64,
+    served: Vec<String>,
+    max_len: u32,
+    shared: Arc<Shared>,
+    tokens_per_event: u32,
+}
+
+impl SimServer {
+    /// Starts the simulator for a point's target, model and precision.
+    pub fn start(cfg: &PointConfig) -> Result<SimServer, String> {
+        SimServer::start_on(cfg, 0)
+    }
+
+    /// `start` on a given port of 127.0.0.1 (0: one the OS picks).
+    pub fn start_on(cfg: &PointConfig, port: u16) -> Result<SimServer, String> {
+        let sim = cfg
+            .target
+            .sim
+            .as_ref()
+            .ok_or("the target has no simulator settings")?;
+        let arch = cfg.model.architecture.as_ref().ok_or_else(|| {
+            format!(
+                "model `{}` has no architecture for the simulator",
+                cfg.model.name
+            )
+        })?;
+        let weights = cfg
+            .precision
+            .as_ref()
+            .and_then(|p| p.dtype)
+            .unwrap_or(DType::Bf16);
+        let kv = cfg
+            .precision
+            .as_ref()
+            .and_then(|p| p.kv_dtype)
+            .unwrap_or(DType::Bf16);
+        let perf = PerfModel::new(sim, arch, weights, kv)?;
+        let engine = Engine::new(perf, sim);
+        let max_len = engine.max_model_len_tokens();
+        let tokens_per_event = engine.tokens_per_event();
+        let shared = Arc::new(Shared::default());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let speed = Arc::new(AtomicU64::new(1.0f64.to_bits()));
+        let (cmds, rx) = std_mpsc::channel::<Cmd>();
+        let engine_thread = {
+            let shared = shared.clone();
+            let stop = stop.clone();
+            let speed = speed.clone();
+            std::thread::Builder::new()
+                .name("sim-engine".into())
+                .spawn(move || drive(engine, rx, shared, stop, speed))
+                .map_err(|e| format!("cannot start the simulator's engine thread: {e}"))?
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("sim-http")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the simulator's runtime: {e}"))?;
+        let mut served = vec![
+            cfg.served_name().to_string(),
+            cfg.model.served_name.clone(),
+            cfg.model.name.clone(),
+        ];
+        served.dedup();
+        let ctx = Arc::new(Ctx {
+            cmds: cmds.clone(),
+            next_id: AtomicU64::new(1),
+            served,
+            max_len,
+            shared,
+            tokens_per_event,
+        });
+        let handle = rt
+            .block_on(http::bind_port(port, move |req| {
+                let ctx = ctx.clone();
+                async move { handle(ctx, req).await }
+            }))
+            .map_err(|e| format!("cannot bind the simulator's port: {e}"))?;
+        let gpu = infer_bench_spec::catalog::gpu(&sim.gpu)
+            .map(|g| g.name)
+            .unwrap_or("?");
+        Ok(SimServer {
+            rt: Some(rt),
+            handle: Some(handle),
+            engine: Some(engine_thread),
+            cmds,
+            stop,
+            speed,
+            noise: sim.noise,
+            seed: cfg.seed,
+            info: ServerInfo {
+                command: None,
+                name: Some("infer-bench-sim".into()),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+                model: Some(
+                    format!("{} on {}x {gpu} ({:?})", cfg.model.name, sim.gpus, weights)
+                        .to_lowercase(),
+                ),
+                log: None,
+            },
+        })
+    }
+
+    pub fn base_url(&self) -> String {
+        self.handle
+            .as_ref()
+            .map(|h| h.base_url())
+            .unwrap_or_default()
+    }
+
+    pub fn metrics_url(&self) -> String {
+        self.handle
+            .as_ref()
+            .map(|h| h.url("/metrics"))
+            .unwrap_or_default()
+    }
+
+    pub fn info(&self) -> ServerInfo {
+        self.info.clone()
+    }
+
+    /// Draws this run's speed factor from N(1, noise), deterministically
+    /// from the spec's seed and the run index.
+    pub fn begin_run(&self, run: u32) {
+        let factor = if self.noise > 0.0 {
+            use rand_distr::Distribution;
+            let mut r = infer_bench_spec::seed::rng(self.seed ^ 0x5eed_5eed, run as u64);
+            let z: f64 = rand_distr::StandardNormal.sample(&mut r);
+            (1.0 + self.noise * z).clamp(0.5, 1.5)
+        } else {
+            1.0
+        };
+        self.speed.store(factor.to_bits(), Ordering::Relaxed);
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let (Some(rt), Some(h)) = (self.rt.as_ref(), self.handle.take()) {
+            rt.block_on(h.shutdown_within(Duration::from_millis(200)));
+        }
+        if let Some(t) = self.engine.take() {
+            let _ = self.cmds.send(Cmd::Cancel(0));
+            let _ = t.join();
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn set_timer_slack() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: affects only this thread's timer precision.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// The engine thread: admit, step, sleep until the step's end on an
+/// absolute schedule, deliver tokens.
+fn drive(
+    mut engine: Engine,
+    rx: std_mpsc::Receiver<Cmd>,
+    shared: Arc<Shared>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    speed: Arc<AtomicU64>,
+) {
+    set_timer_slack();
+    let mut streams: HashMap<u64, mpsc::UnboundedSender<Out>> = HashMap::new();
+    // The end of the previous step: the next one starts there when the
+    // engine is busy, so OS jitter does not accumulate.
+    let mut clock: Option<Instant> = None;
+    let apply = |cmd: Cmd,
+                 engine: &mut Engine,
+                 streams: &mut HashMap<u64, mpsc::UnboundedSender<Out>>| match cmd {
+        Cmd::Submit {
+            id,
+            prompt_tokens,
+            max_tokens,
+            tx,
+        } => {
+            engine.submit(id, prompt_tokens, max_tokens);
+            streams.insert(id, tx);
+        }
+        Cmd::Cancel(id) => {
+            engine.cancel(id);
+            streams.remove(&id);
+        }
+    };
+    while !stop.load(Ordering::Relaxed) {
+        while let Ok(cmd) = rx.try_recv() {
+            apply(cmd, &mut engine, &mut streams);
+        }
+        let Some(step) = engine.step() else {
+            *shared.stats.lock() = Some(engine.stats());
+            clock = None;
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(cmd) => apply(cmd, &mut engine, &mut streams),
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            continue;
+        };
+        let factor = f64::from_bits(speed.load(Ordering::Relaxed));
+        let now = Instant::now();
+        let start = match clock {
+            Some(c) if c + Duration::from_millis(2) >= now => c,
+            Some(c) => {
+                // Behind schedule: the host, not the model, set this pace.
+                let late = now.duration_since(c).as_micros() as u64;
+                shared.lag_sum_us.fetch_add(late, Ordering::Relaxed);
+                shared.lag_max_us.fetch_max(late, Ordering::Relaxed);
+                shared.lag_late_steps.fetch_add(1, Ordering::Relaxed);
+                now
+            }
+            None => now,
+        };
+        let end = start + Duration::from_secs_f64((step.duration * factor).max(0.0));
+        loop {
+            let now = Instant::now();
+            if now >= end || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let left = end - now;
+            if left > Duration::from_micros(150) {
+                std::thread::sleep(left - Duration::from_micros(100));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        clock = Some(end);
+        for (id, n) in &step.tokens {
+            if let Some(tx) = streams.get(id) {
+                if tx.send(Out::Tokens(*n)).is_err() {
+                    engine.cancel(*id);
+                    streams.remove(id);
+                }
+            }
+        }
+        for id in &step.finished {
+            if let Some(tx) = streams.remove(id) {
+                let _ = tx.send(Out::Done);
+            }
+        }
+        shared.steps_total.fetch_add(1, Ordering::Relaxed);
+        *shared.stats.lock() = Some(engine.stats());
+    }
+}
+
+#[derive(Deserialize)]
+struct Body {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    prompt: Option<serde_json::Value>,
+    #[serde(default)]
+    messages: Option<Vec<Message>>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+fn words(v: &serde_json::Value) -> u32 {
+    match v {
+        serde_json::Value::String(s) => s.split_whitespace().count() as u32,
+        serde_json::Value::Array(a) => a.iter().map(words).sum(),
+        serde_json::Value::Object(o) => o.get("text").map(words).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn error(status: StatusCode, message: &str, kind: &str) -> Response {
+    http::error_response_typed(status, message, kind)
+}
+
+async fn handle(ctx: Arc<Ctx>, req: Request) -> Response {
+    match (req.method.clone(), req.path.as_str()) {
+        (Method::GET, "/health") => Response::full(StatusCode::OK, "text/plain", ""),
+        (Method::GET, "/metrics") => {
+            Response::full(StatusCode::OK, "text/plain; version=0.0.4", metrics(&ctx))
+        }
+        (Method::GET, "/version") => Response::json(
+            StatusCode::OK,
+            format!("{{\"version\":\"{}\"}}", env!("CARGO_PKG_VERSION")),
+        ),
+        (Method::GET, "/v1/models") => {
+            let data: Vec<serde_json::Value> = ctx
+                .served
+                .iter()
+                .map(|m| serde_json::json!({"id": m, "object": "model", "owned_by": "infer-bench-sim", "max_model_len": ctx.max_len}))
+                .collect();
+            Response::json(
+                StatusCode::OK,
+                serde_json::json!({"object": "list", "data": data}).to_string(),
+            )
+        }
+        (Method::POST, "/v1/completions") => complete(ctx, req, false).await,
+        (Method::POST, "/v1/chat/completions") => complete(ctx, req, true).await,
+        _ => error(
+            StatusCode::NOT_FOUND,
+            &format!("no route for {} {}", req.method, req.path),
+            "not_found_error",
+        ),
+    }
+}
+
+fn metrics(ctx: &Ctx) -> String {
+    let s = (*ctx.shared.stats.lock()).unwrap_or_default();
+    let model = ctx
+        .served
+        .first()
+        .cloned()
+        .unwrap_or_default()
+        .replace('"', "");
+    let l = format!("{{model_name=\"{model}\"}}");
+    let steps = ctx.shared.steps_total.load(Ordering::Relaxed);
+    let late = ctx.shared.lag_late_steps.load(Ordering::Relaxed);
+    let lag_max = ctx.shared.lag_max_us.load(Ordering::Relaxed) as f64 / 1e6;
+    let lag_sum = ctx.shared.lag_sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+    format!(
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n\
+         # TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{l} {}\n\
+         # HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n\
+         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{l} {}\n\
+         # HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n\
+         # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{l} {}\n\
+         # HELP vllm:gpu_cache_usage_perc GPU KV-cache usage (older name). 1 means 100 percent usage.\n\
+         # TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc{l} {}\n\
+         # HELP vllm:num_preemptions_total Cumulative number of preemptions from the engine.\n\
+         # TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total{l} {}\n\
+         # HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n\
+         # TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{l} {}\n\
+         # HELP vllm:generation_tokens_total Number of generation tokens processed.\n\
+         # TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{l} {}\n\
+         # HELP vllm:request_success_total Count of successfully processed requests.\n\
+         # TYPE vllm:request_success_total counter\nvllm:request_success_total{l} {}\n\
+         # HELP infer_bench_sim_kv_cache_capacity_tokens KV-cache capacity of the simulated server.\n\
+         # TYPE infer_bench_sim_kv_cache_capacity_tokens gauge\ninfer_bench_sim_kv_cache_capacity_tokens{l} {}\n\
+         # HELP infer_bench_sim_steps_total Engine steps run.\n\
+         # TYPE infer_bench_sim_steps_total counter\ninfer_bench_sim_steps_total{l} {steps}\n\
+         # HELP infer_bench_sim_late_steps_total Steps that started more than 2 ms behind the simulator's own schedule.\n\
+         # TYPE infer_bench_sim_late_steps_total counter\ninfer_bench_sim_late_steps_total{l} {late}\n\
+         # HELP infer_bench_sim_lag_seconds_max Largest delay behind the simulator's own schedule.\n\
+         # TYPE infer_bench_sim_lag_seconds_max gauge\ninfer_bench_sim_lag_seconds_max{l} {lag_max}\n\
+         # HELP infer_bench_sim_lag_seconds_total Sum of delays behind the simulator's own schedule.\n\
+         # TYPE infer_bench_sim_lag_seconds_total counter\ninfer_bench_sim_lag_seconds_total{l} {lag_sum}\n",
+        s.running,
+        s.waiting,
+        s.kv_usage,
+        s.kv_usage,
+        s.preemptions_total,
+        s.prompt_tokens_total,
+        s.generation_tokens_total,
+        s.requests_finished_total,
+        s.kv_capacity_tokens,
+    )
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn text_of(n: u32, offset: u64) -> String {
+    let mut s = String::new();
+    for i in 0..n as u64 {
+        s.push(' ');
+        s.push_str(WORDS[((offset + i) % WORDS.len() as u64) as usize]);
+    }
+    s
+}
+
+async fn send(s: &BodySender, b: Bytes) -> bool {
+    s.send(b).await.is_ok()
+}
+
+async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
+    let body: Body = match serde_json::from_slice(&req.body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("invalid JSON body: {e}"),
+                "invalid_request_error",
+            );
+        }
+    };
+    let model = body.model.clone().unwrap_or_default();
+    if !ctx.served.contains(&model) {
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{model}` does not exist."),
+            "NotFoundError",
+        );
+    }
+    let prompt_tokens = if chat {
+        let msgs = body.messages.as_deref().unwrap_or(&[]);
+        if msgs.is_empty() {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "`messages` is required",
+                "invalid_request_error",
+            );
+        }
+        msgs.iter()
+            .map(|m| m.content.as_ref().map(words).unwrap_or(0) + CHAT_TOKENS_PER_MESSAGE)
+            .sum::<u32>()
+            + CHAT_TOKENS_PER_REQUEST
+    } else {
+        match &body.prompt {
+            Some(p) => words(p).max(1),
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "`prompt` is required",
+                    "invalid_request_error",
+                );
+            }
+        }
+    };
+    let max_tokens = body
+        .max_completion_tokens
+        .or(body.max_tokens)
+        .unwrap_or(16)
+        .max(1);
+    if prompt_tokens + max_tokens > ctx.max_len {
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "This model's maximum context length is {} tokens. However, you requested {} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
+                ctx.max_len,
+                prompt_tokens + max_tokens
+            ),
+            "BadRequestError",
+        );
+    }
+    let id = ctx.next_id.fetch_add(1, Ordering::Relaxed);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    if ctx
+        .cmds
+        .send(Cmd::Submit {
+            id,
+            prompt_tokens,
+            max_tokens,
+            tx,
+        })
+        .is_err()
+    {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the simulator is shutting down",
+            "ServiceUnavailable",
+        );
+    }
+    let rid = if chat {
+        format!("chatcmpl-{id}")
+    } else {
+        format!("cmpl-{id}")
+    };
+    let object = if chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    };
+    let created = now_unix();
+    let usage = move |n: u32| serde_json::json!({"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n});
+    if !body.stream.unwrap_or(false) {
+        let mut n = 0u32;
+        while let Some(out) = rx.recv().await {
+            match out {
+                Out::Tokens(k) => n += k,
+                Out::Done => break,
+            }
+        }
+        let text = text_of(n, id);
+        let choice = if chat {
+            serde_json::json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
+        } else {
+            serde_json::json!({"index": 0, "text": text, "finish_reason": "length"})
+        };
+        let obj = if chat {
+            "chat.completion"
+        } else {
+            "text_completion"
+        };
+        let v = serde_json::json!({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage(n)});
+        return Response::json(StatusCode::OK, v.to_string());
+    }
+    let include_usage = body
+        .stream_options
+        .and_then(|o| o.include_usage)
+        .unwrap_or(false);
+    let (response, sender) = Response::stream(StatusCode::OK, "text/event-stream; charset=utf-8");
+    let cmds = ctx.cmds.clone();
+    let per_event = ctx.tokens_per_event;
+    tokio::spawn(async move {
+        let event = |v: serde_json::Value| Bytes::from(format!("data: {v}\n\n"));
+        let chunk = |choice: serde_json::Value| serde_json::json!({"id": rid, "object": object, "created": created, "model": model, "choices": [choice]});
+        if chat && !send(&sender, event(chunk(serde_json::json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null})))).await {
+            let _ = cmds.send(Cmd::Cancel(id));
+            return;
+        }
+        let mut n = 0u32;
+        let mut alive = true;
+        while let Some(out) = rx.recv().await {
+            let k = match out {
+                Out::Tokens(k) => k,
+                Out::Done => break,
+            };
+            // The engine may hand several tokens at once; they go out in
+            // events of `tokens_per_event`.
+            let mut left = k;
+            while left > 0 {
+                let m = left.min(per_event.max(1));
+                let text = text_of(m, id + n as u64);
+                n += m;
+                left -= m;
+                let choice = if chat {
+                    serde_json::json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})
+                } else {
+                    serde_json::json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null})
+                };
+                if !send(&sender, event(chunk(choice))).await {
+                    alive = false;
+                    break;
+                }
+            }
+            if !alive {
+                let _ = cmds.send(Cmd::Cancel(id));
+                return;
+            }
+        }
+        let last = if chat {
+            serde_json::json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": "length"})
+        } else {
+            serde_json::json!({"index": 0, "text": "", "logprobs": null, "finish_reason": "length"})
+        };
+        let _ = send(&sender, event(chunk(last))).await;
+        if include_usage {
+            let u = serde_json::json!({"id": rid, "object": object, "created": created, "model": model, "choices": [], "usage": usage(n)});
+            let _ = send(&sender, event(u)).await;
+        }
+        let _ = send(&sender, Bytes::from_static(b"data: [DONE]\n\n")).await;
+    });
+    response
+}

@@ -1,0 +1,65 @@
+//! The spec language: typed elements (durations, rates, percentages, SLO
+//! expressions, distributions), the raw serde mirror of the TOML file, the
+//! compiled domain types, diagnostics with positions, and the JSON Schema.
+//!
+//! `load` is the entry point: a path in, a checked `Spec` or every problem
+//! with its place in the file out.
+
+pub mod catalog;
+mod compile;
+mod de;
+pub mod diag;
+mod dist;
+mod duration;
+pub mod model;
+mod percent;
+pub mod plan;
+mod rate;
+pub mod raw;
+pub mod results;
+pub mod schema;
+pub mod seed;
+mod slo;
+
+use std::path::Path;
+
+pub use compile::{compile, compile_regression, default_gates, hex, placeholders, ramp_levels};
+pub use de::fmt_number;
+pub use diag::{SpecError, SpecErrors};
+pub use dist::{Dist, Empirical};
+pub use duration::Duration;
+pub use model::*;
+pub use percent::Percent;
+pub use rate::Rate;
+pub use slo::{Cmp, SloExpr, Stat, Threshold};
+
+/// Reads and compiles the spec at `path`.
+pub fn load(path: &Path) -> Result<Spec, SpecErrors> {
+    let file = path.display().to_string();
+    let source = std::fs::read_to_string(path).map_err(|e| {
+        SpecErrors::from(SpecError {
+            file: file.clone(),
+            line: 0,
+            col: 0,
+            key: String::new(),
+            message: format!("cannot read the spec: {e}"),
+            hint: None,
+            snippet: None,
+        })
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    compile(&file, &source, base)
+}
+
+impl Spec {
+    /// An error about a place in this spec (used by later stages, e.g. the
+    /// plan, for problems only visible once points are resolved).
+    pub fn error(&self, key: &str, message: impl Into<String>, hint: Option<String>) -> SpecError {
+        self.locator.error(key, message, hint)
+    }
+
+    /// The directory relative paths in the spec resolve against.
+    pub fn base_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+}

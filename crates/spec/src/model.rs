@@ -1,0 +1,509 @@
+//! Domain types of a compiled spec: every reference resolved, every default
+//! applied, every unit parsed. Later stages (plan, run, judge) read only
+//! these. They serialize, because each point's resolved configuration is
+//! written into results and baselines.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::raw::{Api, Arrival, DatasetFormat, GpuMode, OnEnvMismatch, RawSampling, TargetKind};
+use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
+use infer_bench_results::metric::Metric;
+
+/// A server to send requests to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Target {
+    pub name: String,
+    pub kind: TargetKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The name of the environment variable holding the key (never the key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Extra headers; values are kept out of results (only names are written).
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "header_names"
+    )]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls_insecure: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<SimTarget>,
+}
+
+fn header_names<S: serde::Serializer>(
+    h: &BTreeMap<String, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(h.keys().map(|k| (k, "<redacted>")))
+}
+
+/// How to start and stop a managed server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Launch {
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    pub ready: String,
+    pub startup_timeout: Duration,
+    pub stop_grace: Duration,
+}
+
+/// The simulator's settings, every default applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SimTarget {
+    pub gpu: String,
+    pub gpus: u32,
+    pub max_num_seqs: u32,
+    pub max_batched_tokens: u32,
+    pub memory_fraction: f64,
+    pub compute_efficiency: f64,
+    pub bandwidth_efficiency: f64,
+    pub step_overhead: Duration,
+    pub slowdown: f64,
+    pub noise: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_tokens: Option<u64>,
+    pub tokens_per_event: u32,
+}
+
+/// Number formats of weights and KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    Fp32,
+    Bf16,
+    Fp16,
+    Fp8,
+    Int8,
+    Int4,
+}
+
+impl DType {
+    pub const NAMES: &'static str = "fp32, bf16, fp16, fp8, int8, int4";
+
+    pub fn parse(s: &str) -> Option<DType> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "fp32" | "f32" => DType::Fp32,
+            "bf16" => DType::Bf16,
+            "fp16" | "f16" => DType::Fp16,
+            "fp8" | "f8" | "fp8_e4m3" => DType::Fp8,
+            "int8" | "q8_0" | "w8a8" | "i8" => DType::Int8,
+            "int4" | "q4_0" | "awq" | "gptq" | "w4a16" | "i4" => DType::Int4,
+            _ => return None,
+        })
+    }
+
+    pub fn bytes(self) -> f64 {
+        match self {
+            DType::Fp32 => 4.0,
+            DType::Bf16 | DType::Fp16 => 2.0,
+            DType::Fp8 | DType::Int8 => 1.0,
+            DType::Int4 => 0.5,
+        }
+    }
+}
+
+/// A model, as served.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Model {
+    pub name: String,
+    pub served_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_b: Option<f64>,
+    /// The shape, from a preset or the spec (needed by the simulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<Architecture>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Architecture {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    pub params_b: f64,
+    pub active_params_b: f64,
+    pub layers: u32,
+    pub hidden: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+}
+
+/// A precision of a model, overrides applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Precision {
+    pub name: String,
+    /// The model name served at this precision (overrides the model's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<DType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<DType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arg: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
+}
+
+/// The requests of a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Workload {
+    pub name: String,
+    pub api: Api,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<Dist>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<Dist>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix: Option<SharedPrefix>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<Dataset>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Conversation>,
+    pub ignore_eos: bool,
+    pub stream: bool,
+    pub max_tokens_field: String,
+    #[serde(default, skip_serializing_if = "is_default_sampling")]
+    pub sampling: RawSampling,
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// A mixed workload: its parts and their weights (summing to 1). The
+    /// fields above are the parts' shared request settings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<MixPart>,
+}
+
+/// One workload of a mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MixPart {
+    pub weight: f64,
+    pub workload: Workload,
+}
+
+fn is_default_sampling(s: &RawSampling) -> bool {
+    *s == RawSampling::default()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SharedPrefix {
+    pub tokens: u32,
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Dataset {
+    /// As written in the spec (relative to it).
+    pub path: String,
+    /// SHA-256 of the file's bytes, so a changed dataset is a changed point.
+    pub sha256: String,
+    pub format: DatasetFormat,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_input_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Conversation {
+    pub turns: u32,
+    pub think_time: Duration,
+}
+
+/// A load level: closed-loop concurrency or open-loop rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Concurrency(u32),
+    Rate(Rate),
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Level::Concurrency(c) => write!(f, "c={c}"),
+            Level::Rate(r) => write!(f, "rate={r}"),
+        }
+    }
+}
+
+/// Warm-up before the measurement window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Warmup {
+    None,
+    Time(Duration),
+    Requests(u64),
+}
+
+/// A staircase of levels within one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Ramp {
+    pub levels: Vec<Level>,
+    pub every: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub first_token: Duration,
+    pub idle: Duration,
+    pub total: Duration,
+}
+
+/// The load of one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Load {
+    pub arrival: Arrival,
+    /// Gamma shape (1 for poisson).
+    pub burstiness: f64,
+    /// The level of a steady point; with a ramp, its first step.
+    pub level: Level,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Ramp>,
+    pub warmup: Warmup,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    pub runs: u32,
+    pub window: Duration,
+    pub timeouts: Timeouts,
+}
+
+/// One SLO gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SloGate {
+    #[schemars(with = "String")]
+    #[serde(with = "metric_name")]
+    pub metric: Metric,
+    pub expr: SloExpr,
+}
+
+/// Per-request bounds of goodput.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Goodput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e: Option<Duration>,
+}
+
+impl Goodput {
+    pub fn is_empty(&self) -> bool {
+        self.ttft.is_none() && self.tpot.is_none() && self.e2e.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Cost {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kwh_usd: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Telemetry {
+    pub gpu: GpuMode,
+    /// GPU sampling interval.
+    pub interval: Duration,
+    pub server_metrics: bool,
+    /// Server metrics scraping interval.
+    pub scrape_interval: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Validity {
+    pub min_duration: Duration,
+    pub min_requests: u64,
+    pub max_dispatch_lag_p99: Duration,
+    pub max_rate_gap: Percent,
+    pub percentile_sample_check: bool,
+}
+
+/// One regression gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Gate {
+    #[schemars(with = "String")]
+    #[serde(with = "metric_name")]
+    pub metric: Metric,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stat: Option<Stat>,
+    pub noise: Percent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Regression {
+    pub baseline: String,
+    pub gates: Vec<Gate>,
+    pub confidence: Percent,
+    pub min_runs: u32,
+    pub on_env_mismatch: OnEnvMismatch,
+    pub confirm: u32,
+}
+
+/// A matrix axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    Target,
+    Model,
+    Precision,
+    Workload,
+    Concurrency,
+    Rate,
+    MaxConcurrency,
+}
+
+impl Axis {
+    pub const ALL: &'static [Axis] = &[
+        Axis::Target,
+        Axis::Model,
+        Axis::Precision,
+        Axis::Workload,
+        Axis::Concurrency,
+        Axis::Rate,
+        Axis::MaxConcurrency,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Axis::Target => "target",
+            Axis::Model => "model",
+            Axis::Precision => "precision",
+            Axis::Workload => "workload",
+            Axis::Concurrency => "concurrency",
+            Axis::Rate => "rate",
+            Axis::MaxConcurrency => "max_concurrency",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Axis> {
+        Axis::ALL.iter().copied().find(|a| a.name() == s)
+    }
+}
+
+/// A value on an axis.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum AxisValue {
+    Name(String),
+    Count(u32),
+    Rate(Rate),
+}
+
+impl std::fmt::Display for AxisValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AxisValue::Name(s) => f.write_str(s),
+            AxisValue::Count(c) => write!(f, "{c}"),
+            AxisValue::Rate(r) => write!(f, "{r}"),
+        }
+    }
+}
+
+/// A combination of axis values (one matrix entry).
+pub type Combo = Vec<(Axis, AxisValue)>;
+
+/// The matrix: ordered axes, excludes, includes; values already checked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Matrix {
+    pub axes: Vec<(Axis, Vec<AxisValue>)>,
+    pub exclude: Vec<Combo>,
+    pub include: Vec<Combo>,
+}
+
+/// Defaults of the `[load]` table that matrix axes may override.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadDefaults {
+    pub arrival: Option<Arrival>,
+    pub burstiness: f64,
+    pub concurrency: Option<u32>,
+    pub rate: Option<Rate>,
+    pub max_concurrency: Option<u32>,
+    pub ramp: Option<super::raw::RawRamp>,
+    pub warmup: Warmup,
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+    pub runs: u32,
+    pub window: Duration,
+    pub timeouts: Timeouts,
+}
+
+/// A compiled spec.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub name: String,
+    pub description: Option<String>,
+    pub seed: u64,
+    /// Path of the spec file as given.
+    pub path: std::path::PathBuf,
+    /// The file's text, kept for diagnostics and written into results.
+    pub source: String,
+    pub targets: BTreeMap<String, Target>,
+    pub models: BTreeMap<String, (Model, BTreeMap<String, Precision>)>,
+    pub workloads: BTreeMap<String, Workload>,
+    pub load: LoadDefaults,
+    pub matrix: Matrix,
+    pub slo: Vec<SloGate>,
+    pub goodput: Goodput,
+    pub cost: Cost,
+    pub telemetry: Telemetry,
+    pub validity: Validity,
+    pub regression: Regression,
+    pub(crate) locator: super::diag::Locator,
+}
+
+mod metric_name {
+    use infer_bench_results::metric::Metric;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Metric, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.name())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Metric, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Which metrics may carry an SLO, for messages.
+pub fn slo_metric_names() -> Vec<&'static str> {
+    vec![
+        "ttft",
+        "ttft_from_send",
+        "tpot",
+        "itl",
+        "itl_token",
+        "e2e",
+        "dispatch_lag",
+        "error_rate",
+        "goodput_ratio",
+        "goodput",
+        "request_throughput",
+        "output_tokens_per_s",
+    ]
+}

@@ -1,0 +1,842 @@
+//! The plan: a compiled spec expanded into points. Matrix expansion follows
+//! GitHub Actions' documented `strategy.matrix` rules; each point is
+//! resolved into a complete, serializable configuration and given a stable
+//! ID (a readable slug plus a hash of what the point measures); points can
+//! be partitioned across machines with `slice:K/N` or `hash:K/N`.
+
+// Spec errors carry their position and snippet; they are cold, and boxing
+// them would only make every call site noisier.
+#![allow(clippy::result_large_err)]
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::raw::{Arrival, TargetKind};
+use crate::{
+    Axis, AxisValue, Combo, Goodput, Level, Load, Model, Precision, Spec, SpecError, SpecErrors,
+    Target, Workload, hex, ramp_levels,
+};
+
+/// Everything one point needs to run, fully resolved. Written into results
+/// and baselines; its measured part is hashed into the point's ID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PointConfig {
+    pub target: Arc<Target>,
+    pub model: Arc<Model>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+    pub workload: Arc<Workload>,
+    pub load: Load,
+    #[serde(default, skip_serializing_if = "Goodput::is_empty")]
+    pub goodput: Goodput,
+    pub seed: u64,
+}
+
+/// What is left out of a point's hash: how to reach and start the system
+/// under test, not what is sent to it. A changed server flag, launch
+/// command, simulator speed or API endpoint is exactly what the regression
+/// judge should compare; hardware identity is checked by the environment
+/// fingerprint instead. `runs` is left out because more runs measure the
+/// same thing with more evidence.
+const UNHASHED: &[&[&str]] = &[
+    &["target", "base_url"],
+    &["target", "api_key_env"],
+    &["target", "headers"],
+    &["target", "metrics_url"],
+    &["target", "tls_insecure"],
+    &["target", "ca_cert"],
+    &["target", "launch"],
+    &["target", "gpu_ids"],
+    &["target", "sim"],
+    &["model", "weights"],
+    &["precision", "weights"],
+    &["precision", "arg"],
+    &["load", "runs"],
+];
+
+impl PointConfig {
+    /// One measured part as JSON (unhashed fields removed), `None` when
+    /// the point has no such part (no precision, no goodput bounds).
+    fn part_json(&self, key: &str) -> Option<serde_json::Value> {
+        let v = match key {
+            "goodput" if self.goodput.is_empty() => return None,
+            "goodput" => serde_json::to_value(&self.goodput),
+            "load" => serde_json::to_value(&self.load),
+            "model" => serde_json::to_value(&self.model),
+            "precision" => serde_json::to_value(self.precision.as_ref()?),
+            "seed" => Ok(serde_json::Value::from(self.seed)),
+            "target" => serde_json::to_value(&self.target),
+            "workload" => serde_json::to_value(&self.workload),
+            _ => return None,
+        };
+        let mut v = v.expect("configs serialize");
+        if let Some(obj) = v.as_object_mut() {
+            for path in UNHASHED.iter().filter(|p| p[0] == key) {
+                obj.remove(path[1]);
+            }
+        }
+        Some(v)
+    }
+
+    /// The part of the configuration that defines what is measured, as
+    /// canonical JSON (sorted keys): the baseline's drift diff shows it.
+    pub fn measured_json(&self) -> serde_json::Value {
+        let parts = [
+            "goodput",
+            "load",
+            "model",
+            "precision",
+            "seed",
+            "target",
+            "workload",
+        ];
+        serde_json::Value::Object(
+            parts
+                .iter()
+                .filter_map(|k| self.part_json(k).map(|v| (k.to_string(), v)))
+                .collect(),
+        )
+    }
+
+    /// The point's hash: the first 8 hex digits of SHA-256 over the
+    /// SHA-256 digests of its measured parts (goodput, load without `runs`,
+    /// model, precision, seed, target identity, workload; each part's
+    /// canonical JSON as in `measured_json`), in that order. Hashing the
+    /// parts first lets a plan of many points digest each shared part once.
+    pub fn hash(&self) -> String {
+        self.hash_cached(&mut HashParts::default())
+    }
+
+    fn hash_cached(&self, cache: &mut HashParts) -> String {
+        let digest_of = |key: &str| -> [u8; 32] {
+            match self.part_json(key) {
+                Some(v) => {
+                    Sha256::digest(serde_json::to_string(&v).expect("serializes").as_bytes()).into()
+                }
+                None => [0; 32],
+            }
+        };
+        let mut part = |kind: &'static str, name: String| -> [u8; 32] {
+            *cache
+                .0
+                .entry((kind, name))
+                .or_insert_with(|| digest_of(kind))
+        };
+        let mut h = Sha256::new();
+        h.update(digest_of("goodput"));
+        h.update(digest_of("load"));
+        h.update(part(
+            "model",
+            format!("{}\0{}", self.model.name, self.model.served_name),
+        ));
+        h.update(match &self.precision {
+            Some(p) => part("precision", format!("{}\0{}", self.model.name, p.name)),
+            None => [0; 32],
+        });
+        h.update(self.seed.to_le_bytes());
+        h.update(part("target", self.target.name.clone()));
+        h.update(part("workload", self.workload.name.clone()));
+        hex(&h.finalize()[..4])
+    }
+
+    /// The model name to send in requests.
+    pub fn served_name(&self) -> &str {
+        self.precision
+            .as_ref()
+            .and_then(|p| p.served_name.as_deref())
+            .unwrap_or(&self.model.served_name)
+    }
+}
+
+/// What the points of a plan share, built once: the digests of their
+/// measured parts, and the parts themselves behind `Arc`s.
+#[derive(Default)]
+struct HashParts(
+    std::collections::HashMap<(&'static str, String), [u8; 32]>,
+    std::collections::HashMap<String, Arc<Target>>,
+    std::collections::HashMap<(String, String), Arc<Model>>,
+    std::collections::HashMap<String, Arc<Workload>>,
+);
+
+/// One point of the matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Point {
+    /// `slug-hash`: stable across runs, new when the measured configuration changes.
+    pub id: String,
+    /// Readable name from the axis values; the same point keeps it when the spec changes.
+    pub slug: String,
+    pub hash: String,
+    /// The axis values that made this point, in matrix order.
+    pub axes: Vec<(String, String)>,
+    pub config: PointConfig,
+}
+
+/// The expanded spec.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub points: Vec<Point>,
+}
+
+/// Expands axes with GitHub Actions' rules: the cartesian product (first
+/// axis outermost), minus every combination an `exclude` entry matches on
+/// all of its keys, then each `include` entry merged into every combination
+/// where it overwrites none of the original axis values (values added by
+/// earlier includes may be overwritten), or appended as a new combination
+/// where it fits none. Generic so the documented examples can be tested
+/// with their own keys.
+pub fn expand<K: Clone + PartialEq, V: Clone + PartialEq>(
+    axes: &[(K, Vec<V>)],
+    exclude: &[Vec<(K, V)>],
+    include: &[Vec<(K, V)>],
+) -> Vec<Vec<(K, V)>> {
+    let mut combos: Vec<Vec<(K, V)>> = if axes.is_empty() {
+        Vec::new()
+    } else {
+        vec![Vec::new()]
+    };
+    for (key, values) in axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut next = c.clone();
+                    next.push((key.clone(), v.clone()));
+                    next
+                })
+            })
+            .collect();
+    }
+    let matches = |combo: &[(K, V)], entry: &[(K, V)]| {
+        entry
+            .iter()
+            .all(|(k, v)| combo.iter().any(|(ck, cv)| ck == k && cv == v))
+    };
+    combos.retain(|c| !exclude.iter().any(|e| matches(c, e)));
+    let originals = combos.len();
+    let n_axes = axes.len();
+    for entry in include {
+        let mut merged = false;
+        for combo in combos.iter_mut().take(originals) {
+            let fits =
+                entry.iter().all(
+                    |(k, v)| match combo[..n_axes].iter().find(|(ck, _)| ck == k) {
+                        Some((_, cv)) => cv == v,
+                        None => true,
+                    },
+                );
+            if fits {
+                merged = true;
+                for (k, v) in entry {
+                    if combo[..n_axes].iter().any(|(ck, _)| ck == k) {
+                        continue;
+                    }
+                    match combo[n_axes..].iter_mut().find(|(ck, _)| ck == k) {
+                        Some(slot) => slot.1 = v.clone(),
+                        None => combo.push((k.clone(), v.clone())),
+                    }
+                }
+            }
+        }
+        if !merged {
+            combos.push(entry.clone());
+        }
+    }
+    combos
+}
+
+/// Which share of the points this machine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partition {
+    /// Round robin by point order: the K-th of every N (1-based).
+    Slice { k: u32, n: u32 },
+    /// By a hash of the point's slug: stable when points are added or removed.
+    Hash { k: u32, n: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected a partition such as \"slice:1/4\" or \"hash:2/3\" (1 <= K <= N), found \"{0}\"")]
+pub struct ParsePartitionError(String);
+
+impl FromStr for Partition {
+    type Err = ParsePartitionError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParsePartitionError(s.to_string());
+        let (kind, frac) = s.split_once(':').ok_or_else(err)?;
+        let (k, n) = frac.split_once('/').ok_or_else(err)?;
+        let k: u32 = k.trim().parse().map_err(|_| err())?;
+        let n: u32 = n.trim().parse().map_err(|_| err())?;
+        if k == 0 || n == 0 || k > n {
+            return Err(err());
+        }
+        match kind.trim() {
+            "slice" => Ok(Partition::Slice { k, n }),
+            "hash" => Ok(Partition::Hash { k, n }),
+            _ => Err(err()),
+        }
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Partition::Slice { k, n } => write!(f, "slice:{k}/{n}"),
+            Partition::Hash { k, n } => write!(f, "hash:{k}/{n}"),
+        }
+    }
+}
+
+impl Partition {
+    /// Whether the point at `index` (in plan order) belongs to this share.
+    pub fn contains(&self, index: usize, point: &Point) -> bool {
+        match *self {
+            Partition::Slice { k, n } => index as u64 % n as u64 == (k - 1) as u64,
+            Partition::Hash { k, n } => {
+                let d = Sha256::digest(point.slug.as_bytes());
+                let h = u64::from_be_bytes(d[..8].try_into().expect("8 bytes"));
+                h % n as u64 == (k - 1) as u64
+            }
+        }
+    }
+}
+
+impl Plan {
+    /// Expands and resolves every point of a spec.
+    pub fn build(spec: &Spec) -> Result<Plan, SpecErrors> {
+        let m = &spec.matrix;
+        let combos: Vec<Combo> = if m.axes.is_empty() && m.include.is_empty() {
+            vec![Vec::new()]
+        } else {
+            expand(&m.axes, &m.exclude, &m.include)
+        };
+        let mut points = Vec::with_capacity(combos.len());
+        let mut errors = Vec::new();
+        let mut cache = HashParts::default();
+        for combo in &combos {
+            match resolve(spec, combo, &mut cache) {
+                Ok(p) => points.push(p),
+                Err(e) => {
+                    if !errors.contains(&e) {
+                        errors.push(e);
+                    }
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(SpecErrors(errors));
+        }
+        if points.is_empty() {
+            return Err(spec
+                .error(
+                    "matrix",
+                    "the matrix has no points: every combination is excluded",
+                    None,
+                )
+                .into());
+        }
+        let mut seen = std::collections::BTreeMap::new();
+        for p in &points {
+            if let Some(prev) = seen.insert(p.slug.clone(), p.id.clone()) {
+                return Err(spec
+                    .error(
+                        "matrix",
+                        format!(
+                            "two points resolve to the same configuration `{}` ({prev})",
+                            p.slug
+                        ),
+                        Some("remove the duplicate include entry or axis value".into()),
+                    )
+                    .into());
+            }
+        }
+        Ok(Plan { points })
+    }
+
+    /// Keeps the points of one partition and those matching `only` (point
+    /// IDs, slugs or slug prefixes).
+    pub fn select(self, partition: Option<Partition>, only: &[String]) -> Plan {
+        let points = self
+            .points
+            .into_iter()
+            .enumerate()
+            .filter(|(i, p)| partition.is_none_or(|part| part.contains(*i, p)))
+            .filter(|(_, p)| {
+                only.is_empty()
+                    || only
+                        .iter()
+                        .any(|o| p.id == *o || p.slug == *o || p.slug.starts_with(o.as_str()))
+            })
+            .map(|(_, p)| p)
+            .collect();
+        Plan { points }
+    }
+}
+
+fn value_of(combo: &Combo, axis: Axis) -> Option<&AxisValue> {
+    combo.iter().find(|(a, _)| *a == axis).map(|(_, v)| v)
+}
+
+fn name_of(combo: &Combo, axis: Axis) -> Option<&str> {
+    match value_of(combo, axis) {
+        Some(AxisValue::Name(n)) => Some(n),
+        _ => None,
+    }
+}
+
+/// The single defined entity when no axis names one, or an error.
+fn pick<'a, T>(
+    spec: &Spec,
+    combo: &Combo,
+    axis: Axis,
+    map: &'a std::collections::BTreeMap<String, T>,
+) -> Result<(&'a String, &'a T), SpecError> {
+    let what = axis.name();
+    match name_of(combo, axis) {
+        Some(n) => map.get_key_value(n).ok_or_else(|| spec.error("matrix", format!("unknown {what} \"{n}\""), None)),
+        None if map.len() == 1 => Ok(map.iter().next().expect("one entry")),
+        None => Err(spec.error(
+            &if spec.matrix.axes.is_empty() && spec.matrix.include.is_empty() {
+                format!("{what}s.{}", map.keys().nth(1).map(String::as_str).unwrap_or(""))
+            } else {
+                "matrix".to_string()
+            },
+            format!(
+                "a point has no `{what}`: the spec defines {} {what}s ({}) and the matrix does not choose one",
+                map.len(),
+                map.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            Some(format!("add a `{what}` axis to [matrix], or a `{what}` key to each include entry")),
+        )),
+    }
+}
+
+fn level_slug(level: &Level) -> String {
+    match level {
+        Level::Concurrency(c) => format!("c{c}"),
+        Level::Rate(r) => format!("r{}", crate::fmt_number(r.as_per_second())),
+    }
+}
+
+fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, SpecError> {
+    let (tname, target) = pick(spec, combo, Axis::Target, &spec.targets)?;
+    let (mname, (model, precisions)) = pick(spec, combo, Axis::Model, &spec.models)?;
+    let (_, workload) = pick(spec, combo, Axis::Workload, &spec.workloads)?;
+    let precision = match name_of(combo, Axis::Precision) {
+        Some(p) => match precisions.get(p) {
+            Some(prec) => Some(prec.clone()),
+            None => match crate::DType::parse(p) {
+                Some(d) => Some(Precision {
+                    name: p.to_string(),
+                    served_name: None,
+                    dtype: Some(d),
+                    kv_dtype: None,
+                    arg: None,
+                    weights: None,
+                }),
+                None => {
+                    return Err(spec.error(
+                        &format!("models.{mname}"),
+                        format!("model `{mname}` has no precision \"{p}\""),
+                        Some(format!("declare it as [models.{mname}.precisions.{p}], or use a number format ({})", crate::DType::NAMES)),
+                    ));
+                }
+            },
+        },
+        None if precisions.len() == 1 => precisions.values().next().cloned(),
+        None => None,
+    };
+    if target.kind == TargetKind::Sim && model.architecture.is_none() {
+        return Err(spec.error(
+            &format!("models.{mname}"),
+            format!("target `{tname}` is the simulator, which needs the shape of model `{mname}`"),
+            Some(format!("add preset = \"llama-3.1-8b\" (see `infer-bench catalog`) or an [models.{mname}.architecture] table")),
+        ));
+    }
+    if target.kind == TargetKind::Sim {
+        if let Some(p) = &precision {
+            if p.dtype.is_none() {
+                return Err(spec.error(
+                    &format!("models.{mname}.precisions.{}", p.name),
+                    format!(
+                        "the simulator needs the number format of precision \"{}\"",
+                        p.name
+                    ),
+                    Some(format!(
+                        "add dtype = \"fp8\" (one of {})",
+                        crate::DType::NAMES
+                    )),
+                ));
+            }
+        }
+    }
+    let load = resolve_load(spec, combo)?;
+    let served = precision
+        .as_ref()
+        .and_then(|p| p.served_name.clone())
+        .unwrap_or_else(|| model.served_name.clone());
+    let model = cache
+        .2
+        .entry((mname.clone(), served.clone()))
+        .or_insert_with(|| {
+            Arc::new(Model {
+                served_name: served,
+                ..model.clone()
+            })
+        })
+        .clone();
+    let target = cache
+        .1
+        .entry(tname.clone())
+        .or_insert_with(|| Arc::new(target.clone()))
+        .clone();
+    let workload = cache
+        .3
+        .entry(workload.name.clone())
+        .or_insert_with(|| Arc::new(workload.clone()))
+        .clone();
+    let config = PointConfig {
+        target,
+        model,
+        precision,
+        workload: workload.clone(),
+        load,
+        goodput: spec.goodput.clone(),
+        seed: spec.seed,
+    };
+    let mut parts = vec![tname.clone(), mname.clone()];
+    if let Some(p) = &config.precision {
+        parts.push(p.name.clone());
+    }
+    parts.push(workload.name.clone());
+    parts.push(match &config.load.ramp {
+        Some(r) => format!(
+            "ramp-{}-{}",
+            level_slug(r.levels.first().expect("non-empty")),
+            level_slug(r.levels.last().expect("non-empty"))
+        ),
+        None => level_slug(&config.load.level),
+    });
+    if let Some(mc) = config.load.max_concurrency {
+        parts.push(format!("mc{mc}"));
+    }
+    let slug: String = parts
+        .join(".")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let hash = config.hash_cached(cache);
+    Ok(Point {
+        id: format!("{slug}-{hash}"),
+        slug,
+        hash,
+        axes: combo
+            .iter()
+            .map(|(a, v)| (a.name().to_string(), v.to_string()))
+            .collect(),
+        config,
+    })
+}
+
+fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
+    let d = &spec.load;
+    let count = |axis| match value_of(combo, axis) {
+        Some(AxisValue::Count(c)) => Some(*c),
+        _ => None,
+    };
+    let rate_axis = match value_of(combo, Axis::Rate) {
+        Some(AxisValue::Rate(r)) => Some(*r),
+        _ => None,
+    };
+    let conc_axis = count(Axis::Concurrency);
+    // An axis picks the kind of level; the [load] defaults fill in the rest.
+    let (concurrency, rate) = match (conc_axis, rate_axis) {
+        (Some(c), Some(r)) => {
+            return Err(spec.error(
+                "matrix",
+                format!(
+                    "a point has both concurrency = {c} (closed loop) and rate = {r} (open loop)"
+                ),
+                Some("for an open loop capped in flight, use `max_concurrency`".into()),
+            ));
+        }
+        (Some(c), None) => (Some(c), None),
+        (None, Some(r)) => (None, Some(r)),
+        (None, None) => (d.concurrency, d.rate),
+    };
+    let ramp = match &d.ramp {
+        Some(r) => {
+            if conc_axis.is_some() || rate_axis.is_some() {
+                return Err(spec.error(
+                    "load.ramp",
+                    "a ramp sets the load level itself; remove the matrix's concurrency/rate axis",
+                    None,
+                ));
+            }
+            let levels =
+                ramp_levels(r).map_err(|(k, m)| spec.error(&format!("load.ramp.{k}"), m, None))?;
+            Some(crate::Ramp {
+                levels,
+                every: r.every,
+            })
+        }
+        None => None,
+    };
+    let first = ramp.as_ref().map(|r| r.levels[0]);
+    let level = match (first, concurrency, rate) {
+        (Some(l), _, _) => l,
+        (None, Some(c), None) => Level::Concurrency(c),
+        (None, None, Some(r)) => Level::Rate(r),
+        (None, Some(c), Some(r)) => {
+            return Err(spec.error(
+                "load",
+                format!(
+                    "[load] sets both concurrency = {c} (closed loop) and rate = {r} (open loop)"
+                ),
+                Some("for an open loop capped in flight, use `max_concurrency`".into()),
+            ));
+        }
+        (None, None, None) => {
+            return Err(spec.error(
+                "load",
+                "a point has no load level: set `concurrency` (closed loop) or `rate` (open loop) in [load] or as a matrix axis",
+                Some("e.g. concurrency = 8, or rate = \"10/s\"".into()),
+            ));
+        }
+    };
+    let closed = matches!(level, Level::Concurrency(_));
+    let arrival = match (d.arrival, closed) {
+        (None, true) => Arrival::Closed,
+        (None, false) => Arrival::Poisson,
+        (Some(Arrival::Closed), true) => Arrival::Closed,
+        (Some(a), false) if a != Arrival::Closed => a,
+        (Some(a), _) => {
+            let want = if closed { "a concurrency" } else { "a rate" };
+            let a_name = serde_json::to_value(a)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            return Err(spec.error(
+                "load.arrival",
+                format!("arrival = \"{a_name}\" does not fit a point whose load level is {level} (which needs {want})"),
+                Some(if closed { "closed-loop points use arrival = \"closed\"".into() } else { "open-loop points use poisson, gamma or constant".into() }),
+            ));
+        }
+    };
+    let max_concurrency = count(Axis::MaxConcurrency).or(d.max_concurrency);
+    if closed && max_concurrency.is_some() {
+        return Err(spec.error("load.max_concurrency", "max_concurrency caps open-loop arrivals; a closed loop's concurrency is already its cap", None));
+    }
+    let duration = match &ramp {
+        Some(r) => Some(crate::Duration::from_nanos(
+            r.every.as_nanos() * r.levels.len() as u64,
+        )),
+        None => d.duration,
+    };
+    Ok(Load {
+        arrival,
+        burstiness: d.burstiness,
+        level,
+        max_concurrency,
+        ramp,
+        warmup: d.warmup,
+        duration,
+        requests: d.requests,
+        runs: d.runs,
+        window: d.window,
+        timeouts: d.timeouts,
+    })
+}
+
+/// A rough wall-time estimate of one point (all runs), in seconds; `None`
+/// when it depends on the server's speed (a closed loop ended by count).
+pub fn estimate_seconds(p: &PointConfig) -> Option<f64> {
+    let l = &p.load;
+    let warmup = match l.warmup {
+        crate::Warmup::Time(d) => d.as_secs_f64(),
+        _ => 0.0,
+    };
+    let measure = match (l.duration, l.requests, l.level) {
+        (Some(d), _, _) => Some(d.as_secs_f64()),
+        (None, Some(n), Level::Rate(r)) => Some(n as f64 / r.as_per_second()),
+        _ => None,
+    }?;
+    Some((warmup + measure) * l.runs as f64)
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    /// The plan's cached hashes equal a point's hash computed alone.
+    #[test]
+    fn cached_hash_is_the_point_hash() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("specs");
+        for f in [
+            "quickstart.toml",
+            "rate-sweep.toml",
+            "precision-comparison.toml",
+            "ramp.toml",
+            "llama-cpp.toml",
+        ] {
+            let spec = crate::load(&path.join(f)).unwrap();
+            let plan = Plan::build(&spec).unwrap();
+            let mut hashes: Vec<&str> = plan.points.iter().map(|p| p.hash.as_str()).collect();
+            for p in &plan.points {
+                assert_eq!(p.hash, p.config.hash(), "{f}: {}", p.slug);
+            }
+            hashes.sort();
+            hashes.dedup();
+            assert_eq!(
+                hashes.len(),
+                plan.points.len(),
+                "{f}: distinct points, distinct hashes"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod github_rules {
+    //! The examples of GitHub Actions' documentation for `strategy.matrix`
+    //! ("Expanding or adding matrix configurations", "Excluding matrix
+    //! configurations", "Adding configurations only"), reproduced exactly.
+    use super::expand;
+
+    type Combo = Vec<(&'static str, &'static str)>;
+
+    fn axes(a: &[(&'static str, &[&'static str])]) -> Vec<(&'static str, Vec<&'static str>)> {
+        a.iter().map(|(k, v)| (*k, v.to_vec())).collect()
+    }
+
+    fn sorted(mut c: Combo) -> Combo {
+        c.sort();
+        c
+    }
+
+    fn run(
+        a: &[(&'static str, &[&'static str])],
+        exclude: &[Combo],
+        include: &[Combo],
+    ) -> Vec<Combo> {
+        expand(&axes(a), exclude, include)
+            .into_iter()
+            .map(sorted)
+            .collect()
+    }
+
+    #[test]
+    fn expanding_or_adding_configurations() {
+        let got = run(
+            &[("fruit", &["apple", "pear"]), ("animal", &["cat", "dog"])],
+            &[],
+            &[
+                vec![("color", "green")],
+                vec![("color", "pink"), ("animal", "cat")],
+                vec![("fruit", "apple"), ("shape", "circle")],
+                vec![("fruit", "banana")],
+                vec![("fruit", "banana"), ("animal", "cat")],
+            ],
+        );
+        let want: Vec<Combo> = vec![
+            vec![
+                ("fruit", "apple"),
+                ("animal", "cat"),
+                ("color", "pink"),
+                ("shape", "circle"),
+            ],
+            vec![
+                ("fruit", "apple"),
+                ("animal", "dog"),
+                ("color", "green"),
+                ("shape", "circle"),
+            ],
+            vec![("fruit", "pear"), ("animal", "cat"), ("color", "pink")],
+            vec![("fruit", "pear"), ("animal", "dog"), ("color", "green")],
+            vec![("fruit", "banana")],
+            vec![("fruit", "banana"), ("animal", "cat")],
+        ];
+        assert_eq!(got, want.into_iter().map(sorted).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn excluding_configurations() {
+        let got = run(
+            &[
+                ("os", &["macos-latest", "windows-latest"]),
+                ("version", &["12", "14", "16"]),
+                ("environment", &["staging", "production"]),
+            ],
+            &[
+                vec![
+                    ("os", "macos-latest"),
+                    ("version", "12"),
+                    ("environment", "production"),
+                ],
+                vec![("os", "windows-latest"), ("version", "16")],
+            ],
+            &[],
+        );
+        assert_eq!(got.len(), 9, "12 combinations, one and two excluded");
+        assert!(!got.contains(&sorted(vec![
+            ("os", "macos-latest"),
+            ("version", "12"),
+            ("environment", "production")
+        ])));
+        assert!(
+            !got.iter()
+                .any(|c| c.contains(&("os", "windows-latest")) && c.contains(&("version", "16")))
+        );
+    }
+
+    #[test]
+    fn extending_one_combination() {
+        let got = run(
+            &[
+                ("os", &["windows-latest", "ubuntu-latest"]),
+                ("node", &["14", "16"]),
+            ],
+            &[],
+            &[vec![("os", "windows-latest"), ("node", "16"), ("npm", "6")]],
+        );
+        assert_eq!(got.len(), 4);
+        assert_eq!(got.iter().filter(|c| c.contains(&("npm", "6"))).count(), 1);
+        assert!(got.contains(&sorted(vec![
+            ("os", "windows-latest"),
+            ("node", "16"),
+            ("npm", "6")
+        ])));
+    }
+
+    #[test]
+    fn only_includes() {
+        let got = run(
+            &[],
+            &[],
+            &[
+                vec![("site", "production"), ("datacenter", "site-a")],
+                vec![("site", "staging"), ("datacenter", "site-b")],
+            ],
+        );
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn order_follows_the_axes() {
+        let got = expand(&axes(&[("a", &["1", "2"]), ("b", &["x", "y"])]), &[], &[]);
+        let flat: Vec<String> = got
+            .iter()
+            .map(|c| format!("{}{}", c[0].1, c[1].1))
+            .collect();
+        assert_eq!(flat, vec!["1x", "1y", "2x", "2y"]);
+    }
+}

@@ -1,0 +1,5 @@
+//! Test servers and helpers for infer-bench's own tests (a dev-dependency
+//! only; nothing here is in the release binary): the scripted
+//! OpenAI-compatible server whose timing is known and recorded.
+
+pub mod scripted;
