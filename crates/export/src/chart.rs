@@ -7,21 +7,7 @@
 
 use std::fmt::Write as _;
 
-/// Escapes text for HTML and XML, in element content and in attributes.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
+use crate::xml::escape;
 
 /// Colours that stay apart for most colour-blind readers and in greyscale
 /// print (Okabe-Ito, then Tol's muted set).
@@ -751,14 +737,6 @@ pub fn render(c: &Chart) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_markup() {
-        assert_eq!(
-            escape("<a href=\"x\">Tom & 'Jerry'</a>"),
-            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
-        );
-    }
 
     #[test]
     fn nice_ticks_are_round_and_cover() {

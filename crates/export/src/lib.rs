@@ -9,6 +9,7 @@ pub mod summary;
 pub mod table;
 pub mod telemetry;
 pub mod verdict;
+pub mod xml;
 
 use std::io::Write;
 

@@ -17,7 +17,8 @@ use super::{
     POINT_COLUMNS, best_sentence, environments, fmt_sig, notes, plural, point_cells, servers,
     tested, verdicts,
 };
-use crate::chart::{self, Axis, Chart, Point, RefLine, Series, Stroke, escape};
+use crate::chart::{self, Axis, Chart, Point, RefLine, Series, Stroke};
+use crate::xml::escape;
 use infer_bench_judge::analysis::{
     Analysis, Capacity, Knee, LoadKind, Source, Sweep, describe_capacity, describe_knee, expr_text,
     latency_ms, round_sig, slo_lines, threshold_value,

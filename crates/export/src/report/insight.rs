@@ -5,7 +5,8 @@
 
 use std::fmt::Write;
 
-use crate::chart::{self, escape};
+use crate::chart;
+use crate::xml::escape;
 use infer_bench_judge::analysis::{Analysis, Source};
 use infer_bench_results::metric::Metric;
 use infer_bench_spec::Threshold;

@@ -8,10 +8,12 @@
 //! REGRESSED, a failed SLO, INCOMPARABLE under `on_env_mismatch = "fail"`,
 //! and, with `--strict`, whatever could not be judged. A point that could
 //! not be measured is an `<error>`. Other unjudged cases are `<skipped>`,
-//! with the reason. Text is escaped for XML 1.0, and characters XML cannot
-//! carry at all (most control characters) are dropped.
+//! with the reason. Text is escaped for XML 1.0 by [`crate::xml::escape`],
+//! which drops the characters XML cannot carry at all (most control
+//! characters).
 
 use super::{band, change, evidence, interval, slo_value, value};
+use crate::xml::escape;
 use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report};
 use infer_bench_spec::raw::OnEnvMismatch;
 
@@ -47,35 +49,36 @@ pub fn junit(r: &Report) -> String {
     );
     out.push_str(&format!(
         "<testsuites name=\"infer-bench\" {attrs}>\n  <testsuite name=\"{}\" {attrs}>\n",
-        esc(&r.spec)
+        escape(&r.spec)
     ));
     for c in &cases {
         out.push_str(&format!(
             "    <testcase classname=\"{}\" name=\"{}\">\n",
-            esc(&c.classname),
-            esc(&c.name)
+            escape(&c.classname),
+            escape(&c.name)
         ));
         match &c.outcome {
             Outcome::Pass => {}
             Outcome::Failure { kind, message } => out.push_str(&format!(
                 "      <failure type=\"{}\" message=\"{}\">{}</failure>\n",
-                esc(kind),
-                esc(message),
-                esc(&c.text)
+                escape(kind),
+                escape(message),
+                escape(&c.text)
             )),
             Outcome::Error(message) => out.push_str(&format!(
                 "      <error message=\"{}\">{}</error>\n",
-                esc(message),
-                esc(&c.text)
+                escape(message),
+                escape(&c.text)
             )),
-            Outcome::Skipped(message) => {
-                out.push_str(&format!("      <skipped message=\"{}\"/>\n", esc(message)))
-            }
+            Outcome::Skipped(message) => out.push_str(&format!(
+                "      <skipped message=\"{}\"/>\n",
+                escape(message)
+            )),
         }
         if !matches!(c.outcome, Outcome::Failure { .. } | Outcome::Error(_)) && !c.text.is_empty() {
             out.push_str(&format!(
                 "      <system-out>{}</system-out>\n",
-                esc(&c.text)
+                escape(&c.text)
             ));
         }
         out.push_str("    </testcase>\n");
@@ -201,26 +204,6 @@ fn mismatch_text(p: &PointReport) -> String {
         .join(", ")
 }
 
-/// Escapes text for XML 1.0 attributes and content, dropping characters
-/// XML 1.0 cannot represent.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 => {}
-            '\u{FFFE}' | '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,14 +268,5 @@ mod tests {
             strict.contains("<failure type=\"UNJUDGED\" message=\"INCONCLUSIVE: "),
             "{strict}"
         );
-    }
-
-    #[test]
-    fn escapes_markup_and_drops_what_xml_cannot_hold() {
-        assert_eq!(
-            esc("a<b & \"c\" 'd'>\u{1}\u{7}e\n"),
-            "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;e\n"
-        );
-        assert_eq!(esc("p99 < 200ms"), "p99 &lt; 200ms");
     }
 }

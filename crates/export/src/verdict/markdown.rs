@@ -13,6 +13,7 @@
 use super::{
     band, change, evidence, exit_meaning, interval, percent, slo_value, telemetry_highlights, value,
 };
+use crate::xml::escape;
 use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report};
 
 /// The most bytes [`markdown`] writes: under GitHub's 65,536-character
@@ -174,7 +175,7 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
             };
             w.push(&format!(
                 "<details><summary><code>{}</code>: configuration changed</summary>\n\n```diff\n{}\n{more}```\n\n</details>\n\n",
-                html(&p.slug),
+                escape(&p.slug),
                 lines.join("\n").replace("```", "` ` `")
             ));
         }
@@ -310,7 +311,7 @@ fn context(p: &PointReport) -> Option<String> {
     }
     Some(format!(
         "<details><summary>Context for <code>{}</code></summary>\n\n{}\n\n</details>\n\n",
-        html(&p.slug),
+        escape(&p.slug),
         items.join("\n")
     ))
 }
@@ -322,12 +323,6 @@ fn cell(s: &str) -> String {
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 fn dash(s: &str) -> &str {
@@ -513,6 +508,6 @@ metrics = [{ metric = "tpot", stat = "p50", noise = "5%" }]
     #[test]
     fn cells_are_escaped() {
         assert_eq!(cell("a | b\nc"), "a \\| b c");
-        assert_eq!(html("<a&b>"), "&lt;a&amp;b&gt;");
+        assert_eq!(escape("<a&b>"), "&lt;a&amp;b&gt;");
     }
 }
