@@ -1,0 +1,217 @@
+//! The `[load]` section (arrivals, ends, warmup, timeouts, ramps) and the
+//! `[validity]` thresholds a run must meet to count.
+
+use super::Cx;
+use crate::diag::Seg;
+use crate::model::*;
+use crate::raw::*;
+use crate::{Duration, Percent};
+
+impl Cx<'_> {
+    pub(super) fn load(&mut self, l: RawLoad) -> LoadDefaults {
+        if l.warmup.is_some() && l.warmup_requests.is_some() {
+            self.key_err(
+                "load.warmup_requests",
+                "give either `warmup` (a time) or `warmup_requests` (a count), not both",
+                None,
+            );
+        }
+        if l.burstiness.is_some() && !matches!(l.arrival, Some(Arrival::Gamma)) {
+            self.key_err(
+                "load.burstiness",
+                "`burstiness` shapes gamma arrivals only",
+                Some("set arrival = \"gamma\", or remove burstiness".into()),
+            );
+        }
+        let burstiness = self.positive("load.burstiness", l.burstiness, 1.0, None);
+        if l.duration.is_none() && l.requests.is_none() && l.ramp.is_none() {
+            self.errors.push(self.loc.error_at_span(
+                self.loc.span(&[Seg::Key("load".into())]),
+                "load",
+                "a point needs an end: set `duration`, `requests` or both (whichever ends first)",
+                Some("e.g. duration = \"60s\"".into()),
+            ));
+        }
+        if l.duration.is_some_and(|d| d.is_zero()) {
+            self.err("load.duration", "expected a duration > 0, found 0s", None);
+        }
+        if l.requests == Some(0) {
+            self.err(
+                "load.requests",
+                "expected at least 1 request, found 0",
+                None,
+            );
+        }
+        if l.runs == Some(0) {
+            self.err("load.runs", "expected at least 1 run, found 0", None);
+        }
+        if l.concurrency == Some(0) {
+            self.err(
+                "load.concurrency",
+                "expected a concurrency of at least 1, found 0",
+                None,
+            );
+        }
+        if l.max_concurrency == Some(0) {
+            self.err("load.max_concurrency", "expected at least 1, found 0", None);
+        }
+        if let Some(r) = &l.ramp {
+            if l.duration.is_some() {
+                self.key_err(
+                    "load.duration",
+                    "a ramp sets the duration itself (steps x every); remove `duration`",
+                    None,
+                );
+            }
+            if r.every.is_zero() {
+                self.err(
+                    "load.ramp.every",
+                    "expected a step length > 0, found 0s",
+                    None,
+                );
+            }
+            self.ramp_levels(r);
+        }
+        let t = l.timeouts.unwrap_or_default();
+        let timeouts = Timeouts {
+            connect: t.connect.unwrap_or(Duration::from_secs(10)),
+            first_token: t.first_token.unwrap_or(Duration::from_secs(60)),
+            idle: t.idle.unwrap_or(Duration::from_secs(30)),
+            total: t.total.unwrap_or(Duration::from_secs(600)),
+        };
+        for (key, d) in [
+            ("connect", timeouts.connect),
+            ("first_token", timeouts.first_token),
+            ("idle", timeouts.idle),
+            ("total", timeouts.total),
+        ] {
+            if d.is_zero() {
+                self.err(
+                    &format!("load.timeouts.{key}"),
+                    "expected a timeout > 0, found 0s",
+                    None,
+                );
+            }
+        }
+        let window = l.window.unwrap_or(Duration::from_secs(10));
+        if window.is_zero() {
+            self.err("load.window", "expected a window > 0, found 0s", None);
+        }
+        LoadDefaults {
+            arrival: l.arrival,
+            burstiness,
+            concurrency: l.concurrency,
+            rate: l.rate,
+            max_concurrency: l.max_concurrency,
+            ramp: l.ramp,
+            warmup: match (l.warmup, l.warmup_requests) {
+                (Some(d), _) if !d.is_zero() => Warmup::Time(d),
+                (_, Some(n)) if n > 0 => Warmup::Requests(n),
+                _ => Warmup::None,
+            },
+            duration: l.duration,
+            requests: l.requests,
+            runs: l.runs.unwrap_or(1).max(1),
+            window,
+            timeouts,
+        }
+    }
+
+    /// The levels of a ramp, checked; empty on error.
+    fn ramp_levels(&mut self, r: &RawRamp) -> Vec<Level> {
+        let levels = ramp_levels(r);
+        match levels {
+            Ok(l) => l,
+            Err((key, msg)) => {
+                self.err(&format!("load.ramp.{key}"), msg, None);
+                Vec::new()
+            }
+        }
+    }
+
+    pub(super) fn validity(&mut self, v: RawValidity) -> Validity {
+        Validity {
+            min_duration: v.min_duration.unwrap_or_default(),
+            min_requests: v.min_requests.unwrap_or(1),
+            max_dispatch_lag_p99: v.max_dispatch_lag_p99.unwrap_or(Duration::from_millis(1)),
+            max_rate_gap: v.max_rate_gap.unwrap_or(Percent::new(1.0).expect("valid")),
+            percentile_sample_check: v.percentile_sample_check.unwrap_or(true),
+        }
+    }
+}
+
+/// Expands a ramp into its levels, or names the key that is wrong.
+pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, (&'static str, String)> {
+    let as_f = |l: &RawLevel| match l {
+        RawLevel::Concurrency(c) => *c as f64,
+        RawLevel::Rate(r) => r.as_per_second(),
+    };
+    let same_kind = |a: &RawLevel, b: &RawLevel| {
+        matches!(
+            (a, b),
+            (RawLevel::Concurrency(_), RawLevel::Concurrency(_))
+                | (RawLevel::Rate(_), RawLevel::Rate(_))
+        )
+    };
+    if !same_kind(&r.from, &r.to) {
+        return Err((
+            "to",
+            "`from` and `to` must both be concurrencies (numbers) or both rates (\"2/s\")".into(),
+        ));
+    }
+    let (from, to) = (as_f(&r.from), as_f(&r.to));
+    if to < from {
+        return Err((
+            "to",
+            format!(
+                "the ramp goes down: to ({}) is below from ({})",
+                crate::de::fmt_number(to),
+                crate::de::fmt_number(from)
+            ),
+        ));
+    }
+    let mut levels = Vec::new();
+    let mut x = from;
+    let make = |x: f64| match r.from {
+        RawLevel::Concurrency(_) => Level::Concurrency(x.round() as u32),
+        RawLevel::Rate(_) => Level::Rate(crate::Rate::per_second(x).expect("positive")),
+    };
+    match (r.step, r.factor) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "factor",
+                "give either `step` (added) or `factor` (multiplied), not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err((
+                "step",
+                "a ramp needs `step` (added each step) or `factor` (multiplied each step)".into(),
+            ));
+        }
+        (Some(step), None) => {
+            if !same_kind(&step, &r.from) {
+                return Err(("step", "`step` must be of the same kind as `from`".into()));
+            }
+            let s = as_f(&step);
+            while x <= to + 1e-9 {
+                levels.push(make(x));
+                x += s;
+                if levels.len() > 10_000 {
+                    return Err(("step", "the ramp has more than 10000 steps".into()));
+                }
+            }
+        }
+        (None, Some(f)) => {
+            if !(f > 1.0 && f.is_finite()) {
+                return Err(("factor", format!("expected a factor > 1, found {f}")));
+            }
+            while x <= to + 1e-9 {
+                levels.push(make(x));
+                x *= f;
+            }
+        }
+    }
+    levels.dedup();
+    Ok(levels)
+}

@@ -1,0 +1,214 @@
+//! The `[matrix]` section: its axes in the file's order, and the
+//! `include`/`exclude` entries, each value checked against the spec.
+
+use std::collections::BTreeMap;
+
+use super::Cx;
+use crate::diag::{Seg, suggestion};
+use crate::model::*;
+use crate::raw::*;
+
+impl Cx<'_> {
+    pub(super) fn matrix(
+        &mut self,
+        m: RawMatrix,
+        targets: &BTreeMap<String, Target>,
+        models: &BTreeMap<String, (Model, BTreeMap<String, Precision>)>,
+        workloads: &BTreeMap<String, Workload>,
+    ) -> Matrix {
+        let names = |m: &dyn Fn() -> Vec<String>| m();
+        let known: BTreeMap<Axis, Vec<String>> = [
+            (Axis::Target, names(&|| targets.keys().cloned().collect())),
+            (Axis::Model, names(&|| models.keys().cloned().collect())),
+            (
+                Axis::Workload,
+                names(&|| workloads.keys().cloned().collect()),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let declared_precisions: Vec<String> = models
+            .values()
+            .flat_map(|(_, p)| p.keys().cloned())
+            .collect();
+        let mut axes_raw: Vec<(Axis, Vec<AxisValue>)> = Vec::new();
+        let to_vals = |v: Option<Vec<String>>| {
+            v.map(|v| v.into_iter().map(AxisValue::Name).collect::<Vec<_>>())
+        };
+        let given: Vec<(Axis, Option<Vec<AxisValue>>)> = vec![
+            (Axis::Target, to_vals(m.target)),
+            (Axis::Model, to_vals(m.model)),
+            (Axis::Precision, to_vals(m.precision)),
+            (Axis::Workload, to_vals(m.workload)),
+            (
+                Axis::Concurrency,
+                m.concurrency
+                    .map(|v| v.into_iter().map(AxisValue::Count).collect()),
+            ),
+            (
+                Axis::Rate,
+                m.rate.map(|v| v.into_iter().map(AxisValue::Rate).collect()),
+            ),
+            (
+                Axis::MaxConcurrency,
+                m.max_concurrency
+                    .map(|v| v.into_iter().map(AxisValue::Count).collect()),
+            ),
+        ];
+        // The file's order of axes decides the order of points, as in GitHub Actions.
+        let order = self.loc.keys(&[Seg::Key("matrix".into())]);
+        let mut given: BTreeMap<Axis, Vec<AxisValue>> = given
+            .into_iter()
+            .filter_map(|(a, v)| v.map(|v| (a, v)))
+            .collect();
+        for key in order.iter().filter_map(|k| Axis::from_name(k)) {
+            if let Some(v) = given.remove(&key) {
+                axes_raw.push((key, v));
+            }
+        }
+        axes_raw.extend(given);
+        for (axis, values) in &axes_raw {
+            let key = format!("matrix.{}", axis.name());
+            if values.is_empty() {
+                self.err(
+                    &key,
+                    format!(
+                        "the axis `{}` is empty; a matrix axis needs at least one value",
+                        axis.name()
+                    ),
+                    Some("remove the axis to use the spec's single value".into()),
+                );
+            }
+            for (i, v) in values.iter().enumerate() {
+                if values[..i].contains(v) {
+                    self.err(
+                        &format!("{key}[{i}]"),
+                        format!("`{v}` appears twice on the axis `{}`", axis.name()),
+                        None,
+                    );
+                }
+                self.check_axis_value(
+                    &format!("{key}[{i}]"),
+                    *axis,
+                    v,
+                    &known,
+                    &declared_precisions,
+                );
+            }
+        }
+        let axis_names: Vec<Axis> = axes_raw.iter().map(|a| a.0).collect();
+        let entries = |list: Vec<RawMatrixEntry>, what: &str, cx: &mut Self| -> Vec<Combo> {
+            let mut out = Vec::new();
+            for (i, e) in list.into_iter().enumerate() {
+                let key = format!("matrix.{what}[{i}]");
+                let combo: Combo = [
+                    (Axis::Target, e.target.map(AxisValue::Name)),
+                    (Axis::Model, e.model.map(AxisValue::Name)),
+                    (Axis::Precision, e.precision.map(AxisValue::Name)),
+                    (Axis::Workload, e.workload.map(AxisValue::Name)),
+                    (Axis::Concurrency, e.concurrency.map(AxisValue::Count)),
+                    (Axis::Rate, e.rate.map(AxisValue::Rate)),
+                    (
+                        Axis::MaxConcurrency,
+                        e.max_concurrency.map(AxisValue::Count),
+                    ),
+                ]
+                .into_iter()
+                .filter_map(|(a, v)| v.map(|v| (a, v)))
+                .collect();
+                if combo.is_empty() {
+                    cx.err(
+                        &key,
+                        format!("an {what} entry needs at least one key"),
+                        None,
+                    );
+                }
+                for (axis, v) in &combo {
+                    cx.check_axis_value(
+                        &format!("{key}.{}", axis.name()),
+                        *axis,
+                        v,
+                        &known,
+                        &declared_precisions,
+                    );
+                    if what == "exclude" && !axis_names.contains(axis) {
+                        cx.key_err(
+                            &format!("{key}.{}", axis.name()),
+                            format!(
+                                "exclude names `{}`, which is not an axis of this matrix",
+                                axis.name()
+                            ),
+                            Some(format!(
+                                "axes: {}",
+                                axis_names
+                                    .iter()
+                                    .map(|a| a.name())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )),
+                        );
+                    }
+                }
+                out.push(combo);
+            }
+            out
+        };
+        let exclude = entries(m.exclude, "exclude", self);
+        let include = entries(m.include, "include", self);
+        Matrix {
+            axes: axes_raw,
+            exclude,
+            include,
+        }
+    }
+
+    fn check_axis_value(
+        &mut self,
+        key: &str,
+        axis: Axis,
+        v: &AxisValue,
+        known: &BTreeMap<Axis, Vec<String>>,
+        precisions: &[String],
+    ) {
+        match (axis, v) {
+            (Axis::Target | Axis::Model | Axis::Workload, AxisValue::Name(n)) => {
+                let names = &known[&axis];
+                let what = axis.name();
+                let section = format!("{what}s");
+                // Defined, but with errors of its own (already reported).
+                let broken = self.errors.iter().any(|e| {
+                    e.key == format!("{section}.{n}")
+                        || e.key.starts_with(&format!("{section}.{n}."))
+                });
+                if !names.contains(n) && !broken {
+                    self.err(
+                        key,
+                        format!(
+                            "unknown {what} \"{n}\"; the spec defines: {}",
+                            if names.is_empty() {
+                                "none".to_string()
+                            } else {
+                                names.join(", ")
+                            }
+                        ),
+                        suggestion(n, names.iter().map(String::as_str))
+                            .or(Some(format!("define it as [{section}.{n}]"))),
+                    );
+                }
+            }
+            (Axis::Precision, AxisValue::Name(n))
+                if DType::parse(n).is_none() && !precisions.contains(n) =>
+            {
+                self.err(
+                    key,
+                    format!("unknown precision \"{n}\": it is neither a number format ({}) nor declared under any [models.*.precisions]", DType::NAMES),
+                    suggestion(n, precisions.iter().map(String::as_str).chain(DType::NAMES.split(", "))),
+                );
+            }
+            (Axis::Concurrency | Axis::MaxConcurrency, AxisValue::Count(0)) => {
+                self.err(key, "expected a concurrency of at least 1, found 0", None);
+            }
+            _ => {}
+        }
+    }
+}

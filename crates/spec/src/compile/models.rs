@@ -1,0 +1,182 @@
+//! The `[models.*]` section: presets, architectures, tokenizers and each
+//! model's `[models.*.precisions]`.
+
+use std::collections::BTreeMap;
+
+use super::Cx;
+use super::is_slug;
+use crate::catalog;
+use crate::diag::suggestion;
+use crate::model::*;
+use crate::raw::*;
+
+impl Cx<'_> {
+    pub(super) fn model(
+        &mut self,
+        name: &str,
+        m: RawModel,
+    ) -> Option<(Model, BTreeMap<String, Precision>)> {
+        let before = self.errors.len();
+        let k = |f: &str| format!("models.{name}.{f}");
+        if !is_slug(name) {
+            self.key_err(
+                &format!("models.{name}"),
+                format!(
+                    "expected a model name of letters, digits, `-`, `_` or `.`, found \"{name}\""
+                ),
+                None,
+            );
+        }
+        if let Some(t) = &m.tokenizer {
+            // Read at run time, once per point; a missing file is caught here.
+            let path = self.base_dir.join(t);
+            if let Err(e) = std::fs::metadata(&path).and_then(|md| {
+                md.is_file()
+                    .then_some(())
+                    .ok_or_else(|| std::io::Error::other("not a file"))
+            }) {
+                self.err(
+                    &k("tokenizer"),
+                    format!("cannot read tokenizer {}: {e}", path.display()),
+                    Some(
+                        "give the path of a Hugging Face tokenizer.json, relative to the spec file"
+                            .into(),
+                    ),
+                );
+            }
+        }
+        let preset = m.preset.as_deref().and_then(|p| {
+            let found = catalog::model(p);
+            if found.is_none() {
+                let ids: Vec<&str> = catalog::MODELS.iter().map(|m| m.id).collect();
+                self.err(
+                    &k("preset"),
+                    format!(
+                        "unknown model preset \"{p}\"; known presets: {}",
+                        ids.join(", ")
+                    ),
+                    suggestion(p, ids.iter().copied()),
+                );
+            }
+            found
+        });
+        if preset.is_some() && m.architecture.is_some() {
+            self.key_err(
+                &k("architecture"),
+                "give either `preset` or `architecture`, not both",
+                None,
+            );
+        }
+        let params_b = m.params_b.or(preset.map(|p| p.params_b));
+        if let Some(p) = m.params_b {
+            if !(p > 0.0 && p.is_finite()) {
+                self.err(
+                    &k("params_b"),
+                    format!("expected a parameter count in billions > 0, found {p}"),
+                    None,
+                );
+            }
+        }
+        let architecture = match (preset, m.architecture) {
+            (Some(p), _) => Some(Architecture {
+                preset: Some(p.id.to_string()),
+                params_b: params_b.unwrap_or(p.params_b),
+                active_params_b: p.active_params_b,
+                layers: p.layers,
+                hidden: p.hidden,
+                heads: p.heads,
+                kv_heads: p.kv_heads,
+                head_dim: p.head_dim,
+            }),
+            (None, Some(a)) => {
+                if a.heads % a.kv_heads != 0 {
+                    self.err(
+                        &k("architecture.kv_heads"),
+                        format!("kv_heads ({}) must divide heads ({})", a.kv_heads, a.heads),
+                        None,
+                    );
+                }
+                match params_b {
+                    None => {
+                        self.key_err(
+                            &k("architecture"),
+                            "an architecture needs the model's `params_b`",
+                            Some(format!("add params_b = ... to [models.{name}]")),
+                        );
+                        None
+                    }
+                    Some(pb) => Some(Architecture {
+                        preset: None,
+                        params_b: pb,
+                        active_params_b: a.active_params_b.unwrap_or(pb),
+                        layers: a.layers,
+                        hidden: a.hidden,
+                        heads: a.heads,
+                        kv_heads: a.kv_heads,
+                        head_dim: a.head_dim.unwrap_or(a.hidden / a.heads.max(1)),
+                    }),
+                }
+            }
+            (None, None) => None,
+        };
+        let mut precisions = BTreeMap::new();
+        for (pname, p) in m.precisions {
+            let pk = |f: &str| format!("models.{name}.precisions.{pname}.{f}");
+            let dtype = match &p.dtype {
+                Some(d) => {
+                    let parsed = DType::parse(d);
+                    if parsed.is_none() {
+                        self.err(
+                            &pk("dtype"),
+                            format!(
+                                "unknown number format \"{d}\"; expected one of: {}",
+                                DType::NAMES
+                            ),
+                            suggestion(d, DType::NAMES.split(", ")),
+                        );
+                    }
+                    parsed
+                }
+                None => DType::parse(&pname),
+            };
+            let kv_dtype = p.kv_dtype.as_deref().and_then(|d| {
+                let parsed = DType::parse(d);
+                if parsed.is_none() {
+                    self.err(
+                        &pk("kv_dtype"),
+                        format!(
+                            "unknown number format \"{d}\"; expected one of: {}",
+                            DType::NAMES
+                        ),
+                        suggestion(d, DType::NAMES.split(", ")),
+                    );
+                }
+                parsed
+            });
+            precisions.insert(
+                pname.clone(),
+                Precision {
+                    name: pname.clone(),
+                    served_name: p.served_name,
+                    dtype,
+                    kv_dtype,
+                    arg: p.arg,
+                    weights: p.weights,
+                },
+            );
+        }
+        (self.errors.len() == before).then(|| {
+            (
+                Model {
+                    name: name.to_string(),
+                    served_name: m.served_name.unwrap_or_else(|| name.to_string()),
+                    tokenizer: m.tokenizer,
+                    weights: m.weights,
+                    params_b,
+                    architecture,
+                },
+                precisions,
+            )
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! The first, structural stage: TOML syntax and serde into the raw types,
+//! with serde's messages rewritten into ours (key path, what was found,
+//! what was expected, a did-you-mean).
+
+use crate::diag::{Locator, SpecError, SpecErrors, parse_path, suggestion};
+use crate::raw::*;
+
+/// TOML syntax and serde, with positions and key paths.
+pub(super) fn parse_raw(loc: &Locator, source: &str) -> Result<RawSpec, SpecErrors> {
+    let de = toml::Deserializer::parse(source).map_err(|e| {
+        let msg = e.message().trim_end().to_string();
+        loc.error_at_span(e.span(), "", format!("invalid TOML: {msg}"), None)
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        SpecErrors::from(serde_error(loc, &path, inner.message(), inner.span()))
+    })
+}
+
+/// The backticked names in a serde message (`unknown field `x`, expected ...`).
+fn backticked(s: &str) -> Vec<&str> {
+    s.split('`').skip(1).step_by(2).collect()
+}
+
+/// Rewrites serde's messages into ours: the key path, what was found, what
+/// was expected, and a did-you-mean where it helps.
+fn serde_error(
+    loc: &Locator,
+    path: &str,
+    message: &str,
+    span: Option<std::ops::Range<usize>>,
+) -> SpecError {
+    let path = if path == "." { "" } else { path };
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let names = backticked(rest);
+        if let Some((bad, expected)) = names.split_first() {
+            let key = if path.ends_with(bad) {
+                path.to_string()
+            } else {
+                join(bad)
+            };
+            let list = if expected.is_empty() {
+                "no keys here".to_string()
+            } else {
+                format!("expected one of: {}", expected.join(", "))
+            };
+            return loc.error_at_span(
+                span.or_else(|| loc.key_span(&parse_path(&key))),
+                &key,
+                format!("unknown key `{bad}`; {list}"),
+                suggestion(bad, expected.iter().copied()),
+            );
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let names = backticked(rest);
+        if let Some((bad, expected)) = names.split_first() {
+            return loc.error_at_span(
+                span.or_else(|| loc.span(&parse_path(path))),
+                path,
+                format!(
+                    "unknown value \"{bad}\"; expected one of: {}",
+                    expected.join(", ")
+                ),
+                suggestion(bad, expected.iter().copied()),
+            );
+        }
+    }
+    if let Some(rest) = message.strip_prefix("missing field ") {
+        let names = backticked(rest);
+        let field = names.first().copied().unwrap_or(rest);
+        return loc.error_at_span(
+            span.or_else(|| loc.span(&parse_path(path))),
+            path,
+            format!("missing key `{field}`"),
+            Some(format!(
+                "add `{field} = ...` to {}",
+                if path.is_empty() {
+                    "the top of the file".to_string()
+                } else {
+                    format!("[{path}]")
+                }
+            )),
+        );
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: ") {
+        if let Some((found, expected)) = rest.split_once(", expected ") {
+            return loc.error_at_span(
+                span.or_else(|| loc.span(&parse_path(path))),
+                path,
+                format!("expected {}, found {found}", plain_type(expected)),
+                None,
+            );
+        }
+    }
+    if let Some(rest) = message.strip_prefix("invalid value: ") {
+        if let Some((found, expected)) = rest.split_once(", expected ") {
+            return loc.error_at_span(
+                span.or_else(|| loc.span(&parse_path(path))),
+                path,
+                format!("expected {expected}, found {found}"),
+                None,
+            );
+        }
+    }
+    let hint = if message.contains("expected a duration") {
+        Some(format!("units are {}", crate::duration::DURATION_UNITS))
+    } else if message.contains("expected a positive rate") {
+        Some("units are /s, /min, /h".to_string())
+    } else {
+        None
+    };
+    loc.error_at_span(
+        span.or_else(|| loc.span(&parse_path(path))),
+        path,
+        message.trim_end().to_string(),
+        hint,
+    )
+}
+
+/// serde's Rust type names in words.
+fn plain_type(expected: &str) -> String {
+    match expected.trim() {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number >= 0".into(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a sequence" => "a list".into(),
+        "a map" => "a table".into(),
+        other => other.to_string(),
+    }
+}

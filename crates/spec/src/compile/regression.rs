@@ -1,0 +1,117 @@
+//! The `[regression]` section: the gates a comparison with the baseline
+//! checks (or the default ones), confidence and runs.
+
+use super::Cx;
+use crate::Percent;
+use crate::diag::suggestion;
+use crate::model::*;
+use crate::raw::*;
+use infer_bench_results::metric::Metric;
+
+impl Cx<'_> {
+    pub(super) fn regression(&mut self, r: RawRegression, spec_name: &str) -> Regression {
+        let pct = |x: f64| Percent::new(x).expect("valid");
+        let gates = match r.metrics {
+            None => default_gates(),
+            Some(list) => {
+                let mut out = Vec::new();
+                for (i, g) in list.into_iter().enumerate() {
+                    let key = format!("regression.metrics[{i}]");
+                    match g.metric.parse::<Metric>() {
+                        Err(_) => self.err(
+                            &format!("{key}.metric"),
+                            format!(
+                                "unknown metric \"{}\"; expected one of: {}",
+                                g.metric,
+                                Metric::names().collect::<Vec<_>>().join(", ")
+                            ),
+                            suggestion(&g.metric, Metric::names()),
+                        ),
+                        Ok(m) => {
+                            if !m.is_distribution() && g.stat.is_some() {
+                                self.key_err(
+                                    &format!("{key}.stat"),
+                                    format!("`{m}` is one number per run: it has no statistic"),
+                                    Some("remove `stat`".into()),
+                                );
+                            }
+                            let stat = if m.is_distribution() {
+                                Some(g.stat.unwrap_or(crate::Stat::Percentile(50.0)))
+                            } else {
+                                None
+                            };
+                            out.push(Gate {
+                                metric: m,
+                                stat,
+                                noise: g.noise.unwrap_or(pct(5.0)),
+                            });
+                        }
+                    }
+                }
+                out
+            }
+        };
+        let confidence = r.confidence.unwrap_or(pct(95.0));
+        if !(50.0..100.0).contains(&confidence.value()) || confidence.value() <= 50.0 {
+            self.err(
+                "regression.confidence",
+                format!("expected a confidence in (50%, 100%), found {confidence}"),
+                None,
+            );
+        }
+        Regression {
+            baseline: r
+                .baseline
+                .unwrap_or_else(|| format!("baselines/{spec_name}.json")),
+            gates,
+            confidence,
+            min_runs: r.min_runs.unwrap_or(3).max(1),
+            on_env_mismatch: r.on_env_mismatch.unwrap_or_default(),
+            confirm: r.confirm.unwrap_or(0),
+        }
+    }
+}
+
+/// The gates used when a spec names none: the latencies users watch most,
+/// and output throughput.
+pub fn default_gates() -> Vec<Gate> {
+    let pct = |x: f64| Percent::new(x).expect("valid");
+    let p = |x: f64| Some(crate::Stat::Percentile(x));
+    vec![
+        Gate {
+            metric: Metric::Ttft,
+            stat: p(50.0),
+            noise: pct(5.0),
+        },
+        Gate {
+            metric: Metric::Ttft,
+            stat: p(99.0),
+            noise: pct(10.0),
+        },
+        Gate {
+            metric: Metric::Tpot,
+            stat: p(50.0),
+            noise: pct(5.0),
+        },
+        Gate {
+            metric: Metric::Itl,
+            stat: p(99.0),
+            noise: pct(10.0),
+        },
+        Gate {
+            metric: Metric::E2e,
+            stat: p(50.0),
+            noise: pct(5.0),
+        },
+        Gate {
+            metric: Metric::OutputTokensPerS,
+            stat: None,
+            noise: pct(5.0),
+        },
+        Gate {
+            metric: Metric::ErrorRate,
+            stat: None,
+            noise: pct(5.0),
+        },
+    ]
+}
