@@ -680,7 +680,8 @@ mod hash_tests {
     /// The plan's cached hashes equal a point's hash computed alone.
     #[test]
     fn cached_hash_is_the_point_hash() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("specs");
+        // The example specs live at the workspace root, two levels up.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../specs");
         for f in [
             "quickstart.toml",
             "rate-sweep.toml",
