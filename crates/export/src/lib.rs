@@ -13,6 +13,15 @@ pub mod xml;
 
 use std::io::Write;
 
+/// An SLO as people read it, metric first: "tpot p50 < 17.1ms". Every
+/// exporter names SLOs with this, so a gate reads the same in every
+/// format: durations in milliseconds, the unit latencies are reported in
+/// ([`infer_bench_judge::analysis::expr_text`]), not the spec's canonical
+/// form ("p50 < 17100us").
+pub(crate) fn slo_name(metric: &str, expr: &str) -> String {
+    format!("{metric} {}", infer_bench_judge::analysis::expr_text(expr))
+}
+
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
 pub fn stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -70,4 +79,18 @@ pub fn catalog() -> String {
         g.render(),
         m.render()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slos_read_in_milliseconds_everywhere() {
+        assert_eq!(
+            super::slo_name("tpot", "p50 < 17100us"),
+            "tpot p50 < 17.1ms"
+        );
+        assert_eq!(super::slo_name("error_rate", "< 1%"), "error_rate < 1%");
+        // A stored expression that does not parse is shown as written.
+        assert_eq!(super::slo_name("ttft", "p99 < soon"), "ttft p99 < soon");
+    }
 }

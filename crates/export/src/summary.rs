@@ -40,19 +40,7 @@ pub fn table(r: &Results) -> String {
                 .map(|x| f(q(x), 1))
                 .unwrap_or_else(|| "-".into())
         };
-        let slo = match p.slo_pass {
-            None => "-".to_string(),
-            Some(true) => "pass".into(),
-            Some(false) => format!(
-                "FAIL ({})",
-                p.slo
-                    .iter()
-                    .filter(|x| !x.pass)
-                    .map(|x| format!("{} {}", x.metric, x.expr))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        };
+        let slo = crate::report::slo_text(p);
         let valid = match (p.status, p.valid) {
             (PointStatus::Failed, _) => "FAILED",
             (_, true) => "yes",

@@ -13,7 +13,8 @@ pub mod telemetry;
 
 use std::collections::BTreeMap;
 
-use infer_bench_judge::analysis::{Analysis, Source, expr_text};
+use crate::slo_name;
+use infer_bench_judge::analysis::{Analysis, Source};
 use infer_bench_results::metric::Metric;
 use infer_bench_spec::results::{Environment, PointResult, PointStatus};
 
@@ -67,7 +68,7 @@ pub(crate) fn slo_text(p: &PointResult) -> String {
             p.slo
                 .iter()
                 .filter(|x| !x.pass)
-                .map(|x| format!("{} {}", x.metric, expr_text(&x.expr)))
+                .map(|x| slo_name(&x.metric, &x.expr))
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
@@ -243,7 +244,7 @@ pub(crate) fn slo_list(sources: &[Source]) -> Vec<String> {
     for src in sources {
         for p in &src.results.points {
             for s in &p.slo {
-                let t = format!("{} {}", s.metric, expr_text(&s.expr));
+                let t = slo_name(&s.metric, &s.expr);
                 if !out.contains(&t) {
                     out.push(t);
                 }

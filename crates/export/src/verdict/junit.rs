@@ -13,6 +13,7 @@
 //! characters).
 
 use super::{band, change, evidence, interval, slo_value, value};
+use crate::slo_name;
 use crate::xml::escape;
 use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report};
 use infer_bench_spec::raw::OnEnvMismatch;
@@ -164,7 +165,7 @@ fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
         }
     }
     for s in &p.slo {
-        let name = format!("slo {} {}", s.metric, s.expr);
+        let name = format!("slo {}", slo_name(&s.metric, &s.expr));
         let text = format!("measured {}", slo_value(&s.metric, s.value));
         let outcome = if s.pass {
             Outcome::Pass
@@ -172,9 +173,8 @@ fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
             Outcome::Failure {
                 kind: "SLO".into(),
                 message: format!(
-                    "SLO failed: {} {} (measured {})",
-                    s.metric,
-                    s.expr,
+                    "SLO failed: {} (measured {})",
+                    slo_name(&s.metric, &s.expr),
                     slo_value(&s.metric, s.value)
                 ),
             }

@@ -13,6 +13,7 @@
 use super::{
     band, change, evidence, exit_meaning, interval, percent, slo_value, telemetry_highlights, value,
 };
+use crate::slo_name;
 use crate::xml::escape;
 use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report};
 
@@ -86,10 +87,9 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
         for p in slo_failed {
             for s in p.slo.iter().filter(|s| !s.pass) {
                 w.row(&format!(
-                    "| `{}` | {} {} | {} |\n",
+                    "| `{}` | {} | {} |\n",
                     p.slug,
-                    s.metric,
-                    cell(&s.expr.to_string()),
+                    cell(&slo_name(&s.metric, &s.expr)),
                     slo_value(&s.metric, s.value)
                 ));
             }

@@ -4,6 +4,7 @@
 //! a one-line summary with what the exit code means.
 
 use super::{band, change, evidence, exit_meaning, interval, percent, slo_value, value};
+use crate::slo_name;
 use crate::table::{Align, Table};
 use infer_bench_judge::compare::{Decision, Match, PointReport, Report};
 
@@ -87,10 +88,9 @@ pub fn table(r: &Report) -> String {
         }
         for s in p.slo.iter().filter(|s| !s.pass) {
             notes.push_str(&format!(
-                "\n{}: SLO failed: {} {} (measured {})\n",
+                "\n{}: SLO failed: {} (measured {})\n",
                 p.slug,
-                s.metric,
-                s.expr,
+                slo_name(&s.metric, &s.expr),
                 slo_value(&s.metric, s.value)
             ));
         }
