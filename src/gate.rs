@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::cli::DiffFormat;
 use crate::error::{EXIT_OK, Error, Outcome, Result};
 use crate::export;
-use crate::judge::baseline::Baseline;
+use crate::judge::baseline::{Baseline, Bless};
 use crate::judge::compare::{Decision, Report, Settings, compare};
 use crate::plan::Plan;
 use crate::results::{Results, now_rfc3339};

@@ -21,7 +21,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use serde_json::Value;
 
 use infer_bench::hist::Summary;
-use infer_bench::judge::baseline::Baseline;
+use infer_bench::judge::baseline::{Baseline, Bless};
 use infer_bench::judge::compare::{Decision, Settings, compare};
 use infer_bench::plan::Plan;
 use infer_bench::results::{PointResult, PointStatus, Results, RunResult, Stats, WindowStats};

@@ -714,3 +714,15 @@ fn render_200_points() {
     );
     eprintln!("html under a second: {}", html < Duration::from_secs(1));
 }
+
+/// The results and baseline files that the results crate keeps from
+/// earlier versions load into the tool's own typed configuration.
+#[test]
+fn files_from_earlier_versions_load_with_their_configuration() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/results/tests/fixtures");
+    let (r, _) = infer_bench::results::Results::read(&dir.join("results-v1.json")).unwrap();
+    assert_eq!(r.points[0].config.model.name, "llama-8b");
+    let b = infer_bench::judge::baseline::Baseline::read(&dir.join("baseline-v1.json")).unwrap();
+    assert!(b.points.values().all(|p| p.config.model.name == "llama-8b"));
+}

@@ -1,83 +1,17 @@
-//! The baseline file: what `bless` writes and `diff` reads. A versioned,
-//! committed JSON file (`format: "infer-bench-baseline"`, `version: 1`,
-//! schema in `schemas/baseline.schema.json`) holding, per point ID, the
-//! point's resolved configuration, its environment fingerprint, the
-//! statistics of each run (with the run's windows, which stand in for runs
-//! when a side has only one) and the merged HDR histograms, so any
-//! percentile can be recomputed later.
-//!
-//! The layout is made for code review: keys sorted at every level, one
-//! point per block, and a single timestamp (`recorded_at`); run start times
-//! and other per-run clocks are left out. Writing, reading and writing
-//! again gives the same bytes. A baseline holds at most one point per slug:
-//! blessing a point whose configuration changed replaces the old entry.
+//! Blessing: which points of a run may become a baseline, and how they
+//! enter the file (`infer_bench_results::baseline`, the format itself).
+//! A baseline holds at most one point per slug: blessing a point whose
+//! configuration changed replaces the old entry.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use infer_bench_results::error::Error;
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::results::{
-    Environment, METRICS_VERSION, PointResult, PointStatus, Results, Stats, ToolInfo, WindowStats,
-    write_atomic,
-};
+use infer_bench_spec::results::{Environment, PointResult, PointStatus, Results, ToolInfo};
 
-/// The `format` of every baseline file.
-pub const FORMAT: &str = "infer-bench-baseline";
-/// Version of the baseline format this build writes and reads up to.
-pub const VERSION: u32 = 1;
+pub use infer_bench_results::baseline::{BaselineRun, FORMAT, VERSION};
 
-/// A baseline file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[schemars(title = "infer-bench baseline")]
-pub struct Baseline {
-    /// Always "infer-bench-baseline".
-    pub format: String,
-    pub version: u32,
-    /// Version of the metric definitions the numbers follow; baselines of
-    /// another version cannot be compared.
-    pub metrics_version: u32,
-    /// The name of the spec the points come from.
-    pub spec: String,
-    /// The tool that last wrote the file.
-    pub tool: ToolInfo,
-    /// When the file was last written (RFC 3339, UTC): its only timestamp.
-    pub recorded_at: String,
-    /// The points, by point ID (`slug-hash`).
-    pub points: BTreeMap<String, BaselinePoint>,
-}
-
-/// One point of a baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BaselinePoint {
-    pub slug: String,
-    pub hash: String,
-    pub axes: BTreeMap<String, String>,
-    /// The resolved configuration, as in results.
-    pub config: PointConfig,
-    /// The point's environment fingerprint: the run's identity keys and
-    /// facts plus the point's server and simulated hardware.
-    pub environment: Environment,
-    /// The statistics of each run, with its windows.
-    pub runs: Vec<BaselineRun>,
-    /// All runs merged.
-    pub merged: Stats,
-    /// The merged histograms, encoded (see `hist::encode`).
-    #[serde(default)]
-    pub histograms: BTreeMap<String, String>,
-}
-
-/// One run of a baseline point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BaselineRun {
-    pub run: u32,
-    pub stats: Stats,
-    #[serde(default)]
-    pub windows: Vec<WindowStats>,
-}
+/// A baseline whose points carry their compiled configuration.
+pub type Baseline = infer_bench_results::baseline::Baseline<PointConfig>;
+/// One point of a baseline, with its compiled configuration.
+pub type BaselinePoint = infer_bench_results::baseline::BaselinePoint<PointConfig>;
 
 /// Why `bless` refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -120,25 +54,8 @@ pub struct Blessed {
     pub kept: usize,
 }
 
-impl Baseline {
-    /// An empty baseline for a spec.
-    pub fn new(spec: &str) -> Baseline {
-        Baseline {
-            format: FORMAT.into(),
-            version: VERSION,
-            metrics_version: METRICS_VERSION,
-            spec: spec.into(),
-            tool: ToolInfo::current(),
-            recorded_at: String::new(),
-            points: BTreeMap::new(),
-        }
-    }
-
-    /// The point with this slug, with its ID.
-    pub fn by_slug(&self, slug: &str) -> Option<(&String, &BaselinePoint)> {
-        self.points.iter().find(|(_, p)| p.slug == slug)
-    }
-
+/// Blessing results into a baseline.
+pub trait Bless {
     /// Writes the selected points of `results` into the baseline (all
     /// points when `selectors` is empty; otherwise IDs, slugs or slug
     /// prefixes, as `--only` takes them), replacing any entry with the same
@@ -146,7 +63,16 @@ impl Baseline {
     /// selected point failed or is INVALID, when a selector matches
     /// nothing, or when the results come from another spec or metric
     /// definitions. `now` becomes `recorded_at`.
-    pub fn bless(
+    fn bless(
+        &mut self,
+        results: &Results,
+        selectors: &[String],
+        now: &str,
+    ) -> Result<Blessed, BlessError>;
+}
+
+impl Bless for Baseline {
+    fn bless(
         &mut self,
         results: &Results,
         selectors: &[String],
@@ -201,10 +127,8 @@ impl Baseline {
                 self.points.remove(&id);
                 superseded.push(id);
             }
-            self.points.insert(
-                p.id.clone(),
-                BaselinePoint::from_result(p, &results.environment),
-            );
+            self.points
+                .insert(p.id.clone(), entry(p, &results.environment));
             written.push(p.id.clone());
         }
         self.format = FORMAT.into();
@@ -219,83 +143,27 @@ impl Baseline {
             superseded,
         })
     }
-
-    /// The canonical text: pretty JSON, keys sorted at every level, final
-    /// newline.
-    pub fn to_json(&self) -> String {
-        let value = serde_json::to_value(self).expect("baselines serialize");
-        let mut s =
-            serde_json::to_string_pretty(&super::sorted_keys(value)).expect("values serialize");
-        s.push('\n');
-        s
-    }
-
-    /// Writes the file atomically (temporary file, then rename).
-    pub fn write(&self, path: &Path) -> infer_bench_results::error::Result<()> {
-        write_atomic(path, self.to_json().as_bytes()).map_err(|e| Error::io(path, e))
-    }
-
-    /// Reads a baseline file, checking its format and version, and that no
-    /// slug appears twice.
-    pub fn read(path: &Path) -> infer_bench_results::error::Result<Baseline> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        Baseline::parse(&text).map_err(|message| Error::Format {
-            path: path.to_path_buf(),
-            message,
-        })
-    }
-
-    /// Parses a baseline's text; the error is one sentence.
-    pub fn parse(text: &str) -> Result<Baseline, String> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Err(format!(
-                "not an infer-bench baseline (no \"format\": \"{FORMAT}\")"
-            ));
-        }
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if version > VERSION as u64 {
-            return Err(format!(
-                "written by a newer infer-bench (baseline version {version}; this one reads up to {VERSION})"
-            ));
-        }
-        let baseline: Baseline =
-            serde_json::from_value(value).map_err(|e| format!("invalid baseline: {e}"))?;
-        let mut seen = BTreeMap::new();
-        for (id, p) in &baseline.points {
-            if let Some(other) = seen.insert(p.slug.as_str(), id.as_str()) {
-                return Err(format!(
-                    "points {other} and {id} have the same slug \"{}\"; keep one",
-                    p.slug
-                ));
-            }
-        }
-        Ok(baseline)
-    }
 }
 
-impl BaselinePoint {
-    /// The baseline entry of a finished point.
-    pub fn from_result(p: &PointResult, global: &Environment) -> BaselinePoint {
-        BaselinePoint {
-            slug: p.slug.clone(),
-            hash: p.hash.clone(),
-            axes: p.axes.clone(),
-            config: p.config.clone(),
-            environment: super::fingerprint::point_environment(global, p),
-            runs: p
-                .runs
-                .iter()
-                .map(|r| BaselineRun {
-                    run: r.run,
-                    stats: r.stats.clone(),
-                    windows: r.windows.clone(),
-                })
-                .collect(),
-            merged: p.merged.clone(),
-            histograms: p.histograms.clone(),
-        }
+/// The baseline entry of a finished point.
+pub fn entry(p: &PointResult, global: &Environment) -> BaselinePoint {
+    BaselinePoint {
+        slug: p.slug.clone(),
+        hash: p.hash.clone(),
+        axes: p.axes.clone(),
+        config: p.config.clone(),
+        environment: super::fingerprint::point_environment(global, p),
+        runs: p
+            .runs
+            .iter()
+            .map(|r| BaselineRun {
+                run: r.run,
+                stats: r.stats.clone(),
+                windows: r.windows.clone(),
+            })
+            .collect(),
+        merged: p.merged.clone(),
+        histograms: p.histograms.clone(),
     }
 }
 
@@ -316,22 +184,9 @@ fn refusal(p: &PointResult) -> Option<String> {
     None
 }
 
-/// The baseline schema (JSON Schema draft-07), pretty, with a final
-/// newline: the text of `schemas/baseline.schema.json`.
+/// The baseline schema as committed: `schemas/baseline.schema.json`.
 pub fn schema_text() -> String {
-    let schema = schemars::generate::SchemaSettings::draft07()
-        .into_generator()
-        .into_root_schema_for::<Baseline>();
-    let mut value = serde_json::to_value(schema).expect("serializes");
-    if let Some(obj) = value.as_object_mut() {
-        obj.insert(
-            "$id".into(),
-            "https://infer-bench.dev/schemas/baseline.schema.json".into(),
-        );
-    }
-    let mut s = serde_json::to_string_pretty(&value).expect("serializes");
-    s.push('\n');
-    s
+    infer_bench_results::baseline::schema_text::<PointConfig>()
 }
 
 #[cfg(test)]
@@ -497,7 +352,10 @@ mod tests {
     /// schemas/baseline.schema.json`.
     #[test]
     fn committed_schema_is_current_and_describes_the_files() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/baseline.schema.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../schemas/baseline.schema.json"
+        );
         let committed = std::fs::read_to_string(path).unwrap_or_default();
         assert!(
             committed == schema_text(),

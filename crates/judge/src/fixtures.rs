@@ -10,7 +10,7 @@ use infer_bench_spec::results::{
     Environment, PointResult, PointStatus, Results, RunResult, Stats, WindowStats,
 };
 
-use crate::baseline::Baseline;
+use crate::baseline::{Baseline, Bless};
 
 /// A spec with one simulator point and the given `[regression]` table.
 pub fn plan(output_tokens: u32, regression: &str) -> (infer_bench_spec::Spec, Plan) {

@@ -25,23 +25,4 @@ pub mod fingerprint;
 pub mod fixtures;
 pub mod stats;
 
-/// The JSON value with every object's keys in sorted order, whatever map
-/// type `serde_json` was built with: the canonical layout of the files the
-/// judge writes and the texts it diffs.
-pub(crate) fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, sorted_keys(v)))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
-        other => other,
-    }
-}
+pub(crate) use infer_bench_results::sorted_keys;

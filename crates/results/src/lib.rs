@@ -13,6 +13,7 @@ use crate::hist::Summary;
 use crate::metric::Stat;
 use crate::metric::{Kind, Metric};
 
+pub mod baseline;
 pub mod error;
 pub mod hist;
 pub mod insight;
@@ -523,7 +524,9 @@ pub struct WindowStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SloResult {
     pub metric: String,
-    /// The expression as the spec wrote it, normalized (`p99 < 500ms`).
+    /// The SLO gate, normalized: [statistic] comparison threshold, e.g.
+    /// "p99 < 500ms", "mean <= 20ms", "< 1%", "> 20/s".
+    #[schemars(pattern(r"^\s*([a-z0-9.]+\s*)?(<=|>=|<|>)\s*\S+\s*$"))]
     pub expr: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,
@@ -612,6 +615,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    // A temporary file is private (0600); the file it becomes is an
+    // ordinary one: the old file's mode when there was one, else 0644.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o777);
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -668,21 +680,50 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
     }
 }
 
-/// The results schema, pretty, with a final newline.
+/// The results schema with `C` as the points' configuration, pretty, with
+/// a final newline.
 pub fn schema_text<C: JsonSchema>() -> String {
+    schema_text_of::<Results<C>>("results")
+}
+
+/// The draft-07 JSON Schema of a file format, with its `$id`
+/// (`https://infer-bench.dev/schemas/<name>.schema.json`): pretty JSON with
+/// a final newline, as committed under `schemas/`.
+pub fn schema_text_of<T: JsonSchema>(name: &str) -> String {
     let schema = schemars::generate::SchemaSettings::draft07()
         .into_generator()
-        .into_root_schema_for::<Results<C>>();
+        .into_root_schema_for::<T>();
     let mut value = serde_json::to_value(schema).expect("serializes");
     if let Some(obj) = value.as_object_mut() {
         obj.insert(
             "$id".into(),
-            "https://infer-bench.dev/schemas/results.schema.json".into(),
+            format!("https://infer-bench.dev/schemas/{name}.schema.json").into(),
         );
     }
     let mut s = serde_json::to_string_pretty(&value).expect("serializes");
     s.push('\n');
     s
+}
+
+/// The JSON value with every object's keys in sorted order, whatever map
+/// type `serde_json` was built with: the canonical layout of baselines and
+/// of the configuration texts the judge diffs.
+pub fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
+    }
 }
 
 /// The current UTC time, RFC 3339 to the second.

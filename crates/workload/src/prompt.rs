@@ -816,8 +816,8 @@ mod tests {
     }
 
     pub(crate) fn fixture_tokenizer() -> TokenCounter {
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer/tokenizer.json");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/tokenizer/tokenizer.json");
         TokenCounter::load(&path).unwrap()
     }
 

@@ -1,0 +1,159 @@
+//! The baseline file: what `bless` writes and `diff` reads. A versioned,
+//! committed JSON file (`format: "infer-bench-baseline"`, `version: 1`,
+//! schema in `schemas/baseline.schema.json`) holding, per point ID, the
+//! point's resolved configuration, its environment fingerprint, the
+//! statistics of each run (with the run's windows, which stand in for runs
+//! when a side has only one) and the merged HDR histograms, so any
+//! percentile can be recomputed later.
+//!
+//! The layout is made for code review: keys sorted at every level, one
+//! point per block, and a single timestamp (`recorded_at`); run start times
+//! and other per-run clocks are left out. Writing, reading and writing
+//! again gives the same bytes. A baseline holds at most one point per slug:
+//! blessing a point whose configuration changed replaces the old entry.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::{Environment, Error, METRICS_VERSION, Stats, ToolInfo, WindowStats, write_atomic};
+
+/// The `format` of every baseline file.
+pub const FORMAT: &str = "infer-bench-baseline";
+/// Version of the baseline format this build writes and reads up to.
+pub const VERSION: u32 = 1;
+
+/// A baseline file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "infer-bench baseline", rename = "Baseline")]
+pub struct Baseline<C = serde_json::Value> {
+    /// Always "infer-bench-baseline".
+    pub format: String,
+    pub version: u32,
+    /// Version of the metric definitions the numbers follow; baselines of
+    /// another version cannot be compared.
+    pub metrics_version: u32,
+    /// The name of the spec the points come from.
+    pub spec: String,
+    /// The tool that last wrote the file.
+    pub tool: ToolInfo,
+    /// When the file was last written (RFC 3339, UTC): its only timestamp.
+    pub recorded_at: String,
+    /// The points, by point ID (`slug-hash`).
+    pub points: BTreeMap<String, BaselinePoint<C>>,
+}
+
+/// One point of a baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "BaselinePoint")]
+pub struct BaselinePoint<C = serde_json::Value> {
+    pub slug: String,
+    pub hash: String,
+    pub axes: BTreeMap<String, String>,
+    /// The resolved configuration, as in results.
+    pub config: C,
+    /// The point's environment fingerprint: the run's identity keys and
+    /// facts plus the point's server and simulated hardware.
+    pub environment: Environment,
+    /// The statistics of each run, with its windows.
+    pub runs: Vec<BaselineRun>,
+    /// All runs merged.
+    pub merged: Stats,
+    /// The merged histograms, encoded (see `hist::encode`).
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+}
+
+/// One run of a baseline point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BaselineRun {
+    pub run: u32,
+    pub stats: Stats,
+    #[serde(default)]
+    pub windows: Vec<WindowStats>,
+}
+
+impl<C> Baseline<C> {
+    /// An empty baseline for a spec.
+    pub fn new(spec: &str) -> Baseline<C> {
+        Baseline {
+            format: FORMAT.into(),
+            version: VERSION,
+            metrics_version: METRICS_VERSION,
+            spec: spec.into(),
+            tool: ToolInfo::current(),
+            recorded_at: String::new(),
+            points: BTreeMap::new(),
+        }
+    }
+
+    /// The point with this slug, with its ID.
+    pub fn by_slug(&self, slug: &str) -> Option<(&String, &BaselinePoint<C>)> {
+        self.points.iter().find(|(_, p)| p.slug == slug)
+    }
+}
+
+impl<C: Serialize + DeserializeOwned> Baseline<C> {
+    /// The canonical text: pretty JSON, keys sorted at every level, final
+    /// newline.
+    pub fn to_json(&self) -> String {
+        let value = serde_json::to_value(self).expect("baselines serialize");
+        let mut s =
+            serde_json::to_string_pretty(&crate::sorted_keys(value)).expect("values serialize");
+        s.push('\n');
+        s
+    }
+
+    /// Writes the file atomically (temporary file, then rename).
+    pub fn write(&self, path: &Path) -> crate::Result<()> {
+        write_atomic(path, self.to_json().as_bytes()).map_err(|e| Error::io(path, e))
+    }
+
+    /// Reads a baseline file, checking its format and version, and that no
+    /// slug appears twice.
+    pub fn read(path: &Path) -> crate::Result<Baseline<C>> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Baseline::parse(&text).map_err(|message| Error::Format {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses a baseline's text; the error is one sentence.
+    pub fn parse(text: &str) -> Result<Baseline<C>, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(format!(
+                "not an infer-bench baseline (no \"format\": \"{FORMAT}\")"
+            ));
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version > VERSION as u64 {
+            return Err(format!(
+                "written by a newer infer-bench (baseline version {version}; this one reads up to {VERSION})"
+            ));
+        }
+        let baseline: Baseline<C> =
+            serde_json::from_value(value).map_err(|e| format!("invalid baseline: {e}"))?;
+        let mut seen = BTreeMap::new();
+        for (id, p) in &baseline.points {
+            if let Some(other) = seen.insert(p.slug.as_str(), id.as_str()) {
+                return Err(format!(
+                    "points {other} and {id} have the same slug \"{}\"; keep one",
+                    p.slug
+                ));
+            }
+        }
+        Ok(baseline)
+    }
+}
+
+/// The baseline schema (JSON Schema draft-07) with `C` as the points'
+/// configuration, pretty, with a final newline.
+pub fn schema_text<C: JsonSchema>() -> String {
+    crate::schema_text_of::<Baseline<C>>("baseline")
+}
