@@ -9,37 +9,123 @@ use std::time::Instant;
 
 use crate::backend::{RequestRecord, TokenSource};
 use infer_bench_results::hist::{Hist, Summary, decode, encode, new_hist};
-use infer_bench_results::metric::Metric;
+use infer_bench_results::metric::{Kind, Metric};
 use infer_bench_spec::Goodput;
 use infer_bench_spec::results::{
     Counts, PhaseTimeline, RunShard, Stats, TallyData, TokenStats, WindowStats,
 };
 
-/// Latency histograms kept per run, in this order.
-pub const LATENCIES: &[&str] = &[
-    "ttft",
-    "ttft_from_send",
-    "tpot",
-    "itl",
-    "itl_token",
-    "e2e",
-    "dispatch_lag",
-    "queue_wait",
-];
+/// The histograms a tally keeps: the per-request distributions of
+/// `Metric::DISTRIBUTIONS` (latencies in µs, token counts), the wait for a
+/// slot, and the lengths the client asked for. Each is written under its
+/// name, in results and in `TallyData`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Series {
+    Ttft,
+    TtftFromSend,
+    Tpot,
+    Itl,
+    ItlToken,
+    E2e,
+    DispatchLag,
+    /// From the scheduled instant to a free slot (µs).
+    QueueWait,
+    InputTokens,
+    OutputTokens,
+    /// Prompt lengths as the client built them, every request sent.
+    RequestedInput,
+    /// `max_tokens` of every request sent.
+    RequestedOutput,
+}
+
+impl Series {
+    pub const ALL: [Series; 12] = [
+        Series::Ttft,
+        Series::TtftFromSend,
+        Series::Tpot,
+        Series::Itl,
+        Series::ItlToken,
+        Series::E2e,
+        Series::DispatchLag,
+        Series::QueueWait,
+        Series::InputTokens,
+        Series::OutputTokens,
+        Series::RequestedInput,
+        Series::RequestedOutput,
+    ];
+
+    /// The metric this series records, where it is one.
+    pub fn metric(self) -> Option<Metric> {
+        Some(match self {
+            Series::Ttft => Metric::Ttft,
+            Series::TtftFromSend => Metric::TtftFromSend,
+            Series::Tpot => Metric::Tpot,
+            Series::Itl => Metric::Itl,
+            Series::ItlToken => Metric::ItlToken,
+            Series::E2e => Metric::E2e,
+            Series::DispatchLag => Metric::DispatchLag,
+            Series::InputTokens => Metric::InputTokens,
+            Series::OutputTokens => Metric::OutputTokens,
+            Series::QueueWait | Series::RequestedInput | Series::RequestedOutput => return None,
+        })
+    }
+
+    /// The name histograms and latency summaries are kept under: the
+    /// metric's name where the series is a metric.
+    pub fn name(self) -> &'static str {
+        match self {
+            Series::QueueWait => "queue_wait",
+            Series::RequestedInput => "requested_input",
+            Series::RequestedOutput => "requested_output",
+            s => s.metric().expect("the other series are metrics").name(),
+        }
+    }
+
+    /// Whether the series is a latency (µs), summarized in `latency_ms`.
+    pub fn is_latency(self) -> bool {
+        match self.metric() {
+            Some(m) => m.kind() == Kind::Latency,
+            None => self == Series::QueueWait,
+        }
+    }
+
+    /// The latency series.
+    fn latencies() -> impl Iterator<Item = Series> {
+        Series::ALL.into_iter().filter(|s| s.is_latency())
+    }
+}
+
+/// One histogram per series.
+#[derive(Clone)]
+struct Hists([Hist; Series::ALL.len()]);
+
+impl Default for Hists {
+    fn default() -> Self {
+        Hists(std::array::from_fn(|_| new_hist()))
+    }
+}
+
+impl std::ops::Index<Series> for Hists {
+    type Output = Hist;
+    fn index(&self, s: Series) -> &Hist {
+        &self.0[s as usize]
+    }
+}
+
+impl std::ops::IndexMut<Series> for Hists {
+    fn index_mut(&mut self, s: Series) -> &mut Hist {
+        &mut self.0[s as usize]
+    }
+}
 
 fn ns(a: Instant, b: Instant) -> u64 {
     b.saturating_duration_since(a).as_nanos() as u64
 }
 
 /// Statistics of one set of requests (a run, a window or a step).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Tally {
-    latency: Vec<Hist>,
-    input: Hist,
-    output: Hist,
-    /// Lengths as built by the client, of every request sent.
-    requested_input: Hist,
-    requested_output: Hist,
+    hists: Hists,
     counts: Counts,
     errors: BTreeMap<String, u64>,
     error_examples: BTreeMap<String, String>,
@@ -60,37 +146,6 @@ pub struct Tally {
     first_sched: Option<Instant>,
     last_sched: Option<Instant>,
     last_done: Option<Instant>,
-}
-
-impl Default for Tally {
-    fn default() -> Self {
-        Tally {
-            latency: LATENCIES.iter().map(|_| new_hist()).collect(),
-            input: new_hist(),
-            output: new_hist(),
-            requested_input: new_hist(),
-            requested_output: new_hist(),
-            counts: Counts::default(),
-            errors: BTreeMap::new(),
-            error_examples: BTreeMap::new(),
-            good: 0,
-            good_output_total: 0,
-            input_total: 0,
-            output_total: 0,
-            sources: BTreeMap::new(),
-            requested_input_sum: 0,
-            requested_output_sum: 0,
-            reported_input_sum: 0,
-            reported_input_n: 0,
-            reported_input_exact: 0,
-            in_flight_ns: 0,
-            first_send: None,
-            last_send: None,
-            first_sched: None,
-            last_sched: None,
-            last_done: None,
-        }
-    }
 }
 
 fn rec_us(h: &mut Hist, ns: u64) {
@@ -164,14 +219,14 @@ fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput) -> Derived {
 
 impl Tally {
     fn add(&mut self, r: &RequestRecord, d: &Derived) {
-        rec_us(&mut self.latency[6], d.dispatch);
-        rec_us(&mut self.latency[7], d.queue);
+        rec_us(&mut self.hists[Series::DispatchLag], d.dispatch);
+        rec_us(&mut self.hists[Series::QueueWait], d.queue);
         self.counts.sent += 1;
         self.counts.resent += r.retries as u64;
         self.requested_input_sum += r.requested_input as u64;
         self.requested_output_sum += r.requested_output as u64;
-        let _ = self.requested_input.record(r.requested_input as u64);
-        let _ = self.requested_output.record(r.requested_output as u64);
+        let _ = self.hists[Series::RequestedInput].record(r.requested_input as u64);
+        let _ = self.hists[Series::RequestedOutput].record(r.requested_output as u64);
         self.first_send = Some(self.first_send.map_or(r.t_send, |t| t.min(r.t_send)));
         self.last_send = Some(self.last_send.map_or(r.t_send, |t| t.max(r.t_send)));
         self.first_sched = Some(self.first_sched.map_or(r.t_sched, |t| t.min(r.t_sched)));
@@ -192,22 +247,26 @@ impl Tally {
             self.good += 1;
             self.good_output_total += d.output as u64;
         }
-        for (i, v) in [d.ttft, d.ttft_send, d.tpot].into_iter().enumerate() {
+        for (series, v) in [
+            (Series::Ttft, d.ttft),
+            (Series::TtftFromSend, d.ttft_send),
+            (Series::Tpot, d.tpot),
+        ] {
             if let Some(v) = v {
-                rec_us(&mut self.latency[i], v);
+                rec_us(&mut self.hists[series], v);
             }
         }
         for gap in &d.itl {
-            rec_us(&mut self.latency[3], *gap);
+            rec_us(&mut self.hists[Series::Itl], *gap);
         }
         for (per_token, k) in &d.itl_token {
-            let _ = self.latency[4].record_n((per_token + 500) / 1000, *k as u64);
+            let _ = self.hists[Series::ItlToken].record_n((per_token + 500) / 1000, *k as u64);
         }
         if let Some(v) = d.e2e {
-            rec_us(&mut self.latency[5], v);
+            rec_us(&mut self.hists[Series::E2e], v);
         }
-        let _ = self.input.record(d.input as u64);
-        let _ = self.output.record(d.output as u64);
+        let _ = self.hists[Series::InputTokens].record(d.input as u64);
+        let _ = self.hists[Series::OutputTokens].record(d.output as u64);
         self.input_total += d.input as u64;
         self.output_total += d.output as u64;
         let src = match d.source {
@@ -225,13 +284,9 @@ impl Tally {
 
     /// Adds another tally (runs merged into a point).
     pub fn merge(&mut self, o: &Tally) {
-        for (a, b) in self.latency.iter_mut().zip(&o.latency) {
-            let _ = a.add(b);
+        for series in Series::ALL {
+            let _ = self.hists[series].add(&o.hists[series]);
         }
-        let _ = self.input.add(&o.input);
-        let _ = self.output.add(&o.output);
-        let _ = self.requested_input.add(&o.requested_input);
-        let _ = self.requested_output.add(&o.requested_output);
         self.counts.sent += o.counts.sent;
         self.counts.succeeded += o.counts.succeeded;
         self.counts.failed += o.counts.failed;
@@ -266,11 +321,9 @@ impl Tally {
     pub fn stats(&self, window_s: f64, open: bool, concurrency_max: u64) -> Stats {
         let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
         let n = self.counts.succeeded + self.counts.failed;
-        let latency_ms = LATENCIES
-            .iter()
-            .zip(&self.latency)
-            .filter(|(_, h)| !h.is_empty())
-            .map(|(name, h)| (name.to_string(), Summary::of(h, 1000.0)))
+        let latency_ms = Series::latencies()
+            .filter(|s| !self.hists[*s].is_empty())
+            .map(|s| (s.name().to_string(), Summary::of(&self.hists[s], 1000.0)))
             .collect();
         let span_rate =
             |first: Option<Instant>, last: Option<Instant>, count: u64| match (first, last) {
@@ -289,8 +342,8 @@ impl Tally {
                 input_total: self.input_total,
                 output_total: self.output_total,
                 good_output_total: self.good_output_total,
-                input: Summary::of(&self.input, 1.0),
-                output: Summary::of(&self.output, 1.0),
+                input: Summary::of(&self.hists[Series::InputTokens], 1.0),
+                output: Summary::of(&self.hists[Series::OutputTokens], 1.0),
                 output_source: self.sources.clone(),
                 requested_input_mean: if self.counts.sent > 0 {
                     self.requested_input_sum as f64 / self.counts.sent as f64
@@ -304,8 +357,8 @@ impl Tally {
                 } else {
                     0.0
                 },
-                requested_input: Summary::of(&self.requested_input, 1.0),
-                requested_output: Summary::of(&self.requested_output, 1.0),
+                requested_input: Summary::of(&self.hists[Series::RequestedInput], 1.0),
+                requested_output: Summary::of(&self.hists[Series::RequestedOutput], 1.0),
                 reported_input_exact: (self.reported_input_n > 0)
                     .then(|| self.reported_input_exact as f64 / self.reported_input_n as f64),
             },
@@ -343,19 +396,26 @@ impl Tally {
         }
     }
 
-    /// Encoded histograms by metric name.
+    /// Encoded histograms by metric name: the latencies, and the token
+    /// counts of successful requests.
     pub fn histograms(&self) -> BTreeMap<String, String> {
-        let mut out: BTreeMap<String, String> = LATENCIES
-            .iter()
-            .zip(&self.latency)
-            .filter(|(_, h)| !h.is_empty())
-            .map(|(n, h)| (n.to_string(), encode(h)))
-            .collect();
-        if !self.input.is_empty() {
-            out.insert(Metric::InputTokens.name().into(), encode(&self.input));
-            out.insert(Metric::OutputTokens.name().into(), encode(&self.output));
+        let mut out = self.encoded(Series::latencies());
+        // Input and output are recorded together: both or neither.
+        if !self.hists[Series::InputTokens].is_empty() {
+            for s in [Series::InputTokens, Series::OutputTokens] {
+                out.insert(s.name().into(), encode(&self.hists[s]));
+            }
         }
         out
+    }
+
+    /// The non-empty histograms of `series`, encoded, by name.
+    fn encoded(&self, series: impl IntoIterator<Item = Series>) -> BTreeMap<String, String> {
+        series
+            .into_iter()
+            .filter(|s| !self.hists[*s].is_empty())
+            .map(|s| (s.name().to_string(), encode(&self.hists[s])))
+            .collect()
     }
 
     pub fn last_done(&self) -> Option<Instant> {
@@ -364,7 +424,7 @@ impl Tally {
 
     /// Live median TTFT (ms) for progress display.
     pub fn ttft_p50_ms(&self) -> Option<f64> {
-        let h = &self.latency[0];
+        let h = &self.hists[Series::Ttft];
         (!h.is_empty()).then(|| h.value_at_quantile(0.5) as f64 / 1000.0)
     }
 
@@ -376,14 +436,6 @@ impl Tally {
         self.output_total
     }
 }
-
-/// Histogram names of a tally's token distributions in `TallyData`.
-const TOKEN_HISTS: [&str; 4] = [
-    "input_tokens",
-    "output_tokens",
-    "requested_input",
-    "requested_output",
-];
 
 /// Nanoseconds from `base` to `t` (negative when `t` is earlier).
 fn offset_ns(base: Instant, t: Instant) -> i64 {
@@ -409,14 +461,7 @@ impl Tally {
         // The latencies and token counts as `histograms` keeps them, and
         // the requested lengths beside them.
         let mut histograms = self.histograms();
-        for (name, h) in TOKEN_HISTS[2..]
-            .iter()
-            .zip([&self.requested_input, &self.requested_output])
-        {
-            if !h.is_empty() {
-                histograms.insert(name.to_string(), encode(h));
-            }
-        }
+        histograms.extend(self.encoded([Series::RequestedInput, Series::RequestedOutput]));
         let off = |t: Option<Instant>| t.map(|t| offset_ns(base, t));
         TallyData {
             histograms,
@@ -444,23 +489,15 @@ impl Tally {
 
     /// The inverse of `to_data`, instants placed relative to `base`.
     pub fn from_data(d: &TallyData, base: Instant) -> Result<Tally, String> {
-        let hist = |name: &str| -> Result<Hist, String> {
-            match d.histograms.get(name) {
-                Some(s) => decode(s).map_err(|e| format!("histogram {name}: {e}")),
-                None => Ok(new_hist()),
+        let mut hists = Hists::default();
+        for s in Series::ALL {
+            if let Some(text) = d.histograms.get(s.name()) {
+                hists[s] = decode(text).map_err(|e| format!("histogram {}: {e}", s.name()))?;
             }
-        };
-        let latency = LATENCIES
-            .iter()
-            .map(|n| hist(n))
-            .collect::<Result<Vec<_>, _>>()?;
+        }
         let at = |ns: Option<i64>| ns.map(|ns| at_offset(base, ns));
         Ok(Tally {
-            latency,
-            input: hist(TOKEN_HISTS[0])?,
-            output: hist(TOKEN_HISTS[1])?,
-            requested_input: hist(TOKEN_HISTS[2])?,
-            requested_output: hist(TOKEN_HISTS[3])?,
+            hists,
             counts: d.counts.clone(),
             errors: d.errors.clone(),
             error_examples: d.error_examples.clone(),
@@ -898,6 +935,37 @@ mod tests {
         r.requested_input = 10;
         r.requested_output = usage.unwrap_or(0);
         r
+    }
+
+    #[test]
+    fn series_index_their_histograms_and_name_the_distributions() {
+        for (i, s) in Series::ALL.into_iter().enumerate() {
+            assert_eq!(s as usize, i, "{s:?} is at its own index");
+        }
+        let metrics: Vec<Metric> = Series::ALL.into_iter().filter_map(Series::metric).collect();
+        assert_eq!(
+            metrics,
+            Metric::DISTRIBUTIONS,
+            "every distribution is recorded"
+        );
+        let names: Vec<&str> = Series::ALL.into_iter().map(Series::name).collect();
+        assert_eq!(
+            names,
+            [
+                "ttft",
+                "ttft_from_send",
+                "tpot",
+                "itl",
+                "itl_token",
+                "e2e",
+                "dispatch_lag",
+                "queue_wait",
+                "input_tokens",
+                "output_tokens",
+                "requested_input",
+                "requested_output",
+            ]
+        );
     }
 
     #[test]
