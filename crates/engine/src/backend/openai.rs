@@ -668,7 +668,7 @@ mod tests {
 
     fn events(file: &str) -> Vec<ChunkInfo> {
         let path = format!(
-            "{}/tests/fixtures/llama-server/{file}",
+            "{}/../../tests/fixtures/llama-server/{file}",
             env!("CARGO_MANIFEST_DIR")
         );
         let bytes = std::fs::read(path).unwrap();
@@ -741,7 +741,7 @@ mod tests {
     #[test]
     fn non_stream_completion() {
         let path = format!(
-            "{}/tests/fixtures/llama-server/completions-nonstream.json",
+            "{}/../../tests/fixtures/llama-server/completions-nonstream.json",
             env!("CARGO_MANIFEST_DIR")
         );
         let info = interpret(&std::fs::read(path).unwrap(), None).unwrap();

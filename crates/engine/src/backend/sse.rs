@@ -189,7 +189,7 @@ mod tests {
     fn real_llama_server_streams() {
         for (file, n) in [("completions-stream.sse", 13), ("chat-stream.sse", 15)] {
             let path = format!(
-                "{}/tests/fixtures/llama-server/{file}",
+                "{}/../../tests/fixtures/llama-server/{file}",
                 env!("CARGO_MANIFEST_DIR")
             );
             let bytes = std::fs::read(&path).unwrap();

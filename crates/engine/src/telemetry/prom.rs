@@ -412,7 +412,7 @@ mod tests {
 
     fn fixture(path: &str) -> String {
         std::fs::read_to_string(format!(
-            "{}/tests/fixtures/{path}",
+            "{}/../../tests/fixtures/{path}",
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap_or_else(|e| panic!("{path}: {e}"))

@@ -581,7 +581,7 @@ mod tests {
 
     fn fixture(path: &str) -> Values {
         let text = std::fs::read_to_string(format!(
-            "{}/tests/fixtures/{path}",
+            "{}/../../tests/fixtures/{path}",
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap();
