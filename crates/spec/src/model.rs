@@ -477,16 +477,17 @@ pub struct Spec {
     pub(crate) locator: super::diag::Locator,
 }
 
+/// A metric as its name (`Metric` itself has no serde impls).
 mod metric_name {
     use infer_bench_results::metric::Metric;
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(m: &Metric, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(m.name())
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Metric, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+        // "a string" is what `String`'s own visitor expects: same messages.
+        crate::de::from_str_visitor(d, "a string")
     }
 }
 
@@ -506,4 +507,30 @@ pub fn slo_metric_names() -> Vec<&'static str> {
         "request_throughput",
         "output_tokens_per_s",
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gate's metric is a name: its errors say so, for a wrong name and
+    /// for a value that is not a string.
+    #[test]
+    fn metric_names_deserialize_with_their_messages() {
+        let gate = |metric: &str| {
+            serde_json::from_str::<Gate>(&format!(r#"{{"metric": {metric}, "noise": "5%"}}"#))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(gate(r#""ttft""#).unwrap().metric, Metric::Ttft);
+        assert_eq!(
+            gate(r#""latency""#).unwrap_err(),
+            "unknown metric `latency` at line 1 column 20"
+        );
+        assert_eq!(
+            gate("5").unwrap_err(),
+            "invalid type: integer `5`, expected a string at line 1 column 12"
+        );
+        let json = serde_json::to_string(&gate(r#""e2e""#).unwrap()).unwrap();
+        assert_eq!(json, r#"{"metric":"e2e","noise":"5%"}"#);
+    }
 }

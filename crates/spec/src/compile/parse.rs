@@ -138,3 +138,50 @@ fn plain_type(expected: &str) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// The message for a key of the spec given `value`.
+    fn message(key_and_value: &str) -> String {
+        let source = format!(
+            "name = \"t\"\n[targets.sim]\nkind = \"sim\"\n[models.m]\npreset = \"llama-3.1-8b\"\n\
+             [workloads.w]\ninput_tokens = 1\noutput_tokens = 1\n{key_and_value}\n"
+        );
+        let errors = crate::compile("t.toml", &source, Path::new(".")).unwrap_err();
+        let e = &errors.0[0];
+        format!("{}: {}", e.key, e.message)
+    }
+
+    /// A typed string given a value of another type says what kind of
+    /// string it wants (the `expecting` text of `from_str_visitor`), not
+    /// just "a string": why these types do not derive `DeserializeFromStr`.
+    #[test]
+    fn typed_strings_say_what_they_expect() {
+        for (given, expected) in [
+            (
+                "[load]\nduration = 5",
+                "load.duration: expected a duration string such as \"500ms\" or \"2m\", found integer `5`",
+            ),
+            (
+                "[load]\nduration = \"1s\"\nrate = 5",
+                "load.rate: expected a rate string such as \"20/s\" or \"1200/min\", found integer `5`",
+            ),
+            (
+                "[load]\nduration = \"1s\"\n[regression]\nconfidence = 95",
+                "regression.confidence: expected a percentage string such as \"1%\", found integer `95`",
+            ),
+            (
+                "[load]\nduration = \"1s\"\n[slo]\nttft = [\"p99 < 1s\", 5]",
+                "slo.ttft[1]: expected an SLO expression such as \"p99 < 500ms\", found integer `5`",
+            ),
+            (
+                "[load]\nduration = \"1s\"\n[regression]\nmetrics = [{ metric = \"ttft\", stat = 99 }]",
+                "regression.metrics[0].stat: expected a statistic such as \"p99\" or \"mean\", found integer `99`",
+            ),
+        ] {
+            assert_eq!(message(given), expected, "{given}");
+        }
+    }
+}
