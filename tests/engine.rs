@@ -97,10 +97,6 @@ fn close(what: &str, measured: f64, truth: f64, abs_ms: f64, rel: f64) {
     );
 }
 
-/// The tests of this file run one at a time: two of them side by side on a
-/// small machine would measure each other.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn check_accuracy(
     concurrency: u32,
     requests: u32,
@@ -109,7 +105,7 @@ fn check_accuracy(
     abs_ms: f64,
     rel: f64,
 ) {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     // The stated tolerances are for the optimized build (`cargo test
     // --release`, as CI runs it); an unoptimized client spends several
     // times the CPU per event, so a debug run gets five times the slack.
@@ -219,7 +215,7 @@ fn measures_the_injected_truth_at_high_concurrency() {
 
 #[test]
 fn role_chunks_comments_and_split_events_do_not_fool_ttft() {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let script = Script {
         ttft: Duration::from_millis(30),
         itl: Duration::from_millis(5),
@@ -268,7 +264,7 @@ fn role_chunks_comments_and_split_events_do_not_fool_ttft() {
 
 #[test]
 fn faults_are_counted_by_class_and_the_run_completes() {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let faults = [
         ("http500", Fault::Http500),
@@ -361,7 +357,7 @@ fn faults_are_counted_by_class_and_the_run_completes() {
 
 #[test]
 fn an_open_loop_sends_at_the_offered_rate() {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
     let text = spec(
@@ -388,7 +384,7 @@ fn an_open_loop_sends_at_the_offered_rate() {
 
 #[test]
 fn results_match_the_committed_schema_and_requests_stream_to_disk() {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
     let text = spec(
@@ -434,7 +430,7 @@ fn results_match_the_committed_schema_and_requests_stream_to_disk() {
 
 #[test]
 fn an_interrupted_run_keeps_every_finished_point() {
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let server = rt
         .block_on(ScriptedServer::start(Script {

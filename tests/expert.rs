@@ -54,13 +54,9 @@ fn html(out: &Path) -> String {
     std::fs::read_to_string(page).unwrap()
 }
 
-/// The simulator's scenarios run one at a time: two side by side on a
-/// small machine would measure each other.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn a_mix_that_saturates_the_kv_cache_shows_each_workload_and_the_preemptions() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     // An L40S with 42% of its memory for the server: weights take 16 GB,
     // the KV cache is left about 4 GB (~30k tokens) for 64 sequences of
@@ -158,7 +154,7 @@ percentile_sample_check = false
 
 #[test]
 fn a_rate_ramp_names_the_step_past_the_measured_capacity() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let head = r#"seed = 5
 [targets.sim]
@@ -261,7 +257,7 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
     use infer_bench::telemetry::gpu::{
         DeviceLinks, GpuReading, ProcessReading, Script, ScriptedSource, Topology,
     };
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let (_rt, server) = scripted();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gpus.toml");
@@ -404,7 +400,7 @@ const SLACK: &str = "max_dispatch_lag_p99 = \"4ms\"\n";
 
 #[test]
 fn a_client_made_slow_on_purpose_is_named_as_the_limit() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let (_rt, server) = scripted();
     let dir = tempfile::tempdir().unwrap();
     let (code, stdout, r, _) = run(
@@ -442,7 +438,7 @@ fn a_client_made_slow_on_purpose_is_named_as_the_limit() {
 
 #[test]
 fn memory_growth_over_a_sweep_projects_where_the_kv_cache_fills() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let text = r#"name = "growth"
 seed = 2

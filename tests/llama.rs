@@ -9,10 +9,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
-
-/// One server-launching test at a time: each starts real processes.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn llama_dir() -> Option<PathBuf> {
     if std::env::var_os("INFER_BENCH_SKIP_LLAMA").is_some() {
@@ -79,7 +75,7 @@ fn root() -> PathBuf {
 
 #[test]
 fn one_server_per_precision_started_once_and_stopped() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = infer_bench_testkit::timing::exclusive();
     let Some(llama) = llama_dir() else { return };
     let out = tempfile::tempdir().unwrap();
     let (code, stderr) = run(
@@ -150,7 +146,7 @@ fn one_server_per_precision_started_once_and_stopped() {
 
 #[test]
 fn client_timings_agree_with_the_servers_own() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = infer_bench_testkit::timing::exclusive();
     let Some(llama) = llama_dir() else { return };
     // The 8-layer model: slow enough per token to compare like with like.
     let spec = std::fs::read_to_string(root().join("tests/specs/llama.toml"))
@@ -211,7 +207,7 @@ fn client_timings_agree_with_the_servers_own() {
 
 #[test]
 fn missing_never_ready_and_dying_servers_fail_their_points_and_the_run_goes_on() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = infer_bench_testkit::timing::exclusive();
     let Some(llama) = llama_dir() else { return };
     let server = llama.join("bin/llama-server").display().to_string();
     let model = llama.join("models/tiny-f16.gguf").display().to_string();

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -40,10 +40,9 @@ fn spec(name: &str) -> String {
         .to_string()
 }
 
-/// Runs that measure time take turns.
-fn machine() -> MutexGuard<'static, ()> {
-    static MACHINE: Mutex<()> = Mutex::new(());
-    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+/// Runs that measure time take turns, with every other timing test.
+fn machine() -> infer_bench_testkit::timing::Exclusive {
+    infer_bench_testkit::timing::exclusive()
 }
 
 struct Out {

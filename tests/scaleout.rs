@@ -116,13 +116,9 @@ fn p50(r: &serde_json::Value, metric: &str) -> f64 {
     merged(r)["latency_ms"][metric]["p50"].as_f64().unwrap()
 }
 
-/// The tests of this file run one at a time: agents and servers of two
-/// tests side by side on a small machine would measure each other.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn four_agents_merged_equal_one_process_on_an_open_loop() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let script = Script {
         ttft: Duration::from_millis(20),
@@ -247,7 +243,7 @@ fn four_agents_merged_equal_one_process_on_an_open_loop() {
 
 #[test]
 fn agents_of_a_closed_loop_split_its_slots_and_requests() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let script = Script {
         ttft: Duration::from_millis(15),
@@ -322,7 +318,7 @@ fn agents_of_a_closed_loop_split_its_slots_and_requests() {
 
 #[test]
 fn point_shards_merge_into_the_unsharded_run() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("spec.toml");
     std::fs::write(
@@ -419,7 +415,7 @@ percentile_sample_check = false
 
 #[test]
 fn agents_refuse_what_they_cannot_share() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(
         dir.path(),
@@ -468,7 +464,7 @@ fn agents_refuse_what_they_cannot_share() {
 
 #[test]
 fn agents_share_one_simulator_served_on_its_own() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = infer_bench_testkit::timing::exclusive();
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let sim_spec = dir.path().join("sim.toml");

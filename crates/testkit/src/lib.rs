@@ -1,5 +1,7 @@
 //! Test servers and helpers for infer-bench's own tests (a dev-dependency
 //! only; nothing here is in the release binary): the scripted
-//! OpenAI-compatible server whose timing is known and recorded.
+//! OpenAI-compatible server whose timing is known and recorded, and the
+//! lock that keeps timing tests from running at the same time.
 
 pub mod scripted;
+pub mod timing;

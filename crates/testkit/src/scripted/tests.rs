@@ -9,10 +9,6 @@ use serde_json::{Value, json};
 use super::*;
 use infer_bench_sim::http::testing::{Wire, find, request};
 
-/// Timing-sensitive and heavy tests take turns, so that one does not skew
-/// the other on a small machine.
-static EXCLUSIVE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// From `completions-stream.sse` (llama-server): two content events, the
 /// final event with usage (its `timings` object dropped), `[DONE]`.
 const LLAMA_COMPLETIONS: &str = r#"data: {"choices":[{"text":" Classic","index":0,"logprobs":null,"finish_reason":null}],"created":1796218489,"model":"tiny","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-KU56aUmXKBqthGNSdHMHPFiYRXpE3jzR"}
@@ -999,7 +995,7 @@ async fn truth_check() -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_truth_matches_the_script_and_the_client() {
-    let _turn = EXCLUSIVE.lock().await;
+    let _turn = crate::timing::exclusive();
     // Two cores shared with every other test: a scheduling hiccup can make
     // one run late, so one clean run out of three is required.
     let mut failures = Vec::new();
@@ -1014,7 +1010,7 @@ async fn recorded_truth_matches_the_script_and_the_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_concurrent_streams() {
-    let _turn = EXCLUSIVE.lock().await;
+    let _turn = crate::timing::exclusive();
     const N: usize = 2000;
     let server = start(Script {
         ttft: ms(50),
