@@ -65,6 +65,14 @@ fn bad(found: &str, why: &str) -> ParseDistError {
     ))
 }
 
+/// Bounds the wrong way round, whichever way the distribution was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("min ({min}) is greater than max ({max})")]
+struct MinAboveMax {
+    min: u32,
+    max: u32,
+}
+
 /// A distribution whose form was understood but whose values are wrong.
 fn bad_values(found: &str, why: &str) -> ParseDistError {
     ParseDistError(format!("invalid distribution {found}: {why}"))
@@ -224,14 +232,15 @@ impl Args {
                 }
             },
         };
-        dist.check().map_err(|why| bad_values(found, &why))?;
+        dist.check()
+            .map_err(|e| bad_values(found, &e.to_string()))?;
         Ok(dist)
     }
 }
 
 impl Dist {
     /// Range checks shared by every way of writing a distribution.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), MinAboveMax> {
         let (min, max) = match self {
             Dist::Uniform { min, max }
             | Dist::Normal { min, max, .. }
@@ -239,7 +248,7 @@ impl Dist {
             _ => return Ok(()),
         };
         if min > max {
-            return Err(format!("min ({min}) is greater than max ({max})"));
+            return Err(MinAboveMax { min, max });
         }
         Ok(())
     }

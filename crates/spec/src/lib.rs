@@ -23,7 +23,9 @@ mod slo;
 
 use std::path::Path;
 
-pub use compile::{compile, compile_regression, default_gates, hex, placeholders, ramp_levels};
+pub use compile::{
+    RampError, compile, compile_regression, default_gates, hex, placeholders, ramp_levels,
+};
 pub use de::fmt_number;
 pub use diag::{SpecError, SpecErrors};
 pub use dist::{Dist, Empirical};

@@ -582,8 +582,8 @@ fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
                     None,
                 ));
             }
-            let levels =
-                ramp_levels(r).map_err(|(k, m)| spec.error(&format!("load.ramp.{k}"), m, None))?;
+            let levels = ramp_levels(r)
+                .map_err(|e| spec.error(&format!("load.ramp.{}", e.key()), e.to_string(), None))?;
             Some(crate::Ramp {
                 levels,
                 every: r.every,

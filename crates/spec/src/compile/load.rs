@@ -2,6 +2,7 @@
 //! `[validity]` thresholds a run must meet to count.
 
 use super::Cx;
+use crate::de::fmt_number;
 use crate::diag::Seg;
 use crate::model::*;
 use crate::raw::*;
@@ -122,8 +123,8 @@ impl Cx<'_> {
         let levels = ramp_levels(r);
         match levels {
             Ok(l) => l,
-            Err((key, msg)) => {
-                self.err(&format!("load.ramp.{key}"), msg, None);
+            Err(e) => {
+                self.err(&format!("load.ramp.{}", e.key()), e.to_string(), None);
                 Vec::new()
             }
         }
@@ -140,8 +141,42 @@ impl Cx<'_> {
     }
 }
 
-/// Expands a ramp into its levels, or names the key that is wrong.
-pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, (&'static str, String)> {
+/// Why a ramp has no levels.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RampError {
+    #[error("`from` and `to` must both be concurrencies (numbers) or both rates (\"2/s\")")]
+    MixedKinds,
+    #[error(
+        "the ramp goes down: to ({}) is below from ({})",
+        fmt_number(*to),
+        fmt_number(*from)
+    )]
+    GoesDown { from: f64, to: f64 },
+    #[error("give either `step` (added) or `factor` (multiplied), not both")]
+    StepAndFactor,
+    #[error("a ramp needs `step` (added each step) or `factor` (multiplied each step)")]
+    NoStep,
+    #[error("`step` must be of the same kind as `from`")]
+    StepKind,
+    #[error("the ramp has more than 10000 steps")]
+    TooManySteps,
+    #[error("expected a factor > 1, found {0}")]
+    Factor(f64),
+}
+
+impl RampError {
+    /// The key of `[load.ramp]` that is wrong.
+    pub fn key(&self) -> &'static str {
+        match self {
+            RampError::MixedKinds | RampError::GoesDown { .. } => "to",
+            RampError::StepAndFactor | RampError::Factor(_) => "factor",
+            RampError::NoStep | RampError::StepKind | RampError::TooManySteps => "step",
+        }
+    }
+}
+
+/// Expands a ramp into its levels, or says which key is wrong and why.
+pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, RampError> {
     let as_f = |l: &RawLevel| match l {
         RawLevel::Concurrency(c) => *c as f64,
         RawLevel::Rate(r) => r.as_per_second(),
@@ -154,21 +189,11 @@ pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, (&'static str, String)> {
         )
     };
     if !same_kind(&r.from, &r.to) {
-        return Err((
-            "to",
-            "`from` and `to` must both be concurrencies (numbers) or both rates (\"2/s\")".into(),
-        ));
+        return Err(RampError::MixedKinds);
     }
     let (from, to) = (as_f(&r.from), as_f(&r.to));
     if to < from {
-        return Err((
-            "to",
-            format!(
-                "the ramp goes down: to ({}) is below from ({})",
-                crate::de::fmt_number(to),
-                crate::de::fmt_number(from)
-            ),
-        ));
+        return Err(RampError::GoesDown { from, to });
     }
     let mut levels = Vec::new();
     let mut x = from;
@@ -178,33 +203,27 @@ pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, (&'static str, String)> {
     };
     match (r.step, r.factor) {
         (Some(_), Some(_)) => {
-            return Err((
-                "factor",
-                "give either `step` (added) or `factor` (multiplied), not both".into(),
-            ));
+            return Err(RampError::StepAndFactor);
         }
         (None, None) => {
-            return Err((
-                "step",
-                "a ramp needs `step` (added each step) or `factor` (multiplied each step)".into(),
-            ));
+            return Err(RampError::NoStep);
         }
         (Some(step), None) => {
             if !same_kind(&step, &r.from) {
-                return Err(("step", "`step` must be of the same kind as `from`".into()));
+                return Err(RampError::StepKind);
             }
             let s = as_f(&step);
             while x <= to + 1e-9 {
                 levels.push(make(x));
                 x += s;
                 if levels.len() > 10_000 {
-                    return Err(("step", "the ramp has more than 10000 steps".into()));
+                    return Err(RampError::TooManySteps);
                 }
             }
         }
         (None, Some(f)) => {
             if !(f > 1.0 && f.is_finite()) {
-                return Err(("factor", format!("expected a factor > 1, found {f}")));
+                return Err(RampError::Factor(f));
             }
             while x <= to + 1e-9 {
                 levels.push(make(x));
@@ -214,4 +233,84 @@ pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, (&'static str, String)> {
     }
     levels.dedup();
     Ok(levels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Rate;
+
+    fn ramp(from: RawLevel, to: RawLevel, step: Option<RawLevel>, factor: Option<f64>) -> RawRamp {
+        RawRamp {
+            from,
+            step,
+            factor,
+            every: Duration::from_secs(10),
+            to,
+        }
+    }
+
+    /// The key at fault and the message, for a ramp that has no levels.
+    fn error(r: &RawRamp) -> (String, String) {
+        let e = ramp_levels(r).unwrap_err();
+        (e.key().to_string(), e.to_string())
+    }
+
+    #[test]
+    fn ramp_levels_expand() {
+        use RawLevel::Concurrency as C;
+        let levels = ramp_levels(&ramp(C(1), C(4), Some(C(1)), None)).unwrap();
+        assert_eq!(levels, (1..=4).map(Level::Concurrency).collect::<Vec<_>>());
+        let levels = ramp_levels(&ramp(C(1), C(8), None, Some(2.0))).unwrap();
+        assert_eq!(
+            levels,
+            [1, 2, 4, 8].map(Level::Concurrency).to_vec(),
+            "factor doubles"
+        );
+    }
+
+    #[test]
+    fn ramp_errors_name_their_key() {
+        use RawLevel::Concurrency as C;
+        let rate = |x: f64| RawLevel::Rate(Rate::per_second(x).unwrap());
+        for (r, key, message) in [
+            (
+                ramp(C(1), rate(2.0), Some(C(1)), None),
+                "to",
+                "`from` and `to` must both be concurrencies (numbers) or both rates (\"2/s\")",
+            ),
+            (
+                ramp(rate(2.5), rate(1.0), Some(rate(1.0)), None),
+                "to",
+                "the ramp goes down: to (1) is below from (2.5)",
+            ),
+            (
+                ramp(C(1), C(4), Some(C(1)), Some(2.0)),
+                "factor",
+                "give either `step` (added) or `factor` (multiplied), not both",
+            ),
+            (
+                ramp(C(1), C(4), None, None),
+                "step",
+                "a ramp needs `step` (added each step) or `factor` (multiplied each step)",
+            ),
+            (
+                ramp(C(1), C(4), Some(rate(1.0)), None),
+                "step",
+                "`step` must be of the same kind as `from`",
+            ),
+            (
+                ramp(rate(0.001), rate(100.0), Some(rate(0.001)), None),
+                "step",
+                "the ramp has more than 10000 steps",
+            ),
+            (
+                ramp(C(1), C(4), None, Some(1.0)),
+                "factor",
+                "expected a factor > 1, found 1",
+            ),
+        ] {
+            assert_eq!(error(&r), (key.to_string(), message.to_string()));
+        }
+    }
 }

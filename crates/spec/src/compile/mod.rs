@@ -26,7 +26,7 @@ use crate::diag::{Locator, SpecError, SpecErrors};
 use crate::model::*;
 use crate::raw::*;
 
-pub use load::ramp_levels;
+pub use load::{RampError, ramp_levels};
 pub use regression::default_gates;
 pub use targets::placeholders;
 
