@@ -37,7 +37,6 @@ use parse::parse_raw;
 pub fn compile(file: &str, source: &str, base_dir: &Path) -> Result<Spec, SpecErrors> {
     let loc = Locator::new(file, source);
     let raw = parse_raw(&loc, source)?;
-    crate::schema::validate_structure(&loc, source)?;
     let mut cx = Cx {
         loc: &loc,
         errors: Vec::new(),
