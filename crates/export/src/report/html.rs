@@ -214,10 +214,22 @@ fn badge(text: &str) -> String {
     format!("<span class=\"badge {class}\">{}</span>", escape(text))
 }
 
+/// The executive summary: a card each for what was tested, the verdict
+/// and capacities, the best configuration and the environment, then the
+/// reading's cards.
 fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
     h.push_str("<section id=\"summary\"><h2>Executive summary</h2><div class=\"cards\">");
+    tested_card(h, sources);
+    verdict_card(h, a, sources);
+    best_card(h, a, sources);
+    environment_card(h, sources);
+    super::insight::summary_cards(h, a, sources);
+    h.push_str("</div></section>\n");
+}
 
-    // What was tested.
+/// What was tested: the specs' descriptions, targets, models, workloads,
+/// loads and SLOs.
+fn tested_card(h: &mut String, sources: &[Source]) {
     h.push_str("<div class=\"card\"><h3>What was tested</h3>");
     for s in sources {
         if let Some(d) = &s.description {
@@ -234,8 +246,10 @@ fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
         let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
     }
     h.push_str("</dl></div>");
+}
 
-    // Verdict.
+/// How many points pass their SLOs, and each sweep's capacity at SLO.
+fn verdict_card(h: &mut String, a: &Analysis, sources: &[Source]) {
     let v = verdicts(sources);
     h.push_str("<div class=\"card\"><h3>Verdict</h3>");
     let class = if v.slo_fail > 0 || v.failed > 0 {
@@ -265,8 +279,10 @@ fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
         );
     }
     h.push_str("</ul></div>");
+}
 
-    // Best configuration.
+/// The best configuration with its headline numbers.
+fn best_card(h: &mut String, a: &Analysis, sources: &[Source]) {
     h.push_str("<div class=\"card\"><h3>Best configuration</h3>");
     match &a.best {
         Some(b) => {
@@ -307,8 +323,10 @@ fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
         }
     }
     h.push_str("</div>");
+}
 
-    // On what.
+/// On what it ran: the environments' identity and the servers.
+fn environment_card(h: &mut String, sources: &[Source]) {
     h.push_str("<div class=\"card\"><h3>On what</h3><dl class=\"kv\">");
     for (labels, env) in environments(sources) {
         if sources.len() > 1 {
@@ -327,8 +345,6 @@ fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
         );
     }
     h.push_str("</dl></div>");
-    super::insight::summary_cards(h, a, sources);
-    h.push_str("</div></section>\n");
 }
 
 /// Series colour of each sweep: its index among all sweeps.
@@ -349,9 +365,23 @@ fn tip(a: &Analysis, row: usize, what: &str) -> String {
     format!("{}: {what}{slo}", r.label)
 }
 
+/// What the parts of one load kind's section draw from.
+struct SweepView<'a> {
+    a: &'a Analysis,
+    sources: &'a [Source],
+    kind: LoadKind,
+    /// The sweeps of this load kind.
+    sweeps: Vec<&'a Sweep>,
+    /// The sources these charts draw: their SLOs are the ones to show.
+    here: Vec<&'a Source>,
+    /// The load axis every chart of the section shares.
+    xaxis: Axis,
+}
+
+/// A section per load kind: the sweeps' capacity and knee table, then
+/// throughput, goodput and latency against load.
 fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKind) {
     let sweeps: Vec<&Sweep> = a.sweeps.iter().filter(|s| s.load_kind == kind).collect();
-    // The sources these charts draw: their SLOs are the ones to show.
     let here: Vec<&Source> = sources
         .iter()
         .filter(|src| sweeps.iter().any(|s| s.source == src.label))
@@ -360,7 +390,15 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
         .iter()
         .flat_map(|s| s.loads.iter().copied())
         .collect();
-    let xaxis = || Axis::auto(kind.axis_label(), loads.iter().copied(), 8.0);
+    let xaxis = Axis::auto(kind.axis_label(), loads.iter().copied(), 8.0);
+    let v = SweepView {
+        a,
+        sources,
+        kind,
+        sweeps,
+        here,
+        xaxis,
+    };
     let _ = write!(
         h,
         "<section id=\"load-{}\"><h2>Throughput and latency against {}</h2><p class=\"lead\">One line per sweep (points that differ only in {}). Open markers fail an SLO. Hover a marker for its numbers.</p>",
@@ -368,41 +406,26 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
         escape(&super::word(&kind)),
         escape(&super::word(&kind))
     );
+    capacity_table(h, &v);
+    h.push_str("<div class=\"charts\" style=\"margin-top:16px\">");
+    throughput_figure(h, &v);
+    goodput_figure(h, &v);
+    for (metric, title) in [
+        (Metric::Ttft, "Time to first token"),
+        (Metric::Tpot, "Time per output token"),
+        (Metric::E2e, "End-to-end latency"),
+    ] {
+        latency_figure(h, &v, metric, title);
+    }
+    h.push_str("</div></section>\n");
+}
 
-    // Capacity and knee table.
+/// The table of a load kind's sweeps: loads, capacity at SLO and the
+/// points that bracket it, knee, best point.
+fn capacity_table(h: &mut String, v: &SweepView<'_>) {
+    let kind = v.kind;
     h.push_str("<div class=\"table-wrap\"><table><thead><tr><th class=\"l\">sweep</th><th class=\"l\">loads</th><th class=\"l\">capacity at SLO</th><th class=\"l\">bracketed by</th><th class=\"l\">knee</th><th class=\"l\">best point (good req per GPU-$)</th></tr></thead><tbody>");
-    for s in &sweeps {
-        let bracket = match &s.capacity {
-            Capacity::Between {
-                last_pass,
-                first_fail,
-                note,
-                ..
-            } => {
-                let mut t = format!(
-                    "<span title=\"{}\">{} passes</span>, <span title=\"{}\">{} fails</span>",
-                    escape(&last_pass.point),
-                    escape(&kind.show(last_pass.load)),
-                    escape(&first_fail.point),
-                    escape(&kind.show(first_fail.load))
-                );
-                if let Some(n) = note {
-                    let _ = write!(t, "<br><span class=\"muted\">{}</span>", escape(n));
-                }
-                t
-            }
-            Capacity::AllPass { highest, .. } => format!(
-                "<span title=\"{}\">highest tested: {}</span>",
-                escape(&highest.point),
-                escape(&kind.show(highest.load))
-            ),
-            Capacity::NonePass { lowest, .. } => format!(
-                "<span title=\"{}\">lowest tested: {}</span>",
-                escape(&lowest.point),
-                escape(&kind.show(lowest.load))
-            ),
-            Capacity::NoSlo => "-".into(),
-        };
+    for s in &v.sweeps {
         let _ = write!(
             h,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l wrap\">{}</td><td class=\"l wrap\">{}</td><td class=\"l wrap\">{}</td><td class=\"l\">{}</td></tr>",
@@ -415,7 +438,7 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
                     .join(", ")
             ),
             escape(&describe_capacity(&s.capacity, kind)),
-            bracket,
+            bracket_cell(&s.capacity, kind),
             escape(&describe_knee(&s.knee, kind)),
             s.best
                 .as_ref()
@@ -423,15 +446,54 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
                 .unwrap_or_else(|| "-".into())
         );
     }
-    h.push_str("</tbody></table></div><div class=\"charts\" style=\"margin-top:16px\">");
+    h.push_str("</tbody></table></div>");
+}
 
-    // Throughput, with knees and capacities.
+/// The "bracketed by" cell of a capacity (HTML): the loads on either side
+/// of it, their point IDs on hover.
+fn bracket_cell(c: &Capacity, kind: LoadKind) -> String {
+    match c {
+        Capacity::Between {
+            last_pass,
+            first_fail,
+            note,
+            ..
+        } => {
+            let mut t = format!(
+                "<span title=\"{}\">{} passes</span>, <span title=\"{}\">{} fails</span>",
+                escape(&last_pass.point),
+                escape(&kind.show(last_pass.load)),
+                escape(&first_fail.point),
+                escape(&kind.show(first_fail.load))
+            );
+            if let Some(n) = note {
+                let _ = write!(t, "<br><span class=\"muted\">{}</span>", escape(n));
+            }
+            t
+        }
+        Capacity::AllPass { highest, .. } => format!(
+            "<span title=\"{}\">highest tested: {}</span>",
+            escape(&highest.point),
+            escape(&kind.show(highest.load))
+        ),
+        Capacity::NonePass { lowest, .. } => format!(
+            "<span title=\"{}\">lowest tested: {}</span>",
+            escape(&lowest.point),
+            escape(&kind.show(lowest.load))
+        ),
+        Capacity::NoSlo => "-".into(),
+    }
+}
+
+/// Output throughput against load, with each sweep's knee and capacity.
+fn throughput_figure(h: &mut String, v: &SweepView<'_>) {
+    let (a, kind) = (v.a, v.kind);
     let mut c = Chart::new(
         "Output throughput",
-        xaxis(),
+        v.xaxis.clone(),
         Axis::linear("output tokens/s"),
     );
-    for s in &sweeps {
+    for s in &v.sweeps {
         let col = sweep_color(a, s);
         let knee_id = match &s.knee {
             Knee::At { point, .. } => Some(point.as_str()),
@@ -478,10 +540,13 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
         &c,
         "Dotted verticals: capacity at SLO of each sweep (interpolated). \"knee\": past it, more load buys less than half the initial throughput per unit.",
     );
+}
 
-    // Goodput.
-    let mut c = Chart::new("Goodput", xaxis(), Axis::linear("good requests/s"));
-    for s in &sweeps {
+/// Goodput against load, with all completed requests/s dotted.
+fn goodput_figure(h: &mut String, v: &SweepView<'_>) {
+    let (a, sources) = (v.a, v.sources);
+    let mut c = Chart::new("Goodput", v.xaxis.clone(), Axis::linear("good requests/s"));
+    for s in &v.sweeps {
         let col = sweep_color(a, s);
         let pts = s
             .rows
@@ -526,7 +591,7 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
             stroke: Stroke::Dotted,
             markers: false,
             points: all,
-            in_legend: sweeps.len() == 1,
+            in_legend: v.sweeps.len() == 1,
         });
     }
     figure(
@@ -534,64 +599,61 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
         &c,
         "Requests/s that succeeded within every [goodput] bound; dotted: all completed requests/s.",
     );
+}
 
-    for (metric, title) in [
-        (Metric::Ttft, "Time to first token"),
-        (Metric::Tpot, "Time per output token"),
-        (Metric::E2e, "End-to-end latency"),
-    ] {
-        let slos = slo_lines(here.iter().copied(), metric.name());
-        let mut stats: Vec<f64> = vec![50.0, 99.0];
-        for (e, _) in &slos {
-            if let Some(infer_bench_spec::Stat::Percentile(p)) = e.stat {
-                if !stats.contains(&p) {
-                    stats.push(p);
-                }
+/// One latency metric against load: p50, p99 and every percentile an SLO
+/// of the `here` sources sets, with the SLO thresholds.
+fn latency_figure(h: &mut String, v: &SweepView<'_>, metric: Metric, title: &str) {
+    let (a, sources) = (v.a, v.sources);
+    let slos = slo_lines(v.here.iter().copied(), metric.name());
+    let mut stats: Vec<f64> = vec![50.0, 99.0];
+    for (e, _) in &slos {
+        if let Some(infer_bench_spec::Stat::Percentile(p)) = e.stat {
+            if !stats.contains(&p) {
+                stats.push(p);
             }
         }
-        let label = format!("{} (ms)", metric.name().to_uppercase());
-        let mut c = Chart::new(title, xaxis(), Axis::linear(label));
-        for s in &sweeps {
-            let col = sweep_color(a, s);
-            for &q in &stats {
-                let pts = s
-                    .rows
-                    .iter()
-                    .map(|&i| {
-                        let r = &a.points[i];
-                        let v = latency_ms(a.point(sources, i), metric, q).unwrap_or(f64::NAN);
-                        let mut p =
-                            Point::new(r.load.unwrap_or(f64::NAN), measured(r, v)).tip(tip(
-                                a,
-                                i,
-                                &format!("p{} {:.1} ms", infer_bench_spec::fmt_number(q), v),
-                            ));
-                        p.hollow = r.slo_pass == Some(false);
-                        p
-                    })
-                    .collect();
-                c.series.push(Series {
-                    name: format!("{} p{}", s.name, infer_bench_spec::fmt_number(q)),
-                    color: col,
-                    stroke: match q {
-                        50.0 => Stroke::Solid,
-                        99.0 => Stroke::Dashed,
-                        _ => Stroke::Dotted,
-                    },
-                    markers: true,
-                    points: pts,
-                    in_legend: true,
-                });
-            }
-        }
-        c.lines.extend(slo_refs(&slos, here.len(), metric));
-        figure(
-            h,
-            &c,
-            "Solid: p50; dashed: p99; dotted: a percentile an SLO is set on. Red dash-dot lines: SLO thresholds.",
-        );
     }
-    h.push_str("</div></section>\n");
+    let label = format!("{} (ms)", metric.name().to_uppercase());
+    let mut c = Chart::new(title, v.xaxis.clone(), Axis::linear(label));
+    for s in &v.sweeps {
+        let col = sweep_color(a, s);
+        for &q in &stats {
+            let pts = s
+                .rows
+                .iter()
+                .map(|&i| {
+                    let r = &a.points[i];
+                    let v = latency_ms(a.point(sources, i), metric, q).unwrap_or(f64::NAN);
+                    let mut p = Point::new(r.load.unwrap_or(f64::NAN), measured(r, v)).tip(tip(
+                        a,
+                        i,
+                        &format!("p{} {:.1} ms", infer_bench_spec::fmt_number(q), v),
+                    ));
+                    p.hollow = r.slo_pass == Some(false);
+                    p
+                })
+                .collect();
+            c.series.push(Series {
+                name: format!("{} p{}", s.name, infer_bench_spec::fmt_number(q)),
+                color: col,
+                stroke: match q {
+                    50.0 => Stroke::Solid,
+                    99.0 => Stroke::Dashed,
+                    _ => Stroke::Dotted,
+                },
+                markers: true,
+                points: pts,
+                in_legend: true,
+            });
+        }
+    }
+    c.lines.extend(slo_refs(&slos, v.here.len(), metric));
+    figure(
+        h,
+        &c,
+        "Solid: p50; dashed: p99; dotted: a percentile an SLO is set on. Red dash-dot lines: SLO thresholds.",
+    );
 }
 
 /// NaN for points that were not measured (their zeros are not data).
