@@ -481,7 +481,7 @@ mod tests {
 
     fn point() -> PointResult {
         let plan = infer_bench_spec::plan::Plan::build(&spec()).unwrap();
-        let mut p = crate::run::point::failed_point(&plan.points[0], String::new());
+        let mut p = crate::run::assemble::failed_point(&plan.points[0], String::new());
         p.status = infer_bench_spec::results::PointStatus::Complete;
         p
     }

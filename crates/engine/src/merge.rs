@@ -359,7 +359,7 @@ fn merge_agents(
         });
     }
     let base_url = cfg.target.base_url.clone().unwrap_or_default();
-    let mut pr = crate::run::point::finish_point(
+    let mut pr = crate::run::assemble::finish_point(
         p,
         runs,
         &merged,
@@ -374,8 +374,8 @@ fn merge_agents(
     pr.telemetry = lead.telemetry.clone();
     pr.workload = lead.workload.clone();
     pr.turns = crate::run::workload::turn_results(&turns, open);
-    pr.mix = crate::run::point::mix_results(cfg, &mix, window_s, open);
-    pr.memory = crate::run::point::memory(&pr, &timelines, &BTreeMap::new());
+    pr.mix = crate::run::assemble::mix_results(cfg, &mix, window_s, open);
+    pr.memory = crate::run::assemble::memory(&pr, &timelines, &BTreeMap::new());
     for (k, _, share) in &parts {
         for f in &share.preflight {
             let mut f = f.clone();
@@ -383,7 +383,7 @@ fn merge_agents(
             pr.preflight.push(f);
         }
     }
-    crate::run::point::assess(spec, &mut pr);
+    crate::run::assess::assess(spec, &mut pr);
     for (k, _, share) in &parts {
         for w in &share.warnings {
             pr.warnings.push(format!("agent {k}/{n}: {w}"));

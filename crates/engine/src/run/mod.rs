@@ -1,17 +1,23 @@
 //! Running a plan: the load engine (one run of one point), the recorder
 //! (statistics), the servers points run against (external, simulated,
 //! launched), the workload material each point reads once before it
-//! runs, and the orchestration of points, runs and results files.
+//! runs, and the orchestration: a plan (`plan`), each point of it
+//! (`point`), a point's result assembled (`assemble`) and judged
+//! (`assess`), and the request log (`requests`).
 
 pub mod agent;
+pub mod assemble;
+pub mod assess;
 pub mod engine;
 pub mod environment;
 pub mod host;
 pub mod launch;
+pub mod plan;
 pub mod point;
 pub mod preflight;
 pub mod progress;
 pub mod recorder;
+pub mod requests;
 pub mod servers;
 pub mod workload;
 

@@ -1,0 +1,345 @@
+//! Running a plan: the options of a run, points grouped by the server
+//! they need (each server starts once per group), each point run in turn
+//! (`point`) and judged (`assess`), and the results file rewritten
+//! atomically after every point so an interrupted run keeps what finished.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::assemble::failed_point;
+use super::assess::assess;
+use super::engine::Interrupt;
+use super::host::HostProbe;
+use super::point::{PointOutcome, TelemetryEnv, run_point};
+use super::requests::RequestLog;
+use super::servers::Server;
+use crate::error::{Error, Result};
+use crate::telemetry::gpu::GpuSource;
+use crate::telemetry::session;
+use infer_bench_spec::Spec;
+use infer_bench_spec::plan::{Plan, PointConfig};
+use infer_bench_spec::results::{
+    AgentInfo, FORMAT, METRICS_VERSION, PointResult, Results, SpecInfo, ToolInfo, VERSION,
+    now_rfc3339,
+};
+
+/// How to run.
+pub struct RunOptions {
+    pub out_dir: PathBuf,
+    pub requests_jsonl: bool,
+    pub progress: Progress,
+    pub partition: Option<String>,
+    /// Load sharding: this process is agent K of N.
+    pub agent: Option<(u32, u32)>,
+    /// With `agent`: the agreed start of the first run (`--start-at`).
+    pub start_at: Option<std::time::SystemTime>,
+    /// With `agent`: each run's slot in the timetable (`--slot`).
+    pub slot: Option<std::time::Duration>,
+    /// Fault injection: the client spins this long before each send
+    /// (a client made slow on purpose, for tests of the hints).
+    pub slow_client: Option<std::time::Duration>,
+}
+
+/// How progress is shown on stderr.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A live line per point (stderr is a terminal).
+    Live,
+    /// One line when each point ends (CI logs).
+    Lines,
+    Quiet,
+}
+
+/// The results file's path in a run directory.
+pub fn results_path(out_dir: &std::path::Path) -> PathBuf {
+    out_dir.join("results.json")
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::{Digest, Sha256};
+    infer_bench_spec::hex(&Sha256::digest(s.as_bytes()))
+}
+
+/// Runs every point of `plan` and returns the results (also on disk),
+/// sampling this machine's GPUs through NVML.
+pub fn run_plan(
+    spec: &Spec,
+    plan: &Plan,
+    opts: &RunOptions,
+    rt: &tokio::runtime::Runtime,
+    interrupt: Arc<Interrupt>,
+) -> Result<Results> {
+    let gpus = crate::telemetry::gpu::NvmlSource::new();
+    run_plan_with(spec, plan, opts, rt, interrupt, &gpus)
+}
+
+/// `run_plan` with GPUs from `gpus` (tests pass a scripted source).
+pub fn run_plan_with(
+    spec: &Spec,
+    plan: &Plan,
+    opts: &RunOptions,
+    rt: &tokio::runtime::Runtime,
+    interrupt: Arc<Interrupt>,
+    gpus: &dyn GpuSource,
+) -> Result<Results> {
+    run_plan_on(
+        spec,
+        plan,
+        opts,
+        rt,
+        interrupt,
+        gpus,
+        &super::host::ProcHost,
+    )
+}
+
+/// `run_plan` with GPUs from `gpus` and the machine read through `host`.
+pub fn run_plan_on(
+    spec: &Spec,
+    plan: &Plan,
+    opts: &RunOptions,
+    rt: &tokio::runtime::Runtime,
+    interrupt: Arc<Interrupt>,
+    gpus: &dyn GpuSource,
+    host: &dyn HostProbe,
+) -> Result<Results> {
+    session::preflight(
+        spec.telemetry.gpu,
+        plan.points.iter().map(|p| &p.config),
+        gpus,
+    )
+    .map_err(Error::Infra)?;
+    let tel = TelemetryEnv {
+        config: &spec.telemetry,
+        gpus,
+        host,
+    };
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    let path = results_path(&opts.out_dir);
+    let mut results = Results {
+        format: FORMAT.into(),
+        version: VERSION,
+        metrics_version: METRICS_VERSION,
+        tool: ToolInfo::current(),
+        spec: SpecInfo {
+            name: spec.name.clone(),
+            path: spec.path.display().to_string(),
+            sha256: sha256_hex(&spec.source),
+            seed: spec.seed,
+            source: spec.source.clone(),
+        },
+        started_at: now_rfc3339(),
+        finished_at: None,
+        complete: false,
+        interrupted: false,
+        partition: opts.partition.clone(),
+        agent: opts.agent.map(|(k, n)| AgentInfo {
+            k,
+            n,
+            start_at: opts
+                .start_at
+                .map(|t| humantime::format_rfc3339_millis(t).to_string()),
+            start_offset_ms: None,
+            slot_s: opts.slot.map(|d| d.as_secs_f64()),
+            host: super::environment::hostname(),
+            clock: super::agent::clock_status(),
+        }),
+        environment: super::environment::collect(plan, rt.handle(), gpus),
+        points: Vec::new(),
+        pending: plan.points.iter().map(|p| p.id.clone()).collect(),
+        merged_from: Vec::new(),
+    };
+    // Tokenizers and datasets are read before any server starts, once per
+    // (workload, model): a malformed file stops the run here.
+    let materials = super::workload::materials(spec, plan)?;
+    results.write(&path)?;
+    let requests = if opts.requests_jsonl {
+        Some(RequestLog::open(&opts.out_dir.join("requests.jsonl"))?)
+    } else {
+        None
+    };
+    let log_dir = opts.out_dir.join("servers");
+    let order = groups(plan);
+    let timetable = match (opts.agent, opts.start_at) {
+        (Some(_), Some(start)) => Some(
+            super::agent::Timetable::new(
+                order.iter().flatten().map(|&i| &plan.points[i]),
+                start,
+                opts.slot,
+            )
+            .map_err(|why| {
+                Error::Usage(format!(
+                    "with --agent, every run of every point starts at an agreed instant: {why}"
+                ))
+            })?,
+        ),
+        _ => None,
+    };
+    let total = plan.points.len();
+    let mut done = 0usize;
+    for group in order {
+        if interrupt.is_set() {
+            break;
+        }
+        let first = &plan.points[group[0]].config;
+        // GPU memory before this group's server starts (memory by phase).
+        let before_server = super::preflight::memory_now(first, spec.telemetry.gpu, gpus);
+        let started = Instant::now();
+        let server = Server::start(first, spec.base_dir(), &log_dir, rt.handle(), &interrupt);
+        let mut server = match server {
+            Ok(s) => s,
+            Err(msg) => {
+                if interrupt.is_set() {
+                    break;
+                }
+                eprintln!("error: {}: {msg}", group_name(first));
+                for &i in &group {
+                    let p = &plan.points[i];
+                    push_point(
+                        &mut results,
+                        failed_point(p, format!("the server could not be started: {msg}")),
+                    );
+                    done += 1;
+                }
+                results.write(&path)?;
+                continue;
+            }
+        };
+        if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
+            eprintln!(
+                "{}: server ready in {:.1}s at {}",
+                group_name(first),
+                started.elapsed().as_secs_f64(),
+                server.base_url()
+            );
+        }
+        let mut dead: Option<String> = None;
+        for &i in &group {
+            let p = &plan.points[i];
+            done += 1;
+            if let Some(msg) = &dead {
+                push_point(
+                    &mut results,
+                    failed_point(p, format!("the server died during an earlier point: {msg}")),
+                );
+                results.write(&path)?;
+                continue;
+            }
+            let label = format!("[{done}/{total}] {}", p.slug);
+            let outcome = run_point(
+                p,
+                materials[i].clone(),
+                &mut server,
+                rt,
+                &interrupt,
+                requests.as_ref(),
+                opts,
+                timetable.as_ref(),
+                &label,
+                &tel,
+                &before_server,
+            );
+            match outcome {
+                PointOutcome::Interrupted => break,
+                PointOutcome::Done(mut pr) => {
+                    assess(spec, &mut pr);
+                    if let Some(a) = results.agent.as_mut() {
+                        if a.start_offset_ms.is_none() {
+                            a.start_offset_ms = pr
+                                .runs
+                                .first()
+                                .and_then(|r| r.shard.as_ref())
+                                .map(|s| s.start_late_ms);
+                        }
+                    }
+                    if let Some(line) = summary_line(&label, &pr) {
+                        if opts.progress != Progress::Quiet {
+                            eprintln!("{line}");
+                        }
+                    }
+                    push_point(&mut results, *pr);
+                }
+                PointOutcome::ServerDied(msg, pr) => {
+                    eprintln!("error: {}: {msg}", group_name(&p.config));
+                    dead = Some(msg);
+                    push_point(&mut results, *pr);
+                }
+            }
+            results.write(&path)?;
+            if interrupt.is_set() {
+                break;
+            }
+        }
+        server.stop(rt.handle());
+    }
+    if let Some(r) = requests {
+        r.close();
+    }
+    results.interrupted = interrupt.is_set();
+    results.complete = results.pending.is_empty();
+    results.finished_at = Some(now_rfc3339());
+    results.write(&path)?;
+    Ok(results)
+}
+
+fn push_point(results: &mut Results, p: PointResult) {
+    results.pending.retain(|id| *id != p.id);
+    results.points.push(p);
+}
+
+fn group_name(cfg: &PointConfig) -> String {
+    let mut s = format!("{}/{}", cfg.target.name, cfg.model.name);
+    if let Some(p) = &cfg.precision {
+        s.push('/');
+        s.push_str(&p.name);
+    }
+    s
+}
+
+/// Points grouped by (target, model, precision), in plan order of first
+/// appearance: each group shares one server.
+pub fn groups(plan: &Plan) -> Vec<Vec<usize>> {
+    let mut keys: Vec<(String, String, Option<String>)> = Vec::new();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, p) in plan.points.iter().enumerate() {
+        let c = &p.config;
+        let key = (
+            c.target.name.clone(),
+            c.model.name.clone(),
+            c.precision.as_ref().map(|p| p.name.clone()),
+        );
+        match keys.iter().position(|k| *k == key) {
+            Some(g) => out[g].push(i),
+            None => {
+                keys.push(key);
+                out.push(vec![i]);
+            }
+        }
+    }
+    out
+}
+
+/// One line per finished point, for logs.
+fn summary_line(label: &str, p: &PointResult) -> Option<String> {
+    let s = &p.merged;
+    let ms = |m: &str| {
+        s.latency_ms
+            .get(m)
+            .map(|x| format!("{:.1}", x.p50))
+            .unwrap_or_else(|| "-".into())
+    };
+    Some(format!(
+        "{label}: {} ok, {} failed, {:.2} req/s, {:.0} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{}",
+        s.requests.succeeded,
+        s.requests.failed,
+        s.request_throughput,
+        s.output_tokens_per_s,
+        ms("ttft"),
+        ms("tpot"),
+        p.failure
+            .as_ref()
+            .map(|f| format!(" ({f})"))
+            .unwrap_or_default()
+    ))
+}
