@@ -2,10 +2,10 @@
 //! a function from plain data (plans, results, verdicts) to text.
 
 pub mod chart;
-pub mod insight;
 pub mod plan;
 pub mod report;
 pub mod summary;
+pub mod summary_details;
 pub mod table;
 pub mod telemetry;
 pub mod verdict;

@@ -106,8 +106,8 @@ pub fn table(r: &Results) -> String {
     }
     notes.extend(telemetry_notes);
     for table in [
-        super::insight::mix_table(r),
-        super::insight::memory_table(r),
+        super::summary_details::mix_table(r),
+        super::summary_details::memory_table(r),
     ]
     .into_iter()
     .flatten()
@@ -115,7 +115,7 @@ pub fn table(r: &Results) -> String {
         out.push('\n');
         out.push_str(&table);
     }
-    notes.extend(super::insight::notes(r));
+    notes.extend(super::summary_details::notes(r));
     if !r.pending.is_empty() {
         notes.push(format!(
             "{} point(s) did not run: {}",

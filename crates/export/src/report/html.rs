@@ -140,7 +140,7 @@ pub fn render(sources: &[Source]) -> String {
     if !tele.is_empty() {
         h.push_str("<a href=\"#telemetry\">GPU telemetry</a>");
     }
-    if super::insight::has_section(&a, sources) {
+    if super::reading::has_section(&a, sources) {
         h.push_str("<a href=\"#reading\">Reading the run</a>");
     }
     h.push_str("<a href=\"#points\">Points</a><a href=\"#environment\">Environment</a><a href=\"#spec\">Spec</a></nav></header>\n");
@@ -158,7 +158,7 @@ pub fn render(sources: &[Source]) -> String {
         }
         h.push_str("</div></section>\n");
     }
-    super::insight::section(&mut h, &a, sources);
+    super::reading::section(&mut h, &a, sources);
     points_section(&mut h, &a, sources);
     environment_section(&mut h, sources);
     spec_section(&mut h, sources);
@@ -223,7 +223,7 @@ fn summary(h: &mut String, a: &Analysis, sources: &[Source]) {
     verdict_card(h, a, sources);
     best_card(h, a, sources);
     environment_card(h, sources);
-    super::insight::summary_cards(h, a, sources);
+    super::reading::summary_cards(h, a, sources);
     h.push_str("</div></section>\n");
 }
 

@@ -7,8 +7,8 @@
 
 pub mod csv;
 pub mod html;
-pub mod insight;
 pub mod markdown;
+pub mod reading;
 pub mod telemetry;
 
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
-//! What an expert reads beyond the headline numbers, as text under the run
-//! summary: each workload of a mix, memory by phase, and per point the
-//! pre-flight findings and bottleneck hints.
+//! The details under the run summary (`summary::table`): what an expert
+//! reads beyond the headline numbers, as text: each workload of a mix,
+//! memory by phase, and per point the pre-flight findings and bottleneck
+//! hints.
 
 use super::table::{Align, Table};
 use infer_bench_spec::results::Results;

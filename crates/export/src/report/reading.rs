@@ -1,7 +1,7 @@
 //! The HTML report's expert reading: the hints and pre-flight findings in
-//! the executive summary with a radar chart of the key metrics, and a
-//! section with each mix's workloads, memory by phase, memory growth over
-//! concurrency sweeps, and per-GPU breakdowns.
+//! the executive summary with a radar chart of the key metrics, and the
+//! "Reading the run" section with each mix's workloads, memory by phase,
+//! memory growth over concurrency sweeps, and per-GPU breakdowns.
 
 use std::fmt::Write;
 
