@@ -14,7 +14,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::WorkloadError;
-use super::prompt::{Message, Role};
+use super::message::{Message, Role};
 use super::tokenizer::TokenCounter;
 use infer_bench_spec::raw::{Api, DatasetFormat};
 

@@ -8,6 +8,7 @@
 pub mod arrival;
 pub mod dataset;
 pub mod lengths;
+pub mod message;
 pub mod prompt;
 pub mod tokenizer;
 
@@ -15,7 +16,8 @@ use std::path::Path;
 
 pub use arrival::{Arrivals, Due};
 pub use infer_bench_spec::seed;
-pub use prompt::{Material, Message, Prompt, PromptGen, Role};
+pub use message::{Message, Role};
+pub use prompt::{Material, Prompt, PromptGen};
 pub use tokenizer::TokenCounter;
 
 /// A problem with a workload's files: which file, where in it, what, and

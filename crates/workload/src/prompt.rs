@@ -40,8 +40,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::message::Message;
 use rand::RngExt;
-use serde::{Deserialize, Serialize};
 
 use super::WorkloadError;
 use super::dataset::{self, DatasetPrompts};
@@ -361,22 +361,6 @@ const WORDS: &[&str] = &[
     "problem",
     "complete",
 ];
-
-/// Who says a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-}
-
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: Role,
-    pub content: String,
-}
 
 /// The text of one request.
 #[derive(Debug, Clone, PartialEq)]
