@@ -80,34 +80,9 @@ pub struct Usage {
     pub completion_tokens: Option<u32>,
 }
 
-/// Timings a server reports about its own work on a request (llama.cpp's
-/// `timings`): an independent view to hold the client's measurements
-/// against.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerTiming {
-    /// Prompt processing, ms.
-    #[serde(default)]
-    pub prompt_ms: Option<f64>,
-    #[serde(default)]
-    pub prompt_n: Option<u32>,
-    /// Generation of the predicted tokens, ms.
-    #[serde(default)]
-    pub predicted_ms: Option<f64>,
-    #[serde(default)]
-    pub predicted_n: Option<u32>,
-}
-
-/// Where a request's output token count came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenSource {
-    /// The server's `usage`.
-    Usage,
-    /// Token ids in the stream.
-    TokenIds,
-    /// Counted output events: approximate (an event may carry several tokens).
-    Events,
-}
+// The server's timings and where output counts came from are written to
+// the request log as they are kept here.
+pub use infer_bench_results::requests::{ServerTiming, TokenSource};
 
 /// One output event: when its bytes arrived (ns after `t_send`), how much
 /// text it carried, and its token count if the server said.

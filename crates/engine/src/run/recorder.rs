@@ -269,12 +269,7 @@ impl Tally {
         let _ = self.hists[Series::OutputTokens].record(d.output as u64);
         self.input_total += d.input as u64;
         self.output_total += d.output as u64;
-        let src = match d.source {
-            TokenSource::Usage => "usage",
-            TokenSource::TokenIds => "token_ids",
-            TokenSource::Events => "events",
-        };
-        *self.sources.entry(src.to_string()).or_default() += 1;
+        *self.sources.entry(d.source.name().to_string()).or_default() += 1;
         if let Some(p) = r.usage.prompt_tokens {
             self.reported_input_sum += p as u64;
             self.reported_input_n += 1;

@@ -1,11 +1,14 @@
-//! The request log: `requests.jsonl`, one line per finished request,
-//! streamed to disk by a writer thread as runs go.
+//! The request log: `requests.jsonl`, one `RequestLine` per finished
+//! request (the format is in `infer_bench_results::requests`), filled from
+//! the request's record and streamed to disk by a writer thread as runs go.
 
 use std::io::Write;
 use std::time::Instant;
 
 use crate::backend::RequestRecord;
+use crate::backend::record::OutputEvent;
 use crate::error::{Error, Result};
+use infer_bench_results::requests::RequestLine;
 
 /// Per-request records, streamed to disk by a writer thread.
 pub struct RequestLog {
@@ -35,46 +38,43 @@ impl RequestLog {
     }
 }
 
-/// The log's line for one finished request (times in ms).
+/// The log's line for one finished request, newline-terminated.
 pub(super) fn request_line(point: &str, r: &RequestRecord, run_start: Instant) -> String {
     let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
-    let first = r
-        .events
-        .first()
-        .map(|e| e.at_ns as f64 / 1e6 + ms(r.t_sched, r.t_send));
-    let last = r
-        .events
-        .last()
-        .map(|e| e.at_ns as f64 / 1e6 + ms(r.t_sched, r.t_send));
+    let event_ms = |e: &OutputEvent| e.at_ns as f64 / 1e6;
+    let send_ms = ms(r.t_sched, r.t_send);
+    let (first, last) = (r.events.first(), r.events.last());
     let (out, source) = r.output_tokens();
-    let mut line = serde_json::to_string(&serde_json::json!({
-        "point": point,
-        "run": r.run,
-        "index": r.index,
-        "turn": r.turn,
-        "warmup": r.warmup,
-        "step": r.step,
-        "sched_ms": ms(run_start, r.t_sched),
-        "queue_ms": ms(r.t_sched, r.t_slot),
-        "dispatch_lag_ms": ms(r.t_slot, r.t_send),
-        "ttft_ms": first,
-        "e2e_ms": last,
-        "events": r.events.len(),
-        "input_tokens_requested": r.requested_input,
-        "input_tokens": r.usage.prompt_tokens,
-        "output_tokens_requested": r.requested_output,
-        "output_tokens": out,
-        "token_source": source,
-        "error": r.failure.as_ref().map(|f| f.class.name()),
-        "error_detail": r.failure.as_ref().map(|f| f.detail.as_str()),
-        "ttft_from_send_ms": r.events.first().map(|e| e.at_ns as f64 / 1e6),
-        "tpot_ms": match (r.events.first(), r.events.last()) {
-            (Some(f), Some(l)) if out >= 2 => Some((l.at_ns - f.at_ns) as f64 / 1e6 / (out - 1) as f64),
+    let line = RequestLine {
+        point: point.to_string(),
+        run: r.run,
+        index: r.index,
+        turn: r.turn,
+        warmup: r.warmup,
+        step: r.step,
+        sched_ms: ms(run_start, r.t_sched),
+        queue_ms: ms(r.t_sched, r.t_slot),
+        dispatch_lag_ms: ms(r.t_slot, r.t_send),
+        ttft_ms: first.map(|e| event_ms(e) + send_ms),
+        e2e_ms: last.map(|e| event_ms(e) + send_ms),
+        events: r.events.len() as u64,
+        input_tokens_requested: r.requested_input,
+        input_tokens: r.usage.prompt_tokens,
+        output_tokens_requested: r.requested_output,
+        output_tokens: out,
+        token_source: source,
+        error: r.failure.as_ref().map(|f| f.class.name().to_string()),
+        error_detail: r.failure.as_ref().map(|f| f.detail.clone()),
+        ttft_from_send_ms: first.map(event_ms),
+        tpot_ms: match (first, last) {
+            (Some(f), Some(l)) if out >= 2 => {
+                Some((l.at_ns - f.at_ns) as f64 / 1e6 / (out - 1) as f64)
+            }
             _ => None,
         },
-        "server_timing": r.server_timing,
-    }))
-    .expect("serializes");
-    line.push('\n');
-    line
+        server_timing: r.server_timing,
+    };
+    let mut text = serde_json::to_string(&line).expect("serializes");
+    text.push('\n');
+    text
 }

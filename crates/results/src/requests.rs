@@ -1,0 +1,174 @@
+//! The request log, `requests.jsonl` (`run --requests`): one JSON object a
+//! line for every request sent, warm-up included, in the order requests
+//! finish. Times are milliseconds. Fields are declared in alphabetical
+//! order, and so written: the order the log has always had.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One finished request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RequestLine {
+    /// From a free concurrency slot to the request handed to the HTTP
+    /// client: the client's own lateness.
+    pub dispatch_lag_ms: f64,
+    /// From the scheduled instant to the last output event; none without
+    /// output.
+    pub e2e_ms: Option<f64>,
+    /// The failure class (`connect`, `status`, `timeout_first_token`...);
+    /// none when the request succeeded.
+    pub error: Option<String>,
+    /// What went wrong, as the client saw it.
+    pub error_detail: Option<String>,
+    /// Output events received (stream chunks that carried output).
+    pub events: u64,
+    /// The request's index in its run's schedule.
+    pub index: u64,
+    /// The prompt length the server reported (`usage`), if it did.
+    pub input_tokens: Option<u32>,
+    /// The prompt length the client built.
+    pub input_tokens_requested: u32,
+    /// Output tokens, counted as `token_source` says.
+    pub output_tokens: u32,
+    /// `max_tokens` of the request.
+    pub output_tokens_requested: u32,
+    /// The point's ID.
+    pub point: String,
+    /// From the scheduled instant to a free concurrency slot.
+    pub queue_ms: f64,
+    /// The run of the point (0 first).
+    pub run: u32,
+    /// When the schedule said the request was due, from the run's start.
+    pub sched_ms: f64,
+    /// The server's own timings of the request, where it reports them.
+    pub server_timing: Option<ServerTiming>,
+    /// The ramp step (0 without a ramp).
+    pub step: u32,
+    /// Where `output_tokens` came from.
+    pub token_source: TokenSource,
+    /// From the first output event to the last, per output token after the
+    /// first; none with fewer than two output tokens.
+    pub tpot_ms: Option<f64>,
+    /// From the request handed to the HTTP client to the first output event.
+    pub ttft_from_send_ms: Option<f64>,
+    /// From the scheduled instant to the first output event; none without
+    /// output.
+    pub ttft_ms: Option<f64>,
+    /// The turn of a conversation (0 first, and without conversations).
+    pub turn: u32,
+    /// Sent during warm-up: not measured.
+    pub warmup: bool,
+}
+
+/// Timings a server reports about its own work on a request (llama.cpp's
+/// `timings`): an independent view to hold the client's measurements
+/// against. Fields in alphabetical order, as the request log writes them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerTiming {
+    /// Generation of the predicted tokens, ms.
+    #[serde(default)]
+    pub predicted_ms: Option<f64>,
+    /// Tokens predicted.
+    #[serde(default)]
+    pub predicted_n: Option<u32>,
+    /// Prompt processing, ms.
+    #[serde(default)]
+    pub prompt_ms: Option<f64>,
+    /// Prompt tokens processed.
+    #[serde(default)]
+    pub prompt_n: Option<u32>,
+}
+
+/// Where a request's output token count came from.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage`.
+    Usage,
+    /// Token ids in the stream.
+    TokenIds,
+    /// Counted output events: approximate (an event may carry several tokens).
+    Events,
+}
+
+impl TokenSource {
+    /// The name the results and the log use.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::TokenIds => "token_ids",
+            TokenSource::Events => "events",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line() -> RequestLine {
+        RequestLine {
+            dispatch_lag_ms: 0.25,
+            e2e_ms: Some(120.5),
+            error: None,
+            error_detail: None,
+            events: 3,
+            index: 7,
+            input_tokens: Some(12),
+            input_tokens_requested: 10,
+            output_tokens: 3,
+            output_tokens_requested: 3,
+            point: "sim.m.w.c4-0123abcd".into(),
+            queue_ms: 0.0,
+            run: 1,
+            sched_ms: 5.0,
+            server_timing: Some(ServerTiming {
+                predicted_ms: Some(80.0),
+                predicted_n: Some(3),
+                prompt_ms: None,
+                prompt_n: Some(12),
+            }),
+            step: 0,
+            token_source: TokenSource::TokenIds,
+            tpot_ms: Some(1.0 / 3.0),
+            ttft_from_send_ms: Some(40.0),
+            ttft_ms: Some(40.25),
+            turn: 0,
+            warmup: false,
+        }
+    }
+
+    /// The bytes of a line: keys sorted at every level, absent values as
+    /// `null`, floats in their shortest round-trip form.
+    #[test]
+    fn lines_keep_their_bytes() {
+        let text = serde_json::to_string(&line()).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"dispatch_lag_ms":0.25,"e2e_ms":120.5,"error":null,"error_detail":null,"#,
+                r#""events":3,"index":7,"input_tokens":12,"input_tokens_requested":10,"#,
+                r#""output_tokens":3,"output_tokens_requested":3,"point":"sim.m.w.c4-0123abcd","#,
+                r#""queue_ms":0.0,"run":1,"sched_ms":5.0,"server_timing":{"predicted_ms":80.0,"#,
+                r#""predicted_n":3,"prompt_ms":null,"prompt_n":12},"step":0,"#,
+                r#""token_source":"token_ids","tpot_ms":0.3333333333333333,"#,
+                r#""ttft_from_send_ms":40.0,"ttft_ms":40.25,"turn":0,"warmup":false}"#,
+            )
+        );
+        let back: RequestLine = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, line());
+    }
+
+    #[test]
+    fn token_sources_are_named_as_serialized() {
+        for s in [
+            TokenSource::Usage,
+            TokenSource::TokenIds,
+            TokenSource::Events,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+        }
+    }
+}
