@@ -144,7 +144,7 @@ fn merge(
         inputs.push((file, results));
     }
     let merged = crate::merge::merge(inputs)?;
-    let path = crate::run::point::results_path(out);
+    let path = crate::run::results_path(out);
     merged.write(&path)?;
     let text = match format {
         crate::cli::OutputFormat::Table => export::summary::table(&merged),
@@ -228,7 +228,7 @@ fn validate(paths: &[std::path::PathBuf]) -> Result<Outcome> {
 
 /// `run`: every selected point, results on disk, a summary on stdout.
 fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
-    use crate::run::point::{Progress, RunOptions, run_plan};
+    use crate::run::{Progress, RunOptions, run_plan};
     use std::io::IsTerminal;
     let spec = spec::load(&args.spec)?;
     let plan = Plan::build(&spec)?.select(args.select.partition, &args.select.only);
@@ -321,10 +321,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             crate::cli::OutputFormat::Json => export::verdict::json(&report),
         };
         write_stdout(&text)?;
-        eprintln!(
-            "results: {}",
-            crate::run::point::results_path(&out_dir).display()
-        );
+        eprintln!("results: {}", crate::run::results_path(&out_dir).display());
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
         if args.strict && results.points.iter().any(|p| !p.preflight.is_empty()) {
             eprintln!("--strict: a pre-flight check found something (see each point's findings)");
@@ -337,10 +334,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         crate::cli::OutputFormat::Json => results.to_json(),
     };
     write_stdout(&text)?;
-    eprintln!(
-        "results: {}",
-        crate::run::point::results_path(&out_dir).display()
-    );
+    eprintln!("results: {}", crate::run::results_path(&out_dir).display());
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     if results.interrupted {
         return Err(Error::Interrupted(format!(

@@ -15,7 +15,7 @@ use crate::judge::compare::{Decision, Report, Settings, compare};
 use crate::plan::Plan;
 use crate::results::{Results, now_rfc3339};
 use crate::run::engine::Interrupt;
-use crate::run::point::{RunOptions, run_plan};
+use crate::run::{RunOptions, run_plan};
 use crate::spec::{self, Regression, Spec};
 
 /// `bless RESULTS [--points ...] [--baseline FILE]`.
@@ -133,7 +133,7 @@ impl RunGate {
     ) -> Result<Report> {
         let mut report = compare(&self.baseline, results, &self.settings);
         report.baseline.path = self.path.display().to_string();
-        report.results.path = crate::run::point::results_path(&opts.out_dir)
+        report.results.path = crate::run::results_path(&opts.out_dir)
             .display()
             .to_string();
         report.finish(false);

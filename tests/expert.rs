@@ -320,10 +320,10 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
         .enable_all()
         .build()
         .unwrap();
-    let opts = infer_bench::run::point::RunOptions {
+    let opts = infer_bench::run::RunOptions {
         out_dir: dir.path().join("out"),
         requests_jsonl: false,
-        progress: infer_bench::run::point::Progress::Quiet,
+        progress: infer_bench::run::Progress::Quiet,
         partition: None,
         agent: None,
         start_at: None,
@@ -331,7 +331,7 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
         slow_client: None,
     };
     let host = infer_bench::run::host::ScriptedHost::new(8, 0.05, 0.1);
-    let r = infer_bench::run::point::run_plan_on(
+    let r = infer_bench::run::run_plan_on(
         &spec,
         &plan,
         &opts,

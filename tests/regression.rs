@@ -604,7 +604,7 @@ struct Noisy {
 fn noisy(recorded: &Value) -> Noisy {
     let spec = infer_bench::spec::load(Path::new(&spec("judge-noisy.toml"))).unwrap();
     let plan = Plan::build(&spec).unwrap();
-    let mut template = infer_bench::run::point::failed_point(&plan.points[0], String::new());
+    let mut template = infer_bench::run::failed_point(&plan.points[0], String::new());
     template.status = PointStatus::Complete;
     template.failure = None;
     template.valid = true;

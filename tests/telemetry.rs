@@ -371,17 +371,17 @@ fn scripted_gpus_give_energy_cost_and_aligned_series() {
         .enable_all()
         .build()
         .unwrap();
-    let opts = infer_bench::run::point::RunOptions {
+    let opts = infer_bench::run::RunOptions {
         out_dir: dir.path().join("out"),
         requests_jsonl: false,
-        progress: infer_bench::run::point::Progress::Quiet,
+        progress: infer_bench::run::Progress::Quiet,
         partition: None,
         agent: None,
         start_at: None,
         slot: None,
         slow_client: None,
     };
-    let r = infer_bench::run::point::run_plan_with(
+    let r = infer_bench::run::run_plan_with(
         &spec,
         &plan,
         &opts,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use infer_bench::backend::openai::{ClientOptions, OpenAi};
 use infer_bench::plan::Plan;
 use infer_bench::run::engine::{Interrupt, request_bodies, workload_fingerprint};
-use infer_bench::run::point::{Progress, RunOptions, run_plan};
+use infer_bench::run::{Progress, RunOptions, run_plan};
 use infer_bench::spec::raw::{Api, DatasetFormat};
 use infer_bench::workload::dataset::{self, Options};
 use infer_bench::workload::{Material, Role, TokenCounter};

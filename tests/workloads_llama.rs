@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use infer_bench::plan::Plan;
 use infer_bench::run::engine::Interrupt;
-use infer_bench::run::point::{Progress, RunOptions, run_plan};
+use infer_bench::run::{Progress, RunOptions, run_plan};
 use infer_bench::workload::TokenCounter;
 
 fn llama_dir() -> Option<PathBuf> {

@@ -17,7 +17,7 @@ use crate::export::table::{Align, Table};
 use crate::plan::Plan;
 use crate::results::{PointResult, Results};
 use crate::run::engine::Interrupt;
-use crate::run::point::{Progress, RunOptions, run_plan};
+use crate::run::{Progress, RunOptions, run_plan};
 
 /// Serves `ScriptedServer` until stdin closes; prints its base URL first.
 pub fn serve_scripted(ttft_ms: u64, itl_ms: u64) -> Result<()> {

@@ -64,7 +64,7 @@ pub fn stats(tpot_p50_ms: f64, tokens_per_s: f64, error_rate: f64) -> Stats {
 /// = value, throughput = 10 000 / value, no errors) and, per run, the
 /// given windows' TPOT p50s.
 pub fn point(plan: &Plan, runs: &[f64], windows: &[&[f64]]) -> PointResult {
-    let mut p = infer_bench_engine::run::point::failed_point(&plan.points[0], String::new());
+    let mut p = infer_bench_engine::run::failed_point(&plan.points[0], String::new());
     p.status = PointStatus::Complete;
     p.failure = None;
     p.valid = true;

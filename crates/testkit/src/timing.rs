@@ -29,7 +29,7 @@ pub fn exclusive() -> Exclusive {
         .write(true)
         .open(path)
         .ok()
-        .filter(|f| lock(f));
+        .filter(lock);
     Exclusive {
         _file: file,
         _thread: thread,

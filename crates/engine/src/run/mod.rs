@@ -12,6 +12,7 @@ pub mod engine;
 pub mod environment;
 pub mod host;
 pub mod launch;
+pub mod options;
 pub mod plan;
 pub mod point;
 pub mod preflight;
@@ -20,6 +21,10 @@ pub mod recorder;
 pub mod requests;
 pub mod servers;
 pub mod workload;
+
+pub use assemble::failed_point;
+pub use options::{Progress, RunOptions};
+pub use plan::{results_path, run_plan, run_plan_on, run_plan_with};
 
 /// Raises the open-file limit as far as the system allows (every stream is
 /// a socket; with the simulator in-process, two) and returns it: the soft

@@ -1,4 +1,4 @@
-//! Running a plan: the options of a run, points grouped by the server
+//! Running a plan: points grouped by the server
 //! they need (each server starts once per group), each point run in turn
 //! (`point`) and judged (`assess`), and the results file rewritten
 //! atomically after every point so an interrupted run keeps what finished.
@@ -11,6 +11,7 @@ use super::assemble::failed_point;
 use super::assess::assess;
 use super::engine::Interrupt;
 use super::host::HostProbe;
+use super::options::{Progress, RunOptions};
 use super::point::{PointOutcome, TelemetryEnv, run_point};
 use super::requests::RequestLog;
 use super::servers::Server;
@@ -23,33 +24,6 @@ use infer_bench_spec::results::{
     AgentInfo, FORMAT, METRICS_VERSION, PointResult, Results, SpecInfo, ToolInfo, VERSION,
     now_rfc3339,
 };
-
-/// How to run.
-pub struct RunOptions {
-    pub out_dir: PathBuf,
-    pub requests_jsonl: bool,
-    pub progress: Progress,
-    pub partition: Option<String>,
-    /// Load sharding: this process is agent K of N.
-    pub agent: Option<(u32, u32)>,
-    /// With `agent`: the agreed start of the first run (`--start-at`).
-    pub start_at: Option<std::time::SystemTime>,
-    /// With `agent`: each run's slot in the timetable (`--slot`).
-    pub slot: Option<std::time::Duration>,
-    /// Fault injection: the client spins this long before each send
-    /// (a client made slow on purpose, for tests of the hints).
-    pub slow_client: Option<std::time::Duration>,
-}
-
-/// How progress is shown on stderr.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// A live line per point (stderr is a terminal).
-    Live,
-    /// One line when each point ends (CI logs).
-    Lines,
-    Quiet,
-}
 
 /// The results file's path in a run directory.
 pub fn results_path(out_dir: &std::path::Path) -> PathBuf {

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::assemble::{finish_point, memory, mix_results};
+use super::assemble::{failed_point, finish_point, memory, mix_results};
 use super::engine::{Interrupt, Live, RunEnv, Sink, run_once};
 use super::host::HostProbe;
+use super::options::{Progress, RunOptions};
 use super::recorder::Tally;
 use super::requests::{RequestLog, request_line};
 use super::servers::Server;
@@ -27,8 +28,6 @@ use infer_bench_spec::results::{
 };
 
 // Old paths, used outside the engine.
-pub use super::assemble::failed_point;
-pub use super::plan::{Progress, RunOptions, results_path, run_plan, run_plan_on, run_plan_with};
 
 /// What a point's telemetry needs.
 pub(super) struct TelemetryEnv<'a> {
