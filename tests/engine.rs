@@ -130,7 +130,7 @@ fn check_accuracy(
     // The warm-up requests come first; the measured ones are the rest.
     let measured: Vec<_> = recs.iter().skip(concurrency as usize).collect();
     assert_eq!(measured.len(), requests as usize);
-    let truth = |f: &dyn Fn(&infer_bench_testkit::scripted::RequestRecord) -> Vec<f64>, p: f64| {
+    let truth = |f: &dyn Fn(&infer_bench_testkit::scripted::ServedRequest) -> Vec<f64>, p: f64| {
         percentile(measured.iter().flat_map(|r| f(r)).collect(), p)
     };
     let r = &run.results;

@@ -6,7 +6,7 @@
 //! request, the truth a client's measurements are compared with: when the
 //! request was received, when each content event's write completed and how
 //! many tokens it carried, and which fault was applied (see
-//! [`RequestRecord`]). Compare against the *recorded* instants, not the
+//! [`ServedRequest`]). Compare against the *recorded* instants, not the
 //! scripted delays: tokio's timer fires up to ~1 ms late.
 //!
 //! # What goes on the wire
@@ -223,7 +223,7 @@ pub struct ChunkTruth {
 /// What the server knows about one completion request. Records appear in
 /// [`ScriptedServer::records`] once the request is over.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RequestRecord {
+pub struct ServedRequest {
     /// 1-based arrival order among completion requests.
     pub seq: u64,
     pub endpoint: Endpoint,
@@ -256,7 +256,7 @@ pub struct RequestRecord {
     pub client_gone: bool,
 }
 
-impl RequestRecord {
+impl ServedRequest {
     /// True TTFT: first content event written - request received.
     pub fn true_ttft(&self) -> Option<Duration> {
         self.chunks.first().map(|c| c.at - self.received)
@@ -334,7 +334,7 @@ impl ScriptedServer {
     /// The finished requests' records, in arrival order. A request whose
     /// last write the client has already read may still be finishing its
     /// record; [`ScriptedServer::wait_idle`] first to be sure.
-    pub fn records(&self) -> Vec<RequestRecord> {
+    pub fn records(&self) -> Vec<ServedRequest> {
         let mut records = self.state.records.lock().clone();
         records.sort_by_key(|r| r.seq);
         records
@@ -343,7 +343,7 @@ impl ScriptedServer {
     /// [`ScriptedServer::records`], drained: a long run (a client-cost
     /// benchmark of millions of events) takes them as it goes instead of
     /// keeping every record (about 24 bytes a content event) to the end.
-    pub fn take_records(&self) -> Vec<RequestRecord> {
+    pub fn take_records(&self) -> Vec<ServedRequest> {
         let mut records = mem::take(&mut *self.state.records.lock());
         records.sort_by_key(|r| r.seq);
         records
@@ -379,7 +379,7 @@ struct State {
     script: Script,
     created: u64,
     seq: AtomicU64,
-    records: Mutex<Vec<RequestRecord>>,
+    records: Mutex<Vec<ServedRequest>>,
     in_flight: AtomicU64,
     idle: Notify,
     prompt_tokens: AtomicU64,
@@ -392,7 +392,7 @@ struct State {
 /// client left).
 struct Tracker {
     state: Arc<State>,
-    rec: RequestRecord,
+    rec: ServedRequest,
 }
 
 impl Tracker {
@@ -400,7 +400,7 @@ impl Tracker {
         state.in_flight.fetch_add(1, Ordering::SeqCst);
         Tracker {
             state,
-            rec: RequestRecord {
+            rec: ServedRequest {
                 seq,
                 endpoint,
                 received,
@@ -423,7 +423,7 @@ impl Tracker {
 impl Drop for Tracker {
     fn drop(&mut self) {
         // Every other field is `Copy`.
-        let rec = RequestRecord {
+        let rec = ServedRequest {
             model: mem::take(&mut self.rec.model),
             chunks: mem::take(&mut self.rec.chunks),
             ..self.rec
@@ -822,7 +822,7 @@ async fn run_stream(mut t: Tracker, c: Ctx, tx: BodySender) {
     }
 }
 
-async fn stream_events(rec: &mut RequestRecord, c: &Ctx, tx: BodySender) -> Result<(), BodyClosed> {
+async fn stream_events(rec: &mut ServedRequest, c: &Ctx, tx: BodySender) -> Result<(), BodyClosed> {
     let script = c.script();
     let ev = &c.events;
     let received = rec.received;
@@ -931,7 +931,7 @@ async fn stream_events(rec: &mut RequestRecord, c: &Ctx, tx: BodySender) -> Resu
 /// and misaligning writes and events when the script says so.
 struct Writer<'a> {
     tx: BodySender,
-    rec: &'a mut RequestRecord,
+    rec: &'a mut ServedRequest,
     split: bool,
     itl: Duration,
     /// A content event held back to share the next write.

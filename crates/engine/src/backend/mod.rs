@@ -3,8 +3,10 @@
 //! ends up there: the simulator is an in-process server of the same API);
 //! `sse` is its incremental stream parser; `record` holds what one request
 //! measured. The `Backend` trait is the seam the load engine drives, and
-//! `fake` is its deterministic in-memory stand-in for engine tests.
+//! `fake` is its deterministic in-memory stand-in for engine tests (compiled
+//! for tests only).
 
+#[cfg(test)]
 pub mod fake;
 pub mod openai;
 pub mod record;

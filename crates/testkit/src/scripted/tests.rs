@@ -210,7 +210,7 @@ fn assert_same_shape(ours: &str, theirs: &str) {
     }
 }
 
-async fn only_record(server: &ScriptedServer) -> RequestRecord {
+async fn only_record(server: &ScriptedServer) -> ServedRequest {
     server.wait_idle().await;
     let mut records = server.records();
     assert_eq!(records.len(), 1, "{records:?}");
