@@ -14,6 +14,8 @@
 //! - [`drift`]: the text diff shown when a point's configuration changed.
 //! - [`compare`]: the decisions, as a plain-data [`compare::Report`] that
 //!   the exporters render.
+//! - [`power`]: the power study of the gate (how often a real slowdown is
+//!   REGRESSED, and an unchanged server too); the `power` example prints it.
 
 pub mod analysis;
 pub mod baseline;
@@ -23,6 +25,7 @@ pub mod exit;
 pub mod fingerprint;
 #[cfg(any(test, feature = "test-fixtures"))]
 pub mod fixtures;
+pub mod power;
 pub mod stats;
 
 pub(crate) use infer_bench_results::sorted_keys;

@@ -219,7 +219,8 @@ pub struct Judgement {
     pub change_low: f64,
     /// Upper bound of the change's confidence interval, `e^high - 1`.
     pub change_high: f64,
-    /// The noise band used, as a fraction: `max(noise, 2 * CV(base))`.
+    /// The noise band used, as a fraction: the declared `noise` (relative)
+    /// or the declared difference (absolute).
     pub tau: f64,
     /// Coverage of the interval (see [`Shift::achieved_confidence`]).
     pub achieved_confidence: f64,
@@ -238,9 +239,17 @@ pub struct Judgement {
 ///    (latency) the interval is used as is; where higher is better
 ///    (throughput) the reciprocal ratio is used, i.e. the interval becomes
 ///    `[-high, -low]`.
-/// 3. Noise band: `tau = max(noise, 2 * CV(base))`, the CV term only when the
-///    baseline has at least two values. `noise` is the metric's declared band
-///    as a fraction (0.05 = 5%).
+/// 3. Noise band: `tau = noise`, the metric's declared band as a fraction
+///    (0.05 = 5%): the smallest change worth failing a check for, and the
+///    allowance for what the replicates cannot see (a machine that drifts
+///    between the baseline's day and today). The spread of the replicates is
+///    not added to it: the interval already carries it, and adding twice the
+///    baseline's CV as well counted it twice (at 2% run-to-run noise the
+///    band became 4% or more, so a real 5% slowdown was almost never
+///    caught; `cargo run --release -p infer-bench-judge --example power`
+///    measures it). Callers whose replicates miss a source of variance
+///    (windows of one run do not see how whole runs differ) widen `noise`
+///    themselves.
 /// 4. The band is applied on the log scale, symmetrically:
 ///    `b = ln(1 + tau)` and the oriented interval is compared with `[-b, +b]`.
 ///    So a change counts as noise when the ratio lies in
@@ -278,8 +287,7 @@ pub fn judge(
     } else {
         (-shift.high, -shift.low)
     };
-    let spread = coefficient_of_variation(base).map_or(0.0, |cv| 2.0 * cv);
-    let tau = noise.max(spread);
+    let tau = noise;
     let verdict = verdict_of(low, high, tau.ln_1p());
     Some(Judgement {
         verdict,
@@ -298,9 +306,9 @@ pub fn judge(
 /// whose changes read naturally in percentage points.
 ///
 /// The shift is [`hodges_lehmann_absolute`] (`y_j - x_i`), oriented as in
-/// [`judge`]; the band is `tau = max(noise, 2 * s(base))` with `s` the
-/// sample standard deviation of the baseline (when it has two values or
-/// more), and it is compared directly with the oriented interval:
+/// [`judge`]; the band is `tau = noise` (as in [`judge`], the spread of the
+/// values is in the interval already), compared directly with the oriented
+/// interval:
 /// REGRESSED if `low' > tau`, IMPROVED if `high' < -tau`, UNCHANGED if
 /// inside `[-tau, tau]`, INCONCLUSIVE otherwise. The returned changes and
 /// `tau` are absolute differences in the values' unit (`0.01` = one
@@ -324,8 +332,7 @@ pub fn judge_absolute(
     } else {
         (-shift.high, -shift.low)
     };
-    let spread = standard_deviation(base).map_or(0.0, |s| 2.0 * s);
-    let tau = noise.max(spread);
+    let tau = noise;
     Some(Judgement {
         verdict: verdict_of(low, high, tau),
         change: shift.estimate,
@@ -945,29 +952,43 @@ mod tests {
         assert_close!(rate.change, 100.0 / 95.1 - 1.0);
     }
 
-    /// base [90, 100, 110] has CV 0.1 (see above), so tau = max(0.05, 2 *
-    /// 0.1) = 0.2 and the band is ln 1.2 = 0.182. new [120, 120, 120]: the
-    /// pairwise ratios are 120/110 = 1.091, 120/100 = 1.2, 120/90 = 1.333;
-    /// m = n = 3 gives the full range [ln 1.091, ln 1.333] = [0.087, 0.288],
-    /// which straddles 0.182: INCONCLUSIVE. With the declared 5% alone
-    /// (band 0.0488) it would have been REGRESSED.
+    /// base [90, 100, 110] has CV 0.1 (see above), but the band stays the
+    /// declared 5% (ln 1.05 = 0.0488): the spread is in the interval
+    /// already. new [120, 120, 120]: the pairwise ratios are 120/110 =
+    /// 1.091, 120/100 = 1.2, 120/90 = 1.333; m = n = 3 gives the full range
+    /// [ln 1.091, ln 1.333] = [0.087, 0.288], wholly above 0.0488:
+    /// REGRESSED. (The rule before, tau = max(noise, 2 CV(base)) = 0.2,
+    /// called it INCONCLUSIVE although every new run is slower than every
+    /// baseline run by 9% or more.) A spread that reaches the band makes it
+    /// INCONCLUSIVE through the interval: new [100, 110, 120] gives ratios
+    /// from 100/110 = 0.909 to 120/90 = 1.333.
     #[test]
-    fn noisy_baseline_widens_the_band() {
+    fn a_noisy_baseline_widens_the_interval_not_the_band() {
         let j = judge(&[90.0, 100.0, 110.0], &[120.0; 3], true, 0.05, 0.95).unwrap();
-        assert_close!(j.tau, 0.2);
-        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_close!(j.tau, 0.05);
+        assert_eq!(j.verdict, Verdict::Regressed);
         assert_close!(j.change, 0.2);
         assert_close!(j.change_low, 120.0 / 110.0 - 1.0);
         assert_close!(j.change_high, 120.0 / 90.0 - 1.0);
         assert_close!(j.achieved_confidence, 0.9);
-        // A declared band larger than 2 CV wins.
+        let j = judge(
+            &[90.0, 100.0, 110.0],
+            &[100.0, 110.0, 120.0],
+            true,
+            0.05,
+            0.95,
+        )
+        .unwrap();
+        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_close!(j.change_low, 100.0 / 110.0 - 1.0);
+        assert_close!(j.change_high, 120.0 / 90.0 - 1.0);
+        // The declared band is the band, whatever the baseline's count.
         assert_close!(
             judge(&[90.0, 100.0, 110.0], &[120.0; 3], true, 0.3, 0.95)
                 .unwrap()
                 .tau,
             0.3
         );
-        // A single baseline run has no CV: tau is the declared noise.
         assert_close!(
             judge(&[100.0], &[120.0; 3], true, 0.05, 0.95).unwrap().tau,
             0.05
@@ -1011,15 +1032,19 @@ mod tests {
         assert_close!(j.change_high, -0.16);
     }
 
-    /// base [0, 0.1, 0.2]: mean 0.1, s = sqrt((0.01 + 0 + 0.01) / 2) = 0.1,
-    /// so tau = max(0.05, 0.2) = 0.2. new [0.3; 3]: differences 0.3, 0.2,
-    /// 0.1, interval [0.1, 0.3] straddles 0.2: INCONCLUSIVE.
+    /// base [0, 0.1, 0.2] (s = 0.1) against new [0.3; 3]: differences 0.3,
+    /// 0.2, 0.1, interval [0.1, 0.3], wholly above the declared 0.05 band:
+    /// REGRESSED (the band is not widened to 2 s = 0.2). Against new [0.1;
+    /// 3]: differences 0.1, 0, -0.1, interval [-0.1, 0.1] straddles the
+    /// band: INCONCLUSIVE.
     #[test]
-    fn absolute_band_widens_with_the_baseline_spread() {
+    fn absolute_band_is_the_declared_one() {
         let j = judge_absolute(&[0.0, 0.1, 0.2], &[0.3; 3], true, 0.05, 0.95).unwrap();
-        assert_close!(j.tau, 0.2);
-        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_close!(j.tau, 0.05);
+        assert_eq!(j.verdict, Verdict::Regressed);
         assert_close!(j.change, 0.2);
+        let j = judge_absolute(&[0.0, 0.1, 0.2], &[0.1; 3], true, 0.05, 0.95).unwrap();
+        assert_eq!(j.verdict, Verdict::Inconclusive);
         assert!(judge_absolute(&[f64::NAN], &[0.0], true, 0.05, 0.95).is_none());
         assert!(judge_absolute(&[], &[0.0], true, 0.05, 0.95).is_none());
         assert!(judge_absolute(&[0.0], &[0.0], true, -1.0, 0.95).is_none());
@@ -1081,9 +1106,7 @@ mod tests {
     struct Tally {
         /// REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE.
         verdicts: [usize; 4],
-        /// Trials where 2 CV(base) exceeded the declared noise.
-        widened: usize,
-        /// Trials whose interval lies wholly above the declared band alone.
+        /// Trials whose interval lies wholly above the band.
         above_declared: usize,
     }
 
@@ -1093,9 +1116,8 @@ mod tests {
             write!(
                 f,
                 "REGRESSED {r}, IMPROVED {i}, UNCHANGED {u}, INCONCLUSIVE {c}; \
-                 tau widened by 2 CV(base) in {}; wholly above the declared \
-                 band alone in {}",
-                self.widened, self.above_declared
+                 wholly above the band in {}",
+                self.above_declared
             )
         }
     }
@@ -1119,7 +1141,6 @@ mod tests {
                 Verdict::Inconclusive => 3,
             };
             tally.verdicts[slot] += 1;
-            tally.widened += usize::from(j.tau > NOISE);
             tally.above_declared += usize::from(j.change_low > NOISE);
         }
         tally
@@ -1140,17 +1161,18 @@ mod tests {
     }
 
     /// And a real 10% slowdown is caught, same noise, 5 runs a side. The
-    /// misses are INCONCLUSIVE, never UNCHANGED or IMPROVED. Most come from
-    /// the width of the interval with 5 runs a side (its lower end is not
-    /// above +5% in about 20% of the trials); a baseline whose sample CV
-    /// exceeds 2.5%, widening the band, costs a few percent more.
+    /// misses are INCONCLUSIVE, never UNCHANGED or IMPROVED; they all come
+    /// from the width of the interval with 5 runs a side against a 5% band
+    /// (its lower end is not above +5% in about 20% of the trials; 805 of
+    /// 1000 are REGRESSED). `power.rs` and the `power` example measure the
+    /// rest of the table.
     #[test]
     fn a_real_regression_is_detected() {
         let tally = simulate(20_240_503, 1000, 5, 0.02, 1.10);
         println!("true +10%, 5 vs 5 runs, 2% CV, noise 5%, 1000 trials: {tally}");
         let [regressed, improved, unchanged, _] = tally.verdicts;
         assert_eq!(improved + unchanged, 0);
-        assert!(regressed >= 700, "{regressed} of 1000");
+        assert!(regressed >= 750, "{regressed} of 1000");
     }
 
     fn positive_runs() -> impl Strategy<Value = Vec<f64>> {
