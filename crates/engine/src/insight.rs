@@ -189,7 +189,7 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
 
     // The client itself late.
     if let Some(lag) = lat("dispatch_lag") {
-        let budget = validity.max_dispatch_lag_p99.as_millis_f64();
+        let (budget, _) = validity.dispatch_lag_budget(&m.latency_ms);
         if lag.p99 > budget {
             out.push(hint(
                 "client_bound",

@@ -341,9 +341,66 @@ pub struct Telemetry {
 pub struct Validity {
     pub min_duration: Duration,
     pub min_requests: u64,
-    pub max_dispatch_lag_p99: Duration,
+    /// A fixed budget for each run's dispatch lag p99; none: the relative
+    /// rule of [`Validity::dispatch_lag_budget`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_dispatch_lag_p99: Option<Duration>,
     pub max_rate_gap: Percent,
     pub percentile_sample_check: bool,
+}
+
+impl Validity {
+    /// The default dispatch-lag budget's share of the latency the lag
+    /// distorts (see docs/metrics.md, "Validity of a point").
+    pub const DISPATCH_LAG_SHARE_PCT: f64 = 5.0;
+    /// The default dispatch-lag budget is never below this.
+    pub const DISPATCH_LAG_FLOOR: Duration = Duration::from_millis(3);
+
+    /// The dispatch-lag p99 budget (ms) of a run (or a point's merged
+    /// distributions) with these latency summaries, and the rule that set
+    /// it, in words for an INVALID reason or a hint.
+    ///
+    /// A set `max_dispatch_lag_p99` fixes it. Otherwise it is
+    /// `DISPATCH_LAG_SHARE_PCT` percent of the TTFT p50 measured from send
+    /// (the server's own time to first token: neither the client's own
+    /// lateness nor a wait for a free slot raises it), or of the E2E p50
+    /// when requests are not streamed, and at least `DISPATCH_LAG_FLOOR`.
+    pub fn dispatch_lag_budget(
+        &self,
+        latency_ms: &BTreeMap<String, infer_bench_results::hist::Summary>,
+    ) -> (f64, String) {
+        if let Some(fixed) = self.max_dispatch_lag_p99 {
+            return (
+                fixed.as_millis_f64(),
+                format!("[validity] max_dispatch_lag_p99 = \"{fixed}\""),
+            );
+        }
+        let floor = Self::DISPATCH_LAG_FLOOR.as_millis_f64();
+        let share = Self::DISPATCH_LAG_SHARE_PCT;
+        let reference = ["ttft_from_send", "e2e"].into_iter().find_map(|name| {
+            let s = latency_ms.get(name).filter(|s| s.count > 0)?;
+            let label = if name == "e2e" { "E2E" } else { "TTFT" };
+            Some((label, s.p50))
+        });
+        let set = "[validity] max_dispatch_lag_p99 sets a fixed one";
+        match reference {
+            Some((label, p50)) => (
+                (share / 100.0 * p50).max(floor),
+                format!(
+                    "{}% of {label} p50 {p50:.1} ms, at least {}; {set}",
+                    super::de::fmt_number(share),
+                    Self::DISPATCH_LAG_FLOOR
+                ),
+            ),
+            None => (
+                floor,
+                format!(
+                    "the floor {}: no latency to scale it by; {set}",
+                    Self::DISPATCH_LAG_FLOOR
+                ),
+            ),
+        }
+    }
 }
 
 /// One regression gate.

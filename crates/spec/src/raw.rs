@@ -682,7 +682,10 @@ pub struct RawValidity {
     /// Fewest measured requests. Default 1.
     #[serde(default)]
     pub min_requests: Option<u64>,
-    /// Largest acceptable p99 of dispatch lag (the client's own delay). Default "1ms".
+    /// A fixed budget for each run's dispatch lag p99 (the client's own
+    /// delay before a send); above it the point is INVALID. Unset, the
+    /// budget is 5% of the run's TTFT p50 measured from send (E2E p50 when
+    /// not streamed), at least "3ms".
     #[serde(default)]
     pub max_dispatch_lag_p99: Option<Duration>,
     /// Largest acceptable gap between offered and achieved send rate. Default "1%".

@@ -43,10 +43,11 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
             }
         }
         if let Some(lag) = s.latency_ms.get("dispatch_lag") {
-            if lag.p99 > v.max_dispatch_lag_p99.as_millis_f64() {
+            let (budget, rule) = v.dispatch_lag_budget(&s.latency_ms);
+            if lag.p99 > budget {
                 reasons.push(format!(
-                    "{tag}the client itself was late: dispatch lag p99 {:.3} ms is above the {} budget",
-                    lag.p99, v.max_dispatch_lag_p99
+                    "{tag}the client itself was late: dispatch lag p99 {:.3} ms is above the budget of {budget:.3} ms ({rule})",
+                    lag.p99
                 ));
             }
         }
@@ -167,5 +168,117 @@ mod tests {
         assert_eq!(samples_for_percentile(50.0), 7);
         assert_eq!(samples_for_percentile(90.0), 44);
         assert_eq!(samples_for_percentile(99.9), 4603);
+    }
+
+    const SPEC: &str = "name = \"t\"\n[targets.s]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 8\noutput_tokens = 8\n[load]\nconcurrency = 1\nduration = \"1s\"\n[validity]\npercentile_sample_check = false\n";
+
+    /// The point of `SPEC` (plus `validity`, keys of `[validity]`) after
+    /// one run with this dispatch lag p99 and TTFT p50 from send (ms).
+    fn judged(validity: &str, lag_p99: f64, ttft_p50: f64) -> PointResult {
+        let spec = infer_bench_spec::compile(
+            "t.toml",
+            &format!("{SPEC}{validity}"),
+            std::path::Path::new("."),
+        )
+        .unwrap();
+        let plan = infer_bench_spec::plan::Plan::build(&spec).unwrap();
+        let mut p = crate::run::assemble::failed_point(&plan.points[0], String::new());
+        p.status = PointStatus::Complete;
+        let mut stats = infer_bench_spec::results::Stats {
+            window_s: 1.0,
+            ..Default::default()
+        };
+        stats.requests.succeeded = 100;
+        let summary = |p50: f64, p99: f64| infer_bench_results::hist::Summary {
+            count: 100,
+            p50,
+            p99,
+            ..Default::default()
+        };
+        stats
+            .latency_ms
+            .insert("dispatch_lag".into(), summary(lag_p99 / 4.0, lag_p99));
+        stats
+            .latency_ms
+            .insert("ttft_from_send".into(), summary(ttft_p50, ttft_p50 * 2.0));
+        p.merged = stats.clone();
+        p.runs = vec![infer_bench_spec::results::RunResult {
+            run: 0,
+            started_at: String::new(),
+            stats,
+            windows: Vec::new(),
+            histograms: Default::default(),
+            shard: None,
+        }];
+        assess(&spec, &mut p);
+        p
+    }
+
+    fn lag_reason(p: &PointResult) -> Option<&String> {
+        p.invalid_reasons
+            .iter()
+            .find(|r| r.contains("dispatch lag"))
+    }
+
+    #[test]
+    fn the_default_lag_budget_is_a_share_of_ttft() {
+        // 3 ms, and 4.5 ms (above the floor), late against a 100 ms TTFT:
+        // within 5% (5 ms).
+        for lag in [3.0, 4.5] {
+            let p = judged("", lag, 100.0);
+            assert!(p.valid, "{:?}", p.invalid_reasons);
+            assert!(p.hints.iter().all(|h| h.kind != "client_bound"));
+        }
+        // 8 ms late against the same TTFT is caught, hint and all.
+        let p = judged("", 8.0, 100.0);
+        assert!(!p.valid);
+        let r = lag_reason(&p).unwrap();
+        assert!(
+            r.contains("dispatch lag p99 8.000 ms is above the budget of 5.000 ms")
+                && r.contains("5% of TTFT p50 100.0 ms, at least 3ms"),
+            "{r}"
+        );
+        assert!(p.hints.iter().any(|h| h.kind == "client_bound"));
+    }
+
+    #[test]
+    fn the_floor_holds_at_tiny_ttft() {
+        // 5% of 4 ms is 0.2 ms; the budget is the 3 ms floor.
+        assert!(judged("", 2.5, 4.0).valid);
+        let p = judged("", 4.0, 4.0);
+        assert!(!p.valid);
+        assert!(
+            lag_reason(&p)
+                .unwrap()
+                .contains("above the budget of 3.000 ms"),
+            "{:?}",
+            p.invalid_reasons
+        );
+    }
+
+    #[test]
+    fn a_set_budget_is_fixed() {
+        // Within 5% of TTFT, but above the fixed 2 ms.
+        let p = judged("max_dispatch_lag_p99 = \"2ms\"\n", 3.0, 100.0);
+        assert!(!p.valid);
+        let r = lag_reason(&p).unwrap();
+        assert!(
+            r.contains("budget of 2.000 ms ([validity] max_dispatch_lag_p99 = \"2ms\")"),
+            "{r}"
+        );
+        // Beyond 5% of a tiny TTFT, but within the fixed 20 ms.
+        assert!(!judged("", 6.0, 4.0).valid);
+        assert!(judged("max_dispatch_lag_p99 = \"20ms\"\n", 6.0, 4.0).valid);
+    }
+
+    #[test]
+    fn the_reason_names_the_setting() {
+        // `bless` refuses INVALID points with these reasons: they say which
+        // key changes the budget.
+        for validity in ["", "max_dispatch_lag_p99 = \"1ms\"\n"] {
+            let p = judged(validity, 30.0, 100.0);
+            let r = lag_reason(&p).unwrap();
+            assert!(r.contains("[validity] max_dispatch_lag_p99"), "{r}");
+        }
     }
 }

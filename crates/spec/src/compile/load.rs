@@ -134,7 +134,7 @@ impl Cx<'_> {
         Validity {
             min_duration: v.min_duration.unwrap_or_default(),
             min_requests: v.min_requests.unwrap_or(1),
-            max_dispatch_lag_p99: v.max_dispatch_lag_p99.unwrap_or(Duration::from_millis(1)),
+            max_dispatch_lag_p99: v.max_dispatch_lag_p99,
             max_rate_gap: v.max_rate_gap.unwrap_or(Percent::new(1.0).expect("valid")),
             percentile_sample_check: v.percentile_sample_check.unwrap_or(true),
         }
