@@ -55,6 +55,16 @@ impl Summary {
         }
     }
 
+    /// Whether `stat` is one that a summary stores (what a run keeps):
+    /// mean, min, max, std, p50, p90, p95, p99 and p99.9.
+    pub fn keeps(stat: &crate::metric::Stat) -> bool {
+        use crate::metric::Stat;
+        match stat {
+            Stat::Percentile(p) => [50.0, 90.0, 95.0, 99.0, 99.9].contains(p),
+            _ => true,
+        }
+    }
+
     /// A named statistic, if it is one of the stored ones.
     pub fn get(&self, stat: &crate::metric::Stat) -> Option<f64> {
         use crate::metric::Stat;

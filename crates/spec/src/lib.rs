@@ -11,6 +11,7 @@ mod de;
 pub mod diag;
 mod dist;
 mod duration;
+pub mod judgeable;
 pub mod model;
 mod percent;
 pub mod plan;

@@ -422,6 +422,9 @@ pub struct Regression {
     pub min_runs: u32,
     pub on_env_mismatch: OnEnvMismatch,
     pub confirm: u32,
+    /// Points that could not be judged pass instead of failing (exit 4).
+    #[serde(default)]
+    pub allow_unjudged: bool,
 }
 
 /// A matrix axis.

@@ -699,10 +699,13 @@ pub struct RawValidity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum OnEnvMismatch {
-    /// Report INCOMPARABLE, do not fail.
+    /// Report INCOMPARABLE as a point that could not be judged: it fails
+    /// the check (exit 4) unless `allow_unjudged`.
     #[default]
+    Unjudged,
+    /// Report INCOMPARABLE, do not fail.
     Advisory,
-    /// Fail the check.
+    /// Fail the check as a regression does (exit 1).
     Fail,
     /// Leave such points out of the verdict.
     Skip,
@@ -729,6 +732,9 @@ pub struct RawRegression {
     /// Re-run a REGRESSED point this many times; it fails only if it regresses again. Default 0.
     #[serde(default)]
     pub confirm: Option<u32>,
+    /// Let points that could not be judged (INSUFFICIENT, INVALID, INCOMPARABLE, drift, missing) pass the check instead of failing it (exit 4). Default false. Like every rule here, the baseline's value counts, not the pull request's.
+    #[serde(default)]
+    pub allow_unjudged: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
