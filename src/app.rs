@@ -206,13 +206,18 @@ fn validate(paths: &[std::path::PathBuf]) -> Result<Outcome> {
     let mut ok = Vec::new();
     for path in paths {
         match spec::load(path).and_then(|s| Plan::build(&s).map(|p| (s, p))) {
-            Ok((s, p)) => ok.push(format!(
-                "{}: ok ({}, {} point{})",
-                path.display(),
-                s.name,
-                p.points.len(),
-                if p.points.len() == 1 { "" } else { "s" }
-            )),
+            Ok((s, p)) => {
+                ok.push(format!(
+                    "{}: ok ({}, {} point{})",
+                    path.display(),
+                    s.name,
+                    p.points.len(),
+                    if p.points.len() == 1 { "" } else { "s" }
+                ));
+                for w in spec::judgeable::warnings(&s, &p) {
+                    ok.push(format!("{}: warning: {w}", path.display()));
+                }
+            }
             Err(e) => all.extend(e.0),
         }
     }
@@ -255,14 +260,25 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     }
     // Every stream is a socket: allow as many as the system lets us.
     crate::run::raise_fd_limit();
-    let gate = match &args.baseline {
-        Some(b) => Some(crate::gate::RunGate::prepare(&spec, b)?),
-        None if args.markdown.is_some() || args.junit.is_some() => {
+    if args.baseline.is_some() || args.baseline_ref.is_some() {
+        for w in spec::judgeable::warnings(&spec, &plan) {
+            eprintln!("{}: warning: {w}", args.spec.display());
+        }
+    }
+    let gate = match (&args.baseline, &args.baseline_ref) {
+        (Some(_), _) | (None, Some(_)) => Some(crate::gate::RunGate::prepare(
+            &spec,
+            &args.spec,
+            args.baseline.as_ref().and_then(|b| b.as_deref()),
+            args.baseline_ref.as_deref(),
+            args.allow_unjudged,
+        )?),
+        (None, None) if args.markdown.is_some() || args.junit.is_some() => {
             return Err(Error::Usage(
                 "--markdown and --junit write the verdicts of --baseline; add --baseline".into(),
             ));
         }
-        None => None,
+        (None, None) => None,
     };
     let out_dir = args
         .out
@@ -346,14 +362,14 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
 }
 
 /// The exit code of a finished run: 3 if a point could not be measured
-/// (infrastructure) or, with --strict, a pre-flight check found something;
+/// (infrastructure), not one of a point's requests succeeded (whatever the
+/// SLOs say), or, with --strict, a pre-flight check found something;
 /// 1 if an SLO failed; 4 with --strict if a point was INVALID; else 0.
 pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
     use crate::error::*;
-    if r.points
-        .iter()
-        .any(|p| p.status == crate::results::PointStatus::Failed)
-        || (strict && r.points.iter().any(|p| !p.preflight.is_empty()))
+    if r.points.iter().any(|p| {
+        p.status == crate::results::PointStatus::Failed || p.merged.requests.succeeded == 0
+    }) || (strict && r.points.iter().any(|p| !p.preflight.is_empty()))
     {
         EXIT_INFRA
     } else if r.points.iter().any(|p| p.slo_pass == Some(false)) {

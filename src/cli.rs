@@ -158,18 +158,29 @@ pub struct RunArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Judge against this baseline after the run (the pull-request command);
-    /// without a value, the spec's `regression.baseline`. With --format
-    /// json, stdout holds the verdicts (the results are in --out).
-    #[arg(long, num_args = 0..=1, default_missing_value = "")]
-    pub baseline: Option<PathBuf>,
+    /// without a value, the spec's `regression.baseline` (default
+    /// baselines/<spec name>.json). With --format json, stdout holds the
+    /// verdicts (the results are in --out).
+    #[arg(long, num_args = 0..=1, value_name = "BASELINE")]
+    pub baseline: Option<Option<PathBuf>>,
+    /// Read the baseline from this git revision (e.g. origin/main) rather
+    /// than the working tree, so a pull request cannot edit what it is
+    /// judged against; the baseline's path comes from the spec as it is at
+    /// that revision. Implies --baseline.
+    #[arg(long, value_name = "REF")]
+    pub baseline_ref: Option<String>,
+    /// Let points that could not be judged (INSUFFICIENT, INVALID,
+    /// INCOMPARABLE, drift, missing) pass; by default they fail (exit 4).
+    #[arg(long)]
+    pub allow_unjudged: bool,
     /// Also write every request to requests.jsonl, streamed to disk.
     #[arg(long)]
     pub requests: bool,
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
-    /// Treat what cannot be judged as a failure (exit 4), and pre-flight
-    /// findings too (exit 3).
+    /// Fail on INCONCLUSIVE and advisory INCOMPARABLE verdicts too (exit
+    /// 4), and on pre-flight findings (exit 3).
     #[arg(long)]
     pub strict: bool,
     /// Load sharding: this process is agent K of N and sends arrivals
@@ -209,6 +220,13 @@ pub struct DiffArgs {
     /// The baseline file (default: the spec's `regression.baseline`).
     #[arg(long)]
     pub baseline: Option<PathBuf>,
+    /// Read the baseline from this git revision (e.g. origin/main); see
+    /// `run --baseline-ref`.
+    #[arg(long, value_name = "REF")]
+    pub baseline_ref: Option<String>,
+    /// Let points that could not be judged pass (by default, exit 4).
+    #[arg(long)]
+    pub allow_unjudged: bool,
     /// Verdict format on stdout.
     #[arg(long, value_enum, default_value_t = DiffFormat::Table)]
     pub format: DiffFormat,
@@ -218,7 +236,7 @@ pub struct DiffArgs {
     /// Also write JUnit XML here.
     #[arg(long)]
     pub junit: Option<PathBuf>,
-    /// Exit 4 when something could not be judged.
+    /// Exit 4 on INCONCLUSIVE and advisory INCOMPARABLE verdicts too.
     #[arg(long)]
     pub strict: bool,
 }

@@ -3,6 +3,12 @@
 //! `run --baseline` (judge what was just run, re-running REGRESSED points
 //! when the spec asks for confirmation). `app` dispatches here; the
 //! decisions themselves are `judge::compare`, the outputs `export::verdict`.
+//!
+//! The rules judge by are the baseline's (`judge::rules`): `bless` pins the
+//! spec's `[regression]` table into the baseline, and a comparison uses
+//! that, listing what the new spec changes. With `--baseline-ref REF` the
+//! baseline (and the spec that names it) are read from git at REF, so a
+//! pull request can change neither what it is judged against nor how.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,6 +18,7 @@ use crate::error::{EXIT_OK, Error, Outcome, Result};
 use crate::export;
 use crate::judge::baseline::{Baseline, Bless};
 use crate::judge::compare::{Decision, Report, Settings, compare};
+use crate::judge::rules::{self, RulesSource};
 use crate::plan::Plan;
 use crate::results::{Results, now_rfc3339};
 use crate::run::engine::Interrupt;
@@ -31,6 +38,7 @@ pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Resu
     let blessed = base
         .bless(&results, points, &now_rfc3339())
         .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+    rules::pin(&mut base, &regression, &results.spec.sha256);
     base.write(&path)?;
     eprintln!(
         "blessed {} point(s) into {} ({} kept{})",
@@ -55,16 +63,20 @@ pub struct Outputs<'a> {
     pub junit: Option<&'a Path>,
 }
 
-/// `diff RESULTS [--baseline FILE]`.
+/// `diff RESULTS [--baseline FILE] [--baseline-ref REF]`.
 pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
     let (results, file) = Results::read(&args.results)?;
     let regression = regression_of(&results)?;
-    let path = baseline_path(args.baseline.as_deref(), &regression);
-    let baseline = load_baseline(&path)?;
+    let (path, baseline) = load_baseline(
+        Path::new(&results.spec.path),
+        &regression,
+        args.baseline.as_deref(),
+        args.baseline_ref.as_deref(),
+    )?;
     warn_if_other_spec(&baseline, &path, &results.spec.name);
-    let settings = Settings::from_regression(&regression);
+    let settings = settings_for(&baseline, &regression, args.allow_unjudged)?;
     let mut report = compare(&baseline, &results, &settings);
-    report.baseline.path = path.display().to_string();
+    report.baseline.path = path;
     report.results.path = file.display().to_string();
     for p in report.points.iter_mut() {
         if p.decision == Some(Decision::Regressed) && (settings.confirm > 0 || p.within_run) {
@@ -98,22 +110,29 @@ pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
 /// missing or unreadable baseline stops the command before any load is
 /// sent.
 pub struct RunGate {
-    path: PathBuf,
+    path: String,
     baseline: Baseline,
     settings: Settings,
 }
 
 impl RunGate {
-    /// Resolves and reads the baseline: `arg`, or the spec's
-    /// `regression.baseline` when `arg` is empty.
-    pub fn prepare(spec: &Spec, arg: &Path) -> Result<RunGate> {
-        let path = baseline_path(Some(arg), &spec.regression);
-        let baseline = load_baseline(&path)?;
+    /// Resolves and reads the baseline (`arg`, or the spec's
+    /// `regression.baseline`; from git at `git_ref` when given) and the
+    /// rules to judge by.
+    pub fn prepare(
+        spec: &Spec,
+        spec_path: &Path,
+        arg: Option<&Path>,
+        git_ref: Option<&str>,
+        allow_unjudged: bool,
+    ) -> Result<RunGate> {
+        let (path, baseline) = load_baseline(spec_path, &spec.regression, arg, git_ref)?;
         warn_if_other_spec(&baseline, &path, &spec.name);
+        let settings = settings_for(&baseline, &spec.regression, allow_unjudged)?;
         Ok(RunGate {
             path,
             baseline,
-            settings: Settings::from_regression(&spec.regression),
+            settings,
         })
     }
 
@@ -132,7 +151,7 @@ impl RunGate {
         interrupt: Arc<Interrupt>,
     ) -> Result<Report> {
         let mut report = compare(&self.baseline, results, &self.settings);
-        report.baseline.path = self.path.display().to_string();
+        report.baseline.path = self.path.clone();
         report.results.path = crate::run::results_path(&opts.out_dir)
             .display()
             .to_string();
@@ -213,24 +232,93 @@ fn baseline_path(arg: Option<&Path>, regression: &Regression) -> PathBuf {
     }
 }
 
+/// The rules to judge by: the baseline's, unless it pins none (a version-1
+/// file); `allow_unjudged` from the command line adds to them.
+fn settings_for(baseline: &Baseline, spec: &Regression, allow_unjudged: bool) -> Result<Settings> {
+    let resolved = rules::resolve(baseline, spec).map_err(Error::Usage)?;
+    match resolved.source {
+        RulesSource::Spec => eprintln!(
+            "note: the baseline pins no rules (it predates them): judging by the spec's [regression] table; bless it again to pin them"
+        ),
+        RulesSource::Baseline if !resolved.changes.is_empty() => eprintln!(
+            "warning: the spec's [regression] rules differ from the baseline's; judging by the baseline's, and failing until the new rules are blessed:\n{}",
+            resolved
+                .changes
+                .iter()
+                .map(|c| format!("  {c}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+        RulesSource::Baseline => {}
+    }
+    let mut settings = Settings::from_rules(&resolved);
+    settings.allow_unjudged |= allow_unjudged;
+    Ok(settings)
+}
+
 /// Says so on stderr when the baseline was recorded for another spec (a
 /// renamed spec is fine; the wrong file usually is not).
-fn warn_if_other_spec(baseline: &Baseline, path: &Path, spec: &str) {
+fn warn_if_other_spec(baseline: &Baseline, path: &str, spec: &str) {
     if !baseline.points.is_empty() && baseline.spec != spec {
         eprintln!(
-            "warning: {} was recorded for spec \"{}\", these results come from \"{spec}\"",
-            path.display(),
+            "warning: {path} was recorded for spec \"{}\", these results come from \"{spec}\"",
             baseline.spec
         );
     }
 }
 
-fn load_baseline(path: &Path) -> Result<Baseline> {
-    if !path.exists() {
-        return Err(Error::Usage(format!(
-            "there is no baseline at {} yet\nhint: record one with `infer-bench bless RESULTS` (on the main branch) and commit it, or name another with --baseline",
-            path.display()
-        )));
-    }
-    Ok(Baseline::read(path)?)
+/// Reads the baseline, from the working tree or from git at `git_ref`;
+/// returns it with the name to show for it. At a revision, the baseline's
+/// path is the one the spec names *at that revision* (unless `arg` names
+/// one), so a pull request that points its spec elsewhere is still judged
+/// against the baseline of the revision.
+fn load_baseline(
+    spec_path: &Path,
+    spec: &Regression,
+    arg: Option<&Path>,
+    git_ref: Option<&str>,
+) -> Result<(String, Baseline)> {
+    let Some(rev) = git_ref else {
+        let path = baseline_path(arg, spec);
+        if !path.exists() {
+            return Err(Error::Usage(format!(
+                "there is no baseline at {} yet\nhint: record one with `infer-bench bless RESULTS` (on the main branch) and commit it, or name another with --baseline",
+                path.display()
+            )));
+        }
+        return Ok((path.display().to_string(), Baseline::read(&path)?));
+    };
+    let path = match arg.filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p.to_path_buf(),
+        None => match crate::git::show(rev, spec_path) {
+            Ok(text) => {
+                let named =
+                    spec::compile_regression(&format!("{rev}:{}", spec_path.display()), &text)
+                        .map_err(Error::Spec)?;
+                // The spec's path names the baseline relative to the
+                // working directory, as `baseline` in the spec does.
+                PathBuf::from(named.baseline)
+            }
+            Err(crate::git::GitError::Missing(_)) => {
+                eprintln!(
+                    "note: {} is not in {rev}: the baseline is the one this spec names",
+                    spec_path.display()
+                );
+                PathBuf::from(&spec.baseline)
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let shown = format!("{rev}:{}", path.display());
+    let text = crate::git::show(rev, &path).map_err(|e| match e {
+        crate::git::GitError::Missing(_) => Error::Usage(format!(
+            "there is no baseline at {shown}\nhint: bless one on that branch and commit it (a shallow checkout may lack {rev}: `git fetch origin <branch>` first)"
+        )),
+        other => other.into(),
+    })?;
+    let baseline = Baseline::parse(&text).map_err(|message| Error::Format {
+        path: PathBuf::from(&shown),
+        message,
+    })?;
+    Ok((shown, baseline))
 }

@@ -2,7 +2,8 @@
 //! servers. Data flows one way: spec -> plan -> run -> results -> judge /
 //! export, one crate per stage (docs/architecture.md draws the graph). This
 //! crate is the command line and its wiring: `cli` defines the commands,
-//! `app` runs them through the stages, `gate` is `run --baseline`,
+//! `app` runs them through the stages, `gate` is `run --baseline`, `git`
+//! reads a baseline at a revision,
 //! `selfbench` measures the client's own cost, `error` maps outcomes to exit
 //! codes. The stages are re-exported under their old module names so that
 //! tests and scripts have one path to each.
@@ -11,6 +12,7 @@ pub mod app;
 pub mod cli;
 pub mod error;
 pub mod gate;
+pub mod git;
 pub mod selfbench;
 
 pub use infer_bench_engine::{backend, cost, insight, merge, run, telemetry};

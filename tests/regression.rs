@@ -824,3 +824,168 @@ fn false_alarm_measurement_end_to_end() {
     report(&by_runs, &within, confirmed);
     assert_eq!(by_runs.regressed, 0, "{by_runs:?}");
 }
+
+// ---------------------------------------------------------------------------
+// The rules are the baseline's: what a pull request can and cannot change.
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `judge-base.toml` made 2x slower, as a pull request that also tries to
+/// get away with it would write it: every noise band 1000%, `min_runs`
+/// beyond its runs, unjudged points allowed, and (with `own`) its own
+/// baseline file.
+fn loosened_spec(own: bool) -> String {
+    let base = std::fs::read_to_string(spec("judge-base.toml")).unwrap();
+    let slower = base.replace("noise = 0.0", "noise = 0.0\nslowdown = 2.0");
+    let (head, _) = slower.split_once("[regression]").unwrap();
+    format!(
+        "{head}[regression]\n{}min_runs = 10\nallow_unjudged = true\nmetrics = [\n  {{ metric = \"tpot\", stat = \"p50\", noise = \"1000%\" }},\n  {{ metric = \"ttft\", stat = \"p50\", noise = \"1000%\" }},\n]\n",
+        if own {
+            "baseline = \"baselines/mine.json\"\n"
+        } else {
+            ""
+        }
+    )
+}
+
+/// main blesses the spec and commits spec and baseline; a pull request
+/// makes the server 2x slower and loosens the rules. The baseline's pinned
+/// rules judge: REGRESSED (exit 1), with the changed rules listed, by the
+/// bare `--baseline` and by `--baseline-ref`. A pull request that points
+/// its spec at a baseline of its own is still judged against main's with
+/// `--baseline-ref` (its file does not exist there); without it, the pull
+/// request controls the baseline, which is why the recipe uses the ref.
+#[test]
+fn a_pull_request_cannot_loosen_the_rules_or_swap_the_baseline() {
+    let dir = workdir("pr-rules");
+    git(&dir, &["init", "-q"]);
+    std::fs::copy(spec("judge-base.toml"), dir.join("spec.toml")).unwrap();
+    {
+        let _m = machine();
+        let run = ib(&dir, &["run", "spec.toml", "--out", "main-run"]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    }
+    let bless = ib(&dir, &["bless", "main-run"]);
+    assert_eq!(bless.code, 0, "{}", bless.stderr);
+    let pinned: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("baselines/judge-e2e.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(pinned["version"], 2);
+    assert_eq!(pinned["rules"]["min_runs"], 3);
+    assert!(
+        pinned["spec_sha256"]
+            .as_str()
+            .is_some_and(|s| s.len() == 64)
+    );
+    git(&dir, &["add", "spec.toml", "baselines"]);
+    git(&dir, &["commit", "-qm", "main"]);
+
+    // The pull request: slower, looser.
+    std::fs::write(dir.join("spec.toml"), loosened_spec(false)).unwrap();
+    let pr = {
+        let _m = machine();
+        ib(
+            &dir,
+            &[
+                "run",
+                "spec.toml",
+                "--baseline",
+                "--out",
+                "pr",
+                "--format",
+                "json",
+            ],
+        )
+    };
+    assert_eq!(pr.code, 1, "{}\n{}", pr.stdout, pr.stderr);
+    let report = pr.json();
+    assert_eq!(report["rules"], "baseline");
+    let changes: Vec<String> = report["rules_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{}: {} -> {}", c["key"], c["baseline"], c["new"]))
+        .collect();
+    for want in [
+        "\"min_runs\": \"3\" -> \"10\"",
+        "\"tpot p50 noise\": \"5%\" -> \"1000%\"",
+        "\"allow_unjudged\": \"false\" -> \"true\"",
+    ] {
+        assert!(
+            changes.iter().any(|c| c == want),
+            "{want} not in {changes:?}"
+        );
+    }
+    assert!(
+        pr.stderr.contains("rules differ from the baseline's"),
+        "{}",
+        pr.stderr
+    );
+    let g = gates(&report);
+    assert_eq!(decision(&g, "tpot p50"), "REGRESSED", "{}", pr.stdout);
+    // The same results, judged against main's baseline from git.
+    let diff = ib(
+        &dir,
+        &["diff", "pr", "--baseline-ref", "HEAD", "--format", "json"],
+    );
+    assert_eq!(diff.code, 1, "{}\n{}", diff.stdout, diff.stderr);
+    assert!(
+        diff.json()["baseline"]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("HEAD:")
+    );
+
+    // Its own baseline, blessed from its own slow run.
+    let own = ib(&dir, &["bless", "pr", "--baseline", "baselines/mine.json"]);
+    assert_eq!(own.code, 0, "{}", own.stderr);
+    let mine = ib(&dir, &["diff", "pr", "--baseline", "baselines/mine.json"]);
+    assert_eq!(
+        mine.code, 0,
+        "the working tree is the pull request's: {}",
+        mine.stdout
+    );
+    let refused = ib(
+        &dir,
+        &[
+            "diff",
+            "pr",
+            "--baseline",
+            "baselines/mine.json",
+            "--baseline-ref",
+            "HEAD",
+        ],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("no baseline at HEAD:baselines/mine.json"),
+        "{}",
+        refused.stderr
+    );
+    // Its spec names its own baseline: at the ref, main's spec names main's.
+    std::fs::write(dir.join("spec.toml"), loosened_spec(true)).unwrap();
+    let swapped = {
+        let _m = machine();
+        ib(
+            &dir,
+            &["run", "spec.toml", "--baseline-ref", "HEAD", "--out", "pr2"],
+        )
+    };
+    assert_eq!(swapped.code, 1, "{}\n{}", swapped.stdout, swapped.stderr);
+    assert!(swapped.stdout.contains("REGRESSED"), "{}", swapped.stdout);
+}

@@ -331,7 +331,7 @@ mod tests {
                 .unwrap_err()
                 .contains("not an infer-bench baseline")
         );
-        let newer = text.replace("\"version\": 1\n", "\"version\": 99\n");
+        let newer = text.replace("\"version\": 2\n", "\"version\": 99\n");
         assert!(
             Baseline::parse(&newer)
                 .unwrap_err()

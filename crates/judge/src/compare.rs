@@ -32,6 +32,7 @@ use serde::Serialize;
 
 use super::baseline::{Baseline, BaselinePoint};
 use super::fingerprint::{Mismatch, mismatches, point_environment};
+use super::rules::{Rules, RulesSource};
 use super::stats::{self, Judgement, Verdict};
 use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
@@ -57,9 +58,16 @@ pub struct Settings {
     pub on_env_mismatch: OnEnvMismatch,
     /// Confirmation re-runs of a REGRESSED point (`run --baseline` only).
     pub confirm: u32,
+    /// Points that could not be judged pass instead of failing (exit 4).
+    pub allow_unjudged: bool,
+    /// Where these rules came from.
+    pub source: RulesSource,
+    /// Settings the new results' spec changes against the pinned rules.
+    pub changes: Vec<Mismatch>,
 }
 
 impl Settings {
+    /// The rules of a spec, taken as they are (no baseline pins any).
     pub fn from_regression(r: &Regression) -> Settings {
         Settings {
             gates: r.gates.clone(),
@@ -67,6 +75,18 @@ impl Settings {
             min_runs: r.min_runs.max(1),
             on_env_mismatch: r.on_env_mismatch,
             confirm: r.confirm,
+            allow_unjudged: r.allow_unjudged,
+            source: RulesSource::Spec,
+            changes: Vec::new(),
+        }
+    }
+
+    /// The rules resolved against a baseline (see [`crate::rules`]).
+    pub fn from_rules(r: &Rules) -> Settings {
+        Settings {
+            source: r.source,
+            changes: r.changes.clone(),
+            ..Settings::from_regression(&r.regression)
         }
     }
 }
@@ -190,8 +210,8 @@ pub struct GateReport {
     pub change_low: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_high: Option<f64>,
-    /// The noise band: the larger of the gate's `noise` and twice the
-    /// baseline's spread (see `scale`).
+    /// The noise band: the gate's `noise`, widened to twice the spread
+    /// between the baseline's runs for within-run evidence (see `scale`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noise_band: Option<f64>,
     /// Coverage of the interval the samples achieved.
@@ -207,6 +227,36 @@ pub struct GateReport {
     /// Decisions of the confirmation re-runs of a REGRESSED gate.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub confirmations: Vec<Decision>,
+    /// Why an INSUFFICIENT gate lacked data.
+    #[serde(skip)]
+    pub shortfall: Option<Shortfall>,
+}
+
+/// Why a gate had too little to judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shortfall {
+    /// Fewer replicates than `min_runs` on a side.
+    FewReplicates,
+    /// A side has no value of the statistic (no run, or no window).
+    NoValue,
+    /// Values of zero or below, which have no ratio.
+    NotPositive,
+}
+
+/// Why a point could not be judged, and the one setting that fixes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unjudged {
+    /// The kind of reason, the same words for every point it applies to
+    /// (what the Markdown verdict groups by).
+    pub reason: String,
+    /// This point's particulars.
+    pub detail: String,
+    /// What to change so it can be judged.
+    pub fix: String,
+    /// Whether it fails the check (exit 4) without `--strict`: false for
+    /// INCONCLUSIVE and for INCOMPARABLE under `on_env_mismatch =
+    /// "advisory"`, and for everything when the rules allow the unjudged.
+    pub blocking: bool,
 }
 
 /// Everything the report says about one point.
@@ -241,6 +291,13 @@ pub struct PointReport {
     /// Spec drift: unified diff of the measured configurations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<String>,
+    /// Spec drift: the settings that changed, one per line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift_changes: Vec<Mismatch>,
+    /// A baseline point that was selected but has no result (it did not
+    /// finish): it could not be judged.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// The new point's SLOs, as judged during the run.
@@ -251,6 +308,9 @@ pub struct PointReport {
     /// The new point's telemetry, as the results hold it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<serde_json::Value>,
+    /// Why the point could not be judged (set by [`Report::finish`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unjudged: Option<Unjudged>,
 }
 
 impl PointReport {
@@ -278,15 +338,129 @@ impl PointReport {
     }
 
     /// Whether something about this point could not be judged (what
-    /// `--strict` fails on): an unjudged decision, drift, or an INVALID new
-    /// point.
+    /// `--strict` fails on): an unjudged decision, drift, a missing point
+    /// or an INVALID new point.
     pub fn unjudged(&self) -> bool {
-        if self.skipped {
-            return false;
+        self.unjudged.is_some()
+    }
+
+    /// Why this point could not be judged, if it could not; `None` for a
+    /// judged point, a new or dropped one, one left out, and one that could
+    /// not be measured (that is an infrastructure failure, exit 3).
+    fn why_unjudged(&self, settings: &Report) -> Option<Unjudged> {
+        if self.skipped || self.failed {
+            return None;
         }
-        self.decision.is_some_and(Decision::is_unjudged)
-            || self.matched == Match::Drift
-            || !self.valid
+        let blocking = !settings.allow_unjudged;
+        let it = |reason: &str, detail: String, fix: &str, blocking: bool| Unjudged {
+            reason: reason.into(),
+            detail,
+            fix: fix.into(),
+            blocking,
+        };
+        if self.missing {
+            return Some(it(
+                "selected, but did not finish",
+                self.notes.join("; "),
+                "run it again",
+                blocking,
+            ));
+        }
+        if !self.valid {
+            let detail = self.notes.first().cloned().unwrap_or_default();
+            let (reason, fix) = invalid_fix(&detail);
+            return Some(it(reason, detail, fix, blocking));
+        }
+        if self.matched == Match::Drift {
+            let detail = self
+                .drift_changes
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Some(it(
+                "its configuration changed since the baseline",
+                detail,
+                "bless it on the main branch once the change is meant (`infer-bench bless RESULTS --points SLUG`)",
+                blocking,
+            ));
+        }
+        if self.matched != Match::Compared {
+            return None;
+        }
+        match self.decision? {
+            Decision::Incomparable => {
+                let keys = self
+                    .env_mismatch
+                    .iter()
+                    .map(|m| m.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let advisory = settings.on_env_mismatch == OnEnvMismatch::Advisory;
+                Some(it(
+                    "the environment differs from the baseline's",
+                    keys,
+                    "run on the machine class the baseline was recorded on, or bless a baseline recorded on this one",
+                    blocking && !advisory,
+                ))
+            }
+            Decision::Insufficient => {
+                let gate = self
+                    .gates
+                    .iter()
+                    .find(|g| g.decision == Decision::Insufficient)?;
+                let detail = format!("{}: {}", gate.label, gate.note.as_deref().unwrap_or(""));
+                let (reason, fix) = match gate.shortfall {
+                    Some(Shortfall::FewReplicates) if gate.within_run => (
+                        "too few windows for a verdict (a side has one run)",
+                        format!(
+                            "`[load] runs = {}` (or more), so runs are compared rather than windows",
+                            settings.min_runs.max(2)
+                        ),
+                    ),
+                    Some(Shortfall::FewReplicates) => (
+                        "fewer runs than min_runs",
+                        format!("`[load] runs = {}` (or more)", settings.min_runs),
+                    ),
+                    Some(Shortfall::NotPositive) => (
+                        "the metric has no positive value to compare",
+                        "leave the gate out of `[regression] metrics`".to_string(),
+                    ),
+                    Some(Shortfall::NoValue) | None if gate.within_run => (
+                        "no window of the run has a value",
+                        format!(
+                            "`[load] runs = {}` (or more), or a `[load] window` shorter than the measurement",
+                            settings.min_runs.max(2)
+                        ),
+                    ),
+                    Some(Shortfall::NoValue) | None => (
+                        "a run has no value of the statistic",
+                        "more requests per run (`[load] duration`)".to_string(),
+                    ),
+                };
+                Some(Unjudged {
+                    reason: reason.into(),
+                    detail,
+                    fix,
+                    blocking,
+                })
+            }
+            Decision::Inconclusive => {
+                let labels: Vec<&str> = self
+                    .gates
+                    .iter()
+                    .filter(|g| g.decision == Decision::Inconclusive)
+                    .map(|g| g.label.as_str())
+                    .collect();
+                Some(it(
+                    "the interval straddles the noise band",
+                    labels.join(", "),
+                    "more runs (`[load] runs`)",
+                    false,
+                ))
+            }
+            _ => None,
+        }
     }
 
     fn recompute(&mut self) {
@@ -342,7 +516,16 @@ pub struct Report {
     pub min_runs: u32,
     pub on_env_mismatch: OnEnvMismatch,
     pub confirm: u32,
-    /// Whether the exit code treats what could not be judged as failure.
+    /// Points that could not be judged pass instead of failing.
+    pub allow_unjudged: bool,
+    /// Where the rules came from: the baseline (pinned when blessed) or,
+    /// for a baseline that pins none, the new results' spec.
+    pub rules: RulesSource,
+    /// Settings the new results' spec changes against the pinned rules:
+    /// the check fails (exit 4) until they are blessed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules_changes: Vec<Mismatch>,
+    /// Whether the exit code treats INCONCLUSIVE as failure too.
     pub strict: bool,
     /// The exit code of this judgement (see `error.rs`).
     pub exit_code: u8,
@@ -362,6 +545,7 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
                 let mut r = unmatched(p, Match::Drift);
                 r.baseline_id = Some(bid.clone());
                 r.drift = Some(super::drift::config_diff(bid, &b.config, &p.id, &p.config));
+                r.drift_changes = super::drift::config_changes(&b.config, &p.config);
                 r
             }
             Some((bid, b)) => compared(bid, b, p, baseline, results, settings),
@@ -390,6 +574,8 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
             env_mismatch: Vec::new(),
             fact_changes: Vec::new(),
             drift: None,
+            drift_changes: Vec::new(),
+            missing: pending,
             notes: vec![if pending {
                 "selected but did not finish in these results".into()
             } else {
@@ -398,6 +584,7 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
             slo: Vec::new(),
             slo_pass: None,
             telemetry: None,
+            unjudged: None,
         });
     }
     let mut report = Report {
@@ -416,6 +603,9 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
         min_runs: settings.min_runs,
         on_env_mismatch: settings.on_env_mismatch,
         confirm: settings.confirm,
+        allow_unjudged: settings.allow_unjudged,
+        rules: settings.source,
+        rules_changes: settings.changes.clone(),
         strict: false,
         exit_code: EXIT_OK,
         counts: Counts::default(),
@@ -425,14 +615,70 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
     report
 }
 
+/// The kind of reason an INVALID point gives, and the setting that fixes it.
+fn invalid_fix(reason: &str) -> (&'static str, &'static str) {
+    if reason.contains("dispatch lag") {
+        (
+            "INVALID: the client fell behind its schedule",
+            "a less busy machine, or a larger `[validity] max_dispatch_lag_p99`",
+        )
+    } else if reason.contains("measurement window") {
+        (
+            "INVALID: the measurement window is too short",
+            "a longer `[load] duration` (or a smaller `[validity] min_duration`)",
+        )
+    } else if reason.contains("requests measured") {
+        (
+            "INVALID: too few requests",
+            "a longer `[load] duration` (or a smaller `[validity] min_requests`)",
+        )
+    } else if reason.contains("offered") {
+        (
+            "INVALID: requests were not sent at the offered rate",
+            "a less busy machine, or a larger `[validity] max_rate_gap`",
+        )
+    } else if reason.contains("did not finish") {
+        (
+            "INVALID: requests did not finish",
+            "longer `[load] timeouts`, or a server that answers",
+        )
+    } else if reason.contains("samples") {
+        (
+            "INVALID: too few samples for a percentile SLO",
+            "a longer `[load] duration`, so each percentile has the samples it needs",
+        )
+    } else {
+        (
+            "INVALID",
+            "fix what the reason names (`[validity]` sets the limits)",
+        )
+    }
+}
+
 impl Report {
     /// Sorts the points, recounts, and sets the exit code for `strict`.
     pub fn finish(&mut self, strict: bool) {
         self.points
             .sort_by(|a, b| (a.order(), &a.slug).cmp(&(b.order(), &b.slug)));
         self.strict = strict;
+        for i in 0..self.points.len() {
+            let why = self.points[i].why_unjudged(self);
+            self.points[i].unjudged = why;
+        }
         self.counts = self.count();
         self.exit_code = self.compute_exit_code(strict);
+    }
+
+    /// Whether no point was compared with data on both sides (every point
+    /// is new, dropped, drifted, left out or INSUFFICIENT): nothing was
+    /// judged.
+    pub fn nothing_judged(&self) -> bool {
+        !self.points.iter().any(|p| {
+            p.matched == Match::Compared
+                && !p.skipped
+                && !p.failed
+                && p.decision.is_some_and(|d| d != Decision::Insufficient)
+        })
     }
 
     fn count(&self) -> Counts {
@@ -465,12 +711,18 @@ impl Report {
         c
     }
 
-    /// 3 if a point could not be measured; 1 for a (confirmed) regression,
-    /// a failed SLO, or an environment mismatch under
-    /// `on_env_mismatch = "fail"`; with `strict`, 4 if something could not
-    /// be judged; else 0.
+    /// 3 if a point could not be measured (or no request of it
+    /// succeeded); 1 for a (confirmed) regression, a failed SLO, or an
+    /// environment mismatch under `on_env_mismatch = "fail"`; 4 if the
+    /// spec's rules differ from the baseline's, if a point could not be
+    /// judged (unless the rules allow it), or if nothing at all was judged;
+    /// with `strict`, 4 for anything not judged (INCONCLUSIVE too); else 0.
     fn compute_exit_code(&self, strict: bool) -> u8 {
         let c = &self.counts;
+        let blocking = self
+            .points
+            .iter()
+            .any(|p| p.unjudged.as_ref().is_some_and(|u| u.blocking));
         if c.failed > 0 {
             EXIT_INFRA
         } else if c.regressed > 0
@@ -478,7 +730,11 @@ impl Report {
             || (self.on_env_mismatch == OnEnvMismatch::Fail && c.incomparable > 0)
         {
             EXIT_FAILED
-        } else if strict && self.points.iter().any(PointReport::unjudged) {
+        } else if !self.rules_changes.is_empty()
+            || blocking
+            || (self.nothing_judged() && !self.allow_unjudged)
+            || (strict && self.points.iter().any(PointReport::unjudged))
+        {
             EXIT_UNJUDGED
         } else {
             EXIT_OK
@@ -528,6 +784,25 @@ impl Report {
     }
 }
 
+/// Why a point of the results could not be measured: it failed, or not one
+/// of its requests succeeded (a server refusing every request is an
+/// infrastructure failure, whatever the spec's SLOs say).
+fn unmeasured(p: &PointResult) -> Option<String> {
+    if p.status == PointStatus::Failed {
+        Some(format!(
+            "the point could not be measured: {}",
+            p.failure.as_deref().unwrap_or("see the results")
+        ))
+    } else if p.merged.requests.succeeded == 0 {
+        Some(format!(
+            "no request succeeded ({} failed): see the failure classes in the results",
+            p.merged.requests.failed
+        ))
+    } else {
+        None
+    }
+}
+
 /// A point of the results with nothing to compare against (new or drift).
 fn unmatched(p: &PointResult, matched: Match) -> PointReport {
     PointReport {
@@ -538,19 +813,25 @@ fn unmatched(p: &PointResult, matched: Match) -> PointReport {
         decision: None,
         within_run: false,
         skipped: false,
-        failed: p.status == PointStatus::Failed,
+        failed: unmeasured(p).is_some(),
         valid: p.valid,
         gates: Vec::new(),
         env_mismatch: Vec::new(),
         fact_changes: Vec::new(),
         drift: None,
-        notes: p.invalid_reasons.clone(),
+        drift_changes: Vec::new(),
+        missing: false,
+        notes: unmeasured(p)
+            .into_iter()
+            .chain(p.invalid_reasons.iter().cloned())
+            .collect(),
         slo: p.slo.clone(),
         slo_pass: p.slo_pass,
         telemetry: p
             .telemetry
             .as_ref()
             .and_then(|t| serde_json::to_value(t).ok()),
+        unjudged: None,
     }
 }
 
@@ -572,12 +853,9 @@ fn compared(
         });
     }
     let fact_changes = changed_facts(&b.environment, &new_env);
-    let failed = p.status == PointStatus::Failed;
-    let problem = if failed {
-        Some(format!(
-            "the point could not be measured: {}",
-            p.failure.as_deref().unwrap_or("see the results")
-        ))
+    let failed = unmeasured(p);
+    let problem = if let Some(why) = &failed {
+        Some(why.clone())
     } else if !p.valid {
         Some(format!(
             "the new point is INVALID: {}",
@@ -633,12 +911,14 @@ fn compared(
         decision: None,
         within_run,
         skipped: incomparable && settings.on_env_mismatch == OnEnvMismatch::Skip,
-        failed,
+        failed: failed.is_some(),
         valid: p.valid,
         gates,
         env_mismatch,
         fact_changes,
         drift: None,
+        drift_changes: Vec::new(),
+        missing: false,
         notes,
         slo: p.slo.clone(),
         slo_pass: p.slo_pass,
@@ -646,6 +926,7 @@ fn compared(
             .telemetry
             .as_ref()
             .and_then(|t| serde_json::to_value(t).ok()),
+        unjudged: None,
     };
     report.recompute();
     report
@@ -699,6 +980,7 @@ fn judge_gate(
         within_run: sides.within_run,
         note: None,
         confirmations: Vec::new(),
+        shortfall: None,
     };
     if let Some(problem) = problem {
         report.note = Some(problem.to_string());
@@ -710,10 +992,12 @@ fn judge_gate(
         (Ok(b), Ok(n)) => (b, n),
         (Err(e), _) => {
             report.note = Some(format!("baseline: {e}"));
+            report.shortfall = Some(Shortfall::NoValue);
             return report;
         }
         (_, Err(e)) => {
             report.note = Some(format!("new results: {e}"));
+            report.shortfall = Some(Shortfall::NoValue);
             return report;
         }
     };
@@ -766,6 +1050,7 @@ fn judge_gate(
             "{} baseline and {} new {unit}; min_runs asks for {min} a side",
             report.m, report.n
         ));
+        report.shortfall = Some(Shortfall::FewReplicates);
     } else if let Some(j) = j {
         report.decision = j.verdict.into();
         if report.decision == Decision::Inconclusive {
@@ -778,6 +1063,7 @@ fn judge_gate(
             "values that are zero or negative have no ratio to compare (the metric may not apply here)"
                 .into(),
         );
+        report.shortfall = Some(Shortfall::NotPositive);
     }
     report
 }
@@ -953,7 +1239,10 @@ mod tests {
                 .contains("3 baseline and 2 new runs"),
             "{t:?}"
         );
-        assert_eq!(r.exit_code, EXIT_OK);
+        assert_eq!(r.exit_code, EXIT_UNJUDGED);
+        let u = r.points[0].unjudged.as_ref().unwrap();
+        assert_eq!(u.reason, "fewer runs than min_runs");
+        assert_eq!(u.fix, "`[load] runs = 3` (or more)");
     }
 
     /// One run a side: the windows are the replicates. Baseline windows 100
@@ -1016,6 +1305,14 @@ mod tests {
                 .unwrap()
                 .contains("INVALID: no request succeeded")
         );
+        // What could not be judged fails the check, unless the rules
+        // allow it.
+        assert_eq!(r.exit_code, EXIT_UNJUDGED);
+        let u = r.points[0].unjudged.as_ref().unwrap();
+        assert!(u.blocking && u.reason.starts_with("INVALID"), "{u:?}");
+        let mut allow = settings(&spec);
+        allow.allow_unjudged = true;
+        let r = compare(&b, &results(vec![p.clone()]), &allow);
         assert_eq!(r.exit_code, EXIT_OK);
         p.status = PointStatus::Failed;
         p.failure = Some("the target is unreachable".into());
@@ -1030,9 +1327,11 @@ mod tests {
     #[test]
     fn another_gpu_is_incomparable() {
         for (mode, code, strict_code, skipped) in [
+            ("unjudged", EXIT_UNJUDGED, EXIT_UNJUDGED, false),
             ("advisory", EXIT_OK, EXIT_UNJUDGED, false),
             ("fail", EXIT_FAILED, EXIT_FAILED, false),
-            ("skip", EXIT_OK, EXIT_OK, true),
+            // Its only point left out, the comparison judged nothing.
+            ("skip", EXIT_UNJUDGED, EXIT_UNJUDGED, true),
         ] {
             let (spec, plan) = plan(16, &format!("{GATES}on_env_mismatch = \"{mode}\"\n"));
             let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
@@ -1063,6 +1362,31 @@ mod tests {
         }
     }
 
+    /// A simulated point compares across client machines of one runner
+    /// class whatever real GPUs they hold: those are facts, not identity.
+    #[test]
+    fn a_simulated_point_ignores_the_host_s_real_gpus() {
+        let (spec, plan) = plan(16, GATES);
+        let mut base = results(vec![point(&plan, &[100.0; 3], &[])]);
+        base.environment
+            .identity
+            .insert("gpu_model".into(), "none".into());
+        let b = baseline_of(&base);
+        let mut new = results(vec![point(&plan, &[100.0; 3], &[])]);
+        new.environment
+            .identity
+            .insert("gpu_model".into(), "NVIDIA H200".into());
+        let r = compare(&b, &new, &settings(&spec));
+        assert!(r.points[0].env_mismatch.is_empty(), "{:?}", r.points[0]);
+        assert_eq!(r.points[0].decision, Some(Decision::Unchanged));
+        assert!(
+            r.points[0]
+                .fact_changes
+                .iter()
+                .any(|m| m.key == "host_gpu_model" && m.new == "NVIDIA H200")
+        );
+    }
+
     #[test]
     fn a_changed_configuration_is_drift_with_a_diff() {
         let (spec, plan16) = plan(16, GATES);
@@ -1086,32 +1410,130 @@ mod tests {
         );
         assert!(diff.starts_with("--- baseline "), "{diff}");
         assert_eq!(r.counts.drift, 1);
-        assert_eq!(r.exit_code, EXIT_OK);
-        r.finish(true);
         assert_eq!(
-            r.exit_code, EXIT_UNJUDGED,
-            "drift is unjudged under --strict"
+            p.drift_changes,
+            vec![Mismatch {
+                key: "workload.output_tokens".into(),
+                baseline: "fixed(16)".into(),
+                new: "fixed(24)".into()
+            }]
+        );
+        assert_eq!(r.exit_code, EXIT_UNJUDGED, "drift is not judged");
+        assert!(
+            r.points[0]
+                .unjudged
+                .as_ref()
+                .is_some_and(|u| u.detail == "workload.output_tokens: fixed(16) -> fixed(24)")
         );
     }
 
     #[test]
     fn new_and_dropped_points_are_listed_not_failed() {
         let (spec, plan) = plan(16, GATES);
+        let kept = point(&plan, &[100.0; 3], &[]);
         let mut old = point(&plan, &[100.0; 3], &[]);
         old.slug = "gone".into();
         old.id = "gone-00000000".into();
-        let b = baseline_of(&results(vec![old]));
-        let mut r = compare(
-            &b,
-            &results(vec![point(&plan, &[100.0; 3], &[])]),
-            &settings(&spec),
-        );
+        let mut fresh = point(&plan, &[100.0; 3], &[]);
+        fresh.slug = "fresh".into();
+        fresh.id = "fresh-00000000".into();
+        let b = baseline_of(&results(vec![old, kept.clone()]));
+        let mut r = compare(&b, &results(vec![kept, fresh]), &settings(&spec));
         let kinds: Vec<Match> = r.points.iter().map(|p| p.matched).collect();
-        assert_eq!(kinds, vec![Match::New, Match::Dropped]);
+        assert_eq!(kinds, vec![Match::New, Match::Dropped, Match::Compared]);
         assert_eq!((r.counts.new, r.counts.dropped), (1, 1));
         assert_eq!(r.exit_code, EXIT_OK);
         r.finish(true);
         assert_eq!(r.exit_code, EXIT_OK, "new and dropped are never failures");
+    }
+
+    /// Results whose points are all new, or all left out, judged nothing:
+    /// that is not a pass.
+    #[test]
+    fn judging_nothing_is_not_a_pass() {
+        let (spec, plan) = plan(16, GATES);
+        let mut old = point(&plan, &[100.0; 3], &[]);
+        old.slug = "gone".into();
+        old.id = "gone-00000000".into();
+        let b = baseline_of(&results(vec![old]));
+        let r = compare(
+            &b,
+            &results(vec![point(&plan, &[100.0; 3], &[])]),
+            &settings(&spec),
+        );
+        assert!(r.nothing_judged());
+        assert_eq!(r.exit_code, EXIT_UNJUDGED);
+    }
+
+    /// A selected baseline point that did not finish is missing, and
+    /// missing is not passed.
+    #[test]
+    fn a_selected_point_that_did_not_finish_is_missing() {
+        let (spec, plan) = plan(16, GATES);
+        let kept = point(&plan, &[100.0; 3], &[]);
+        let mut old = point(&plan, &[100.0; 3], &[]);
+        old.slug = "late".into();
+        old.id = "late-00000000".into();
+        let b = baseline_of(&results(vec![old, kept.clone()]));
+        let mut res = results(vec![kept]);
+        res.pending = vec!["late-00000000".into()];
+        let r = compare(&b, &res, &settings(&spec));
+        let late = r.points.iter().find(|p| p.slug == "late").unwrap();
+        assert!(late.missing);
+        assert_eq!(
+            late.unjudged.as_ref().unwrap().reason,
+            "selected, but did not finish"
+        );
+        assert_eq!(r.exit_code, EXIT_UNJUDGED);
+    }
+
+    /// A point none of whose requests succeeded could not be measured,
+    /// whatever its SLOs say: exit 3.
+    #[test]
+    fn a_point_where_every_request_failed_is_an_infrastructure_failure() {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+        let mut p = point(&plan, &[100.0; 3], &[]);
+        p.merged.requests.failed = p.merged.requests.succeeded + 32;
+        p.merged.requests.succeeded = 0;
+        let r = compare(&b, &results(vec![p]), &settings(&spec));
+        assert!(r.points[0].failed);
+        let note = gate(&r, "tpot p50").note.clone().unwrap_or_default();
+        assert!(note.contains("no request succeeded"), "{note}");
+        assert_eq!(r.exit_code, EXIT_INFRA);
+    }
+
+    /// Rules a baseline pins judge; the spec's differing rules are listed
+    /// and fail the check (exit 4) even when nothing regressed.
+    #[test]
+    fn changed_rules_fail_until_blessed() {
+        let (spec, plan) = plan(16, GATES);
+        let mut b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+        crate::rules::pin(&mut b, &spec.regression, "sha");
+        let mut wide = spec.regression.clone();
+        for g in &mut wide.gates {
+            g.noise = infer_bench_spec::Percent::new(1000.0).unwrap();
+        }
+        let rules = crate::rules::resolve(&b, &wide).unwrap();
+        let settings = Settings::from_rules(&rules);
+        assert_eq!(settings.gates, spec.regression.gates);
+        let same = compare(
+            &b,
+            &results(vec![point(&plan, &[100.0; 3], &[])]),
+            &settings,
+        );
+        assert_eq!(same.rules, RulesSource::Baseline);
+        assert!(!same.rules_changes.is_empty());
+        assert_eq!(same.exit_code, EXIT_UNJUDGED);
+        // A 2x slowdown is REGRESSED by the pinned 5% band, not hidden by
+        // the pull request's 1000%.
+        let slow = compare(
+            &b,
+            &results(vec![point(&plan, &[200.0; 3], &[])]),
+            &settings,
+        );
+        assert_eq!(gate(&slow, "tpot p50").decision, Decision::Regressed);
+        assert_eq!(slow.exit_code, EXIT_FAILED);
     }
 
     #[test]

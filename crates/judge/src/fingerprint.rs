@@ -8,6 +8,9 @@
 //! fact) and, for simulator targets, the simulated GPU and GPU count, which
 //! decide the simulated speed but are left out of the point's hash on
 //! purpose (see `plan::UNHASHED`): hardware is the fingerprint's business.
+//! A simulated point is fingerprinted by its modelled hardware and the
+//! runner class (`client_class`: architecture and CPU count) only; the
+//! client machine's real GPUs are kept as facts.
 //!
 //! Identity keys must be equal for a comparison; facts are only shown. A
 //! key present on one side only (a baseline written by an older version,
@@ -37,11 +40,23 @@ pub fn point_environment(global: &Environment, p: &PointResult) -> Environment {
         }
     }
     if let Some(sim) = &p.config.target.sim {
+        // A simulated target's speed is its modelled hardware's and the
+        // runner's, not the GPUs that happen to sit in the client machine:
+        // those become facts, so a baseline recorded on a laptop compares
+        // with CI on the same runner class.
+        for key in REAL_GPU_KEYS {
+            if let Some(v) = env.identity.remove(*key) {
+                env.facts.insert(format!("host_{key}"), v);
+            }
+        }
         env.identity.insert("sim_gpu".into(), sim.gpu.clone());
         env.identity.insert("sim_gpus".into(), sim.gpus.to_string());
     }
     env
 }
+
+/// The identity keys that describe the client machine's real GPUs.
+const REAL_GPU_KEYS: &[&str] = &["gpu_model", "gpu_count", "driver_major", "cuda_major"];
 
 /// The compatibility-defining part of a version: its major number, or
 /// `0.minor` before 1.0, where minors break things (vLLM 0.6 and 0.7 are

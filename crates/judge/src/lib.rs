@@ -12,6 +12,7 @@
 //! - [`fingerprint`]: a point's environment fingerprint and which of its
 //!   keys must match.
 //! - [`drift`]: the text diff shown when a point's configuration changed.
+//! - [`rules`]: the judging rules a baseline pins, and how a spec's differ.
 //! - [`compare`]: the decisions, as a plain-data [`compare::Report`] that
 //!   the exporters render.
 //! - [`power`]: the power study of the gate (how often a real slowdown is
@@ -23,6 +24,7 @@ pub mod compare;
 pub mod drift;
 pub mod exit;
 pub mod fingerprint;
+pub mod rules;
 #[cfg(any(test, feature = "test-fixtures"))]
 pub mod fixtures;
 pub mod power;

@@ -1,10 +1,15 @@
 //! The baseline file: what `bless` writes and `diff` reads. A versioned,
-//! committed JSON file (`format: "infer-bench-baseline"`, `version: 1`,
+//! committed JSON file (`format: "infer-bench-baseline"`, `version: 2`,
 //! schema in `schemas/baseline.schema.json`) holding, per point ID, the
 //! point's resolved configuration, its environment fingerprint, the
 //! statistics of each run (with the run's windows, which stand in for runs
 //! when a side has only one) and the merged HDR histograms, so any
 //! percentile can be recomputed later.
+//!
+//! Version 2 adds the judging rules (`rules`: the `[regression]` table the
+//! baseline was blessed with, which a comparison uses instead of whatever
+//! the new results' spec says) and the blessed spec's SHA-256. Version 1
+//! files read as before, without them.
 //!
 //! The layout is made for code review: keys sorted at every level, one
 //! point per block, and a single timestamp (`recorded_at`); run start times
@@ -24,7 +29,7 @@ use crate::{Environment, Error, METRICS_VERSION, Stats, ToolInfo, WindowStats, w
 /// The `format` of every baseline file.
 pub const FORMAT: &str = "infer-bench-baseline";
 /// Version of the baseline format this build writes and reads up to.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// A baseline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -42,6 +47,16 @@ pub struct Baseline<C = serde_json::Value> {
     pub tool: ToolInfo,
     /// When the file was last written (RFC 3339, UTC): its only timestamp.
     pub recorded_at: String,
+    /// The judging rules, pinned when the baseline was blessed: the
+    /// compiled `[regression]` table of the spec (gates, confidence,
+    /// min_runs, on_env_mismatch, confirm, allow_unjudged). A comparison
+    /// judges by these, so a pull request cannot loosen them. Absent in
+    /// version 1 files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<serde_json::Value>,
+    /// SHA-256 of the spec text last blessed into this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_sha256: Option<String>,
     /// The points, by point ID (`slug-hash`).
     pub points: BTreeMap<String, BaselinePoint<C>>,
 }
@@ -86,6 +101,8 @@ impl<C> Baseline<C> {
             spec: spec.into(),
             tool: ToolInfo::current(),
             recorded_at: String::new(),
+            rules: None,
+            spec_sha256: None,
             points: BTreeMap::new(),
         }
     }
