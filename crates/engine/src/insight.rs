@@ -189,13 +189,14 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
 
     // The client itself late.
     if let Some(lag) = lat("dispatch_lag") {
-        let (budget, _) = validity.dispatch_lag_budget(&m.latency_ms);
-        if lag.p99 > budget {
+        if let Some(late) = validity.late_client(&m.latency_ms) {
+            let budget = late.budget_ms;
             out.push(hint(
                 "client_bound",
                 format!(
-                    "the client, not the server, may be limiting: its dispatch lag p99 is {:.2} ms against a {:.2} ms budget{}",
-                    lag.p99,
+                    "the client, not the server, may be limiting: its dispatch lag {} is {:.2} ms against a {:.2} ms budget{}",
+                    late.stat,
+                    late.lag_ms,
                     budget,
                     match host_busy {
                         Some(b) => format!(" (this process used {proc_cores:.2} of {cores:.0} cores; the machine was {:.0}% busy)", b * 100.0),
