@@ -1,0 +1,256 @@
+//! The composite action's script (`scripts/gate-action`), run the way
+//! action.yml runs it: inputs and the runner's files in environment
+//! variables, in a git checkout. main blesses a one-point simulator spec
+//! and commits it with its baseline; an unchanged tree judged against
+//! `HEAD` passes (exit 0); a pull request, checked out shallow without the
+//! base branch as actions/checkout leaves it, makes the server 2x slower
+//! (`slowdown` is not part of a point's identity: the same point, judged)
+//! and fails (exit 1) against the baseline the script fetches from
+//! `origin/main`. A usage error writes no verdict and says so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SPEC: &str = r#"# One point of the quickstart's shape, short runs.
+name = "action"
+seed = 42
+
+[targets.sim]
+kind = "sim"
+gpu = "h100-sxm"
+gpus = 1
+
+[models.llama-8b]
+preset = "llama-3.1-8b"
+
+[workloads.chat]
+api = "chat"
+input_tokens = 256
+output_tokens = "uniform(32, 96)"
+ignore_eos = true
+
+[load]
+concurrency = 8
+warmup = "0.5s"
+duration = "1s"
+runs = 3
+
+# A busy test machine is late by milliseconds now and then.
+[validity]
+max_dispatch_lag_p99 = "50ms"
+
+[regression]
+metrics = [
+  { metric = "ttft", stat = "p50", noise = "10%" },
+  { metric = "tpot", stat = "p50", noise = "5%" },
+  { metric = "error_rate", noise = "1%" },
+]
+"#;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_infer-bench")
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "advice.detachedHead=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct Step {
+    code: i32,
+    log: String,
+    outputs: BTreeMap<String, String>,
+    summary: String,
+}
+
+/// `bash scripts/gate-action` in `dir`, as the action's gate step runs it:
+/// `inputs` are its environment, with fresh GITHUB_OUTPUT and
+/// GITHUB_STEP_SUMMARY files (and none of the runner's variables this test
+/// may itself run under).
+fn gate(dir: &Path, inputs: &[(&str, &str)]) -> Step {
+    let files = tempfile::tempdir().unwrap();
+    let output = files.path().join("output");
+    let summary = files.path().join("summary");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gate-action");
+    let mut c = Command::new("bash");
+    c.arg(&script).current_dir(dir);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GITHUB_") || k.starts_with("INPUT_") || k == "INFER_BENCH" {
+            c.env_remove(k);
+        }
+    }
+    c.env("INFER_BENCH", bin())
+        .env("GITHUB_OUTPUT", &output)
+        .env("GITHUB_STEP_SUMMARY", &summary);
+    for (k, v) in inputs {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let outputs = std::fs::read_to_string(&output)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Step {
+        code: out.status.code().unwrap_or(-1),
+        log: format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        outputs,
+        summary: std::fs::read_to_string(&summary).unwrap_or_default(),
+    }
+}
+
+#[test]
+fn the_action_passes_an_unchanged_tree_and_fails_a_slower_pull_request() {
+    let root = tempfile::tempdir().unwrap();
+    let main = root.path().join("main");
+    std::fs::create_dir(&main).unwrap();
+    git(&main, &["init", "-q"]);
+    std::fs::write(main.join("bench.toml"), SPEC).unwrap();
+
+    // A usage error: no run, no verdict, the summary says why.
+    let step = gate(&main, &[("INPUT_BASELINE_REF", "HEAD")]);
+    assert_eq!(step.code, 2, "{}", step.log);
+    assert_eq!(step.outputs["exit-code"], "2");
+    assert_eq!(step.outputs["verdict"], "");
+    assert!(step.summary.contains("no verdict"), "{}", step.summary);
+    assert!(
+        step.log.contains("the spec input is required"),
+        "{}",
+        step.log
+    );
+
+    let _machine = infer_bench_testkit::timing::exclusive();
+    let run = Command::new(bin())
+        .args(["run", "bench.toml", "--out", "main-run"])
+        .current_dir(&main)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let bless = Command::new(bin())
+        .args(["bless", "main-run"])
+        .current_dir(&main)
+        .output()
+        .unwrap();
+    assert!(
+        bless.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bless.stderr)
+    );
+    git(&main, &["add", "bench.toml", "baselines"]);
+    git(&main, &["commit", "-qm", "main: spec and baseline"]);
+
+    // Unchanged, judged against HEAD, extra arguments passed through.
+    let step = gate(
+        &main,
+        &[
+            ("INPUT_SPEC", "bench.toml"),
+            ("INPUT_BASELINE_REF", "HEAD"),
+            ("INPUT_OUT", "pr-results"),
+            ("INPUT_ARGS", "--requests"),
+        ],
+    );
+    assert_eq!(step.code, 0, "{}", step.log);
+    assert_eq!(step.outputs["exit-code"], "0");
+    assert_eq!(step.outputs["verdict"], "pr-results/verdict.md");
+    assert_eq!(step.outputs["junit"], "pr-results/verdict.xml");
+    assert_eq!(step.outputs["results"], "pr-results");
+    for f in [
+        "verdict.md",
+        "verdict.xml",
+        "results.json",
+        "requests.jsonl",
+    ] {
+        assert!(main.join("pr-results").join(f).is_file(), "{f}");
+    }
+    assert!(
+        step.summary.starts_with("## infer-bench: `action` passed"),
+        "{}",
+        step.summary
+    );
+    assert!(
+        step.summary.contains("HEAD:baselines/action.json"),
+        "{}",
+        step.summary
+    );
+    assert!(
+        step.log.contains("infer-bench gate: exit code 0: passed"),
+        "{}",
+        step.log
+    );
+
+    // The pull request: a shallow clone of main without origin/main (as
+    // actions/checkout leaves a pull request's merge commit), the server 2x
+    // slower in its working tree; the base ref comes from the event.
+    let url = format!("file://{}", main.display());
+    git(root.path(), &["clone", "-q", "--depth", "1", &url, "pr"]);
+    let pr = root.path().join("pr");
+    git(&pr, &["update-ref", "-d", "refs/remotes/origin/main"]);
+    let slower = SPEC.replace(
+        "gpus = 1\n",
+        "gpus = 1\n\n[targets.sim.sim]\nslowdown = 2.0\n",
+    );
+    assert_ne!(slower, SPEC);
+    std::fs::write(pr.join("bench.toml"), slower).unwrap();
+    let step = gate(
+        &pr,
+        &[
+            ("INPUT_SPEC", "bench.toml"),
+            ("GITHUB_EVENT_NAME", "pull_request"),
+            ("GITHUB_BASE_REF", "main"),
+        ],
+    );
+    assert_eq!(step.code, 1, "{}", step.log);
+    assert!(
+        step.log.contains("fetching main from origin"),
+        "{}",
+        step.log
+    );
+    assert!(
+        step.log.contains("--baseline-ref origin/main"),
+        "{}",
+        step.log
+    );
+    assert_eq!(step.outputs["exit-code"], "1");
+    assert_eq!(step.outputs["verdict"], "infer-bench-results/verdict.md");
+    assert!(
+        step.summary.starts_with("## infer-bench: `action` failed"),
+        "{}",
+        step.summary
+    );
+    assert!(step.summary.contains("### Regressions"), "{}", step.summary);
+    assert!(step.log.contains("REGRESSED"), "{}", step.log);
+    assert!(
+        step.summary.contains("origin/main:baselines/action.json"),
+        "{}",
+        step.summary
+    );
+    assert!(step.summary.contains("ttft p50"), "{}", step.summary);
+    assert!(step.log.contains("exit code 1: failed"), "{}", step.log);
+    // Judged, not drifted: slowdown is not part of what a point measures.
+    assert!(!step.summary.contains("Spec drift"), "{}", step.summary);
+}
