@@ -4,15 +4,19 @@
 //! one for a point's configuration when it drifted, and one for a new or
 //! dropped point.
 //!
-//! A test case fails exactly when it contributes to a failing exit code:
-//! REGRESSED, a failed SLO, INCOMPARABLE under `on_env_mismatch = "fail"`,
-//! and, with `--strict`, whatever could not be judged. A point that could
-//! not be measured is an `<error>`. Other unjudged cases are `<skipped>`,
-//! with the reason. Text is escaped for XML 1.0 by [`crate::xml::escape`],
+//! A test case fails exactly when it makes the exit code fail: REGRESSED,
+//! a failed SLO, INCOMPARABLE under `on_env_mismatch = "fail"`, a point
+//! that could not be judged for a reason that fails the check (INSUFFICIENT,
+//! INVALID, INCOMPARABLE by default, spec drift, a selected point that did
+//! not finish; none of them with `allow_unjudged`), INCONCLUSIVE and
+//! advisory INCOMPARABLE only with `--strict`; and, as a case of their own
+//! (classname "infer-bench"), rules that differ from the baseline's and a
+//! comparison that judged nothing. A point that could not be measured is an
+//! `<error>`. Other unjudged cases are `<skipped>`, with the reason. Text is escaped for XML 1.0 by [`crate::xml::escape`],
 //! which drops the characters XML cannot carry at all (most control
 //! characters).
 
-use super::{band, change, evidence, interval, slo_value, value};
+use super::{band, change, evidence, interval, slo_value, unjudged_fails, value};
 use crate::slo_name;
 use crate::xml::escape;
 use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report};
@@ -36,6 +40,7 @@ struct Case {
 /// The report as JUnit XML.
 pub fn junit(r: &Report) -> String {
     let mut cases = Vec::new();
+    report_cases(r, &mut cases);
     for p in &r.points {
         point_cases(r, p, &mut cases);
     }
@@ -88,6 +93,44 @@ pub fn junit(r: &Report) -> String {
     out
 }
 
+/// Cases about the whole comparison: the rules it judged by, and whether
+/// it judged anything.
+fn report_cases(r: &Report, cases: &mut Vec<Case>) {
+    let case = |name: &str, outcome: Outcome, text: String| Case {
+        classname: "infer-bench".into(),
+        name: name.into(),
+        outcome,
+        text,
+    };
+    if !r.rules_changes.is_empty() {
+        let list = r
+            .rules_changes
+            .iter()
+            .map(|m| m.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        cases.push(case(
+            "rules",
+            Outcome::Failure {
+                kind: "RULES".into(),
+                message: "the spec's rules differ from the baseline's; judged by the baseline's (bless on main to adopt them)".into(),
+            },
+            list,
+        ));
+    }
+    let blocking = r.points.iter().any(|p| unjudged_fails(r, p));
+    if r.nothing_judged() && !r.allow_unjudged && !blocking {
+        cases.push(case(
+            "judged",
+            Outcome::Failure {
+                kind: "UNJUDGED".into(),
+                message: "no point of these results was compared with the baseline".into(),
+            },
+            String::new(),
+        ));
+    }
+}
+
 fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
     let case = |name: &str, outcome: Outcome, text: String| Case {
         classname: p.slug.clone(),
@@ -95,8 +138,15 @@ fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
         outcome,
         text,
     };
-    let unjudged = |message: String| {
-        if r.strict {
+    // A case of a point that could not be judged fails when the point's
+    // reason fails the check (or with --strict); an INCONCLUSIVE gate only
+    // with --strict, even in a point that fails for another gate.
+    let unjudged = |decision: Option<Decision>, message: String| {
+        let fails = match &p.unjudged {
+            Some(u) => r.strict || (u.blocking && decision != Some(Decision::Inconclusive)),
+            None => false,
+        };
+        if fails {
             Outcome::Failure {
                 kind: "UNJUDGED".into(),
                 message,
@@ -105,11 +155,26 @@ fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
             Outcome::Skipped(message)
         }
     };
+    // The point's reason, on the cases it is about.
+    let reason = |decision: Option<Decision>| match &p.unjudged {
+        Some(u) if decision.is_none() || decision == p.decision => {
+            format!(" ({}; fix: {})", u.reason, u.fix)
+        }
+        _ => String::new(),
+    };
     match p.matched {
         Match::New => cases.push(case(
             "baseline",
             Outcome::Skipped("new point: not in the baseline yet".into()),
             String::new(),
+        )),
+        Match::Dropped if p.missing => cases.push(case(
+            "baseline",
+            unjudged(
+                None,
+                format!("selected, but did not finish{}", reason(None)),
+            ),
+            p.notes.join("; "),
         )),
         Match::Dropped => cases.push(case(
             "baseline",
@@ -121,7 +186,17 @@ fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
         )),
         Match::Drift => cases.push(case(
             "configuration",
-            unjudged("the configuration changed (spec drift): not compared".into()),
+            unjudged(
+                None,
+                format!(
+                    "the configuration changed (spec drift): {}",
+                    p.drift_changes
+                        .iter()
+                        .map(|m| m.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            ),
             p.drift.clone().unwrap_or_default(),
         )),
         Match::Compared => {
@@ -151,12 +226,18 @@ fn point_cases(r: &Report, p: &PointReport, cases: &mut Vec<Case>) {
                                 message: format!("INCOMPARABLE: {}", mismatch_text(p)),
                             }
                         }
-                        Decision::Incomparable => {
-                            unjudged(format!("INCOMPARABLE: {}", mismatch_text(p)))
-                        }
-                        Decision::Inconclusive | Decision::Insufficient => {
-                            unjudged(format!("{}: {why}", g.decision))
-                        }
+                        Decision::Incomparable => unjudged(
+                            Some(g.decision),
+                            format!(
+                                "INCOMPARABLE: {}{}",
+                                mismatch_text(p),
+                                reason(Some(g.decision))
+                            ),
+                        ),
+                        Decision::Inconclusive | Decision::Insufficient => unjudged(
+                            Some(g.decision),
+                            format!("{}: {why}{}", g.decision, reason(Some(g.decision))),
+                        ),
                         _ => Outcome::Pass,
                     }
                 };
@@ -268,5 +349,77 @@ mod tests {
             strict.contains("<failure type=\"UNJUDGED\" message=\"INCONCLUSIVE: "),
             "{strict}"
         );
+    }
+
+    /// What could not be judged fails its case when it fails the check;
+    /// INCONCLUSIVE is skipped; `allow_unjudged` skips both.
+    #[test]
+    fn blocking_unjudged_cases_fail() {
+        use crate::verdict::testkit::{self, GATES};
+        let base: &[(&str, &[f64])] = &[("a", &[100.0; 3]), ("b", &[100.0; 3])];
+        let new: &[(&str, &[f64])] = &[("a", &[100.0; 2]), ("b", &[100.0, 104.0, 108.0])];
+        let r = testkit::judge(GATES, base, new);
+        assert_eq!(r.exit_code, 4);
+        let xml = junit(&r);
+        assert!(
+            xml.contains("tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"1\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<testcase classname=\"a\" name=\"tpot p50\">\n      <failure type=\"UNJUDGED\" message=\"INSUFFICIENT: "),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("(fewer runs than min_runs; fix: `[load] runs = 3` (or more))"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<testcase classname=\"b\" name=\"tpot p50\">\n      <skipped message=\"INCONCLUSIVE: "),
+            "{xml}"
+        );
+        let allowed = testkit::judge(
+            &GATES.replace("[regression]\n", "[regression]\nallow_unjudged = true\n"),
+            base,
+            new,
+        );
+        assert_eq!(allowed.exit_code, 0);
+        let xml = junit(&allowed);
+        assert!(
+            xml.contains("failures=\"0\" errors=\"0\" skipped=\"2\""),
+            "{xml}"
+        );
+    }
+
+    /// Rules that differ from the baseline's are a failed case of their
+    /// own; so is a comparison that judged nothing.
+    #[test]
+    fn changed_rules_and_nothing_judged_fail_a_case() {
+        use crate::verdict::testkit::{self, GATES};
+        let (spec, plan) = plan(16, GATES);
+        let mut b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+        infer_bench_judge::rules::pin(&mut b, &spec.regression, "sha");
+        let mut wide = spec.regression.clone();
+        wide.min_runs = 9;
+        let rules = infer_bench_judge::rules::resolve(&b, &wide).unwrap();
+        let r = compare(
+            &b,
+            &results(vec![point(&plan, &[100.0; 3], &[])]),
+            &Settings::from_rules(&rules),
+        );
+        assert_eq!(r.exit_code, 4);
+        let xml = junit(&r);
+        assert!(
+            xml.contains("<testcase classname=\"infer-bench\" name=\"rules\">\n      <failure type=\"RULES\" message=\"the spec&#39;s rules differ from the baseline&#39;s; judged by the baseline&#39;s (bless on main to adopt them)\">min_runs: 3 -&gt; 9</failure>"),
+            "{xml}"
+        );
+        assert!(xml.contains("failures=\"1\""), "{xml}");
+        let nothing = testkit::judge(GATES, &[("a", &[100.0; 3])], &[("b", &[100.0; 3])]);
+        assert_eq!(nothing.exit_code, 4);
+        let xml = junit(&nothing);
+        assert!(
+            xml.contains("<testcase classname=\"infer-bench\" name=\"judged\">\n      <failure type=\"UNJUDGED\""),
+            "{xml}"
+        );
+        assert!(xml.contains("failures=\"1\""), "{xml}");
     }
 }

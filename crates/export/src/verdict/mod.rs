@@ -8,8 +8,10 @@ pub mod junit;
 pub mod markdown;
 pub mod table;
 
-use infer_bench_judge::compare::{GateReport, Report, Scale};
+use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report, Scale};
+use infer_bench_judge::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::Metric;
+use infer_bench_spec::raw::OnEnvMismatch;
 
 /// The report as pretty JSON with a final newline.
 pub fn json(report: &Report) -> String {
@@ -110,15 +112,290 @@ pub fn slo_value(metric: &str, v: Option<f64>) -> String {
     value(v, unit)
 }
 
-/// What a report's exit code means, in a few words.
-pub fn exit_meaning(code: u8) -> &'static str {
-    match code {
-        0 => "passed",
-        1 => "failed: a regression, a failed SLO or a forbidden environment mismatch",
-        3 => "failed: a point could not be measured",
-        4 => "failed (--strict): something could not be judged",
-        _ => "failed",
+/// The word of a verdict's heading, true to its exit code: "passed" only
+/// for 0, "failed: regression" (or what else failed) for 1, "could not
+/// measure" for 3, "could not judge" for 4.
+pub fn headline(r: &Report) -> String {
+    match r.exit_code {
+        EXIT_OK => "passed".into(),
+        EXIT_FAILED => {
+            let c = &r.counts;
+            let mut what = Vec::new();
+            if c.regressed > 0 {
+                what.push("regression");
+            }
+            if c.slo_failed > 0 {
+                what.push("SLO");
+            }
+            if what.is_empty() {
+                what.push("environment mismatch");
+            }
+            format!("failed: {}", what.join(", "))
+        }
+        EXIT_INFRA => "could not measure".into(),
+        EXIT_UNJUDGED => "could not judge".into(),
+        _ => "failed".into(),
     }
+}
+
+/// What a report's exit code means, naming its reasons: "passed",
+/// "failed: 2 points regressed", "could not judge 6 points: see above",
+/// "could not judge: the spec's rules differ from the baseline's".
+pub fn exit_meaning(r: &Report) -> String {
+    let points = count_points;
+    match r.exit_code {
+        EXIT_OK => "passed".into(),
+        EXIT_FAILED => {
+            let c = &r.counts;
+            let mut why = Vec::new();
+            if c.regressed > 0 {
+                why.push(format!("{} regressed", points(c.regressed)));
+            }
+            if c.slo_failed > 0 {
+                why.push(format!("{} failed an SLO", points(c.slo_failed)));
+            }
+            if r.on_env_mismatch == OnEnvMismatch::Fail && c.incomparable > 0 {
+                why.push(format!(
+                    "{} ran in another environment (on_env_mismatch = \"fail\")",
+                    points(c.incomparable)
+                ));
+            }
+            format!("failed: {}{}", why.join("; "), also_unjudged(r))
+        }
+        EXIT_INFRA => format!(
+            "could not measure {}: see above{}",
+            points(r.counts.failed),
+            also_unjudged(r)
+        ),
+        EXIT_UNJUDGED => {
+            let rules = !r.rules_changes.is_empty();
+            let failing = r.points.iter().filter(|p| unjudged_fails(r, p)).count();
+            if failing > 0 {
+                let strict = r.points.iter().any(|p| {
+                    unjudged_fails(r, p) && !p.unjudged.as_ref().is_some_and(|u| u.blocking)
+                });
+                format!(
+                    "could not judge {}{}{}: see above",
+                    points(failing),
+                    if strict { " (--strict)" } else { "" },
+                    if rules {
+                        ", and the spec's rules differ from the baseline's"
+                    } else {
+                        ""
+                    }
+                )
+            } else if rules {
+                "could not judge: the spec's rules differ from the baseline's (see above)".into()
+            } else if r.nothing_judged() {
+                "could not judge: no point was compared with the baseline".into()
+            } else {
+                "could not judge".into()
+            }
+        }
+        code => format!("failed (exit code {code})"),
+    }
+}
+
+/// "; also could not judge 2 points": what else fails the check behind a
+/// regression or an unmeasured point.
+fn also_unjudged(r: &Report) -> String {
+    let n = r
+        .points
+        .iter()
+        .filter(|p| unjudged_fails(r, p) && !p.failed)
+        .count();
+    let mut also = Vec::new();
+    if n > 0 {
+        also.push(format!("could not judge {}", count_points(n)));
+    }
+    if !r.rules_changes.is_empty() {
+        also.push("the spec's rules differ from the baseline's".into());
+    }
+    if also.is_empty() {
+        String::new()
+    } else {
+        format!("; also {}", also.join(", and "))
+    }
+}
+
+/// Whether `p` could not be judged and that fails the check: its reason
+/// blocks, or `--strict` fails whatever could not be judged.
+pub fn unjudged_fails(r: &Report, p: &PointReport) -> bool {
+    p.unjudged.as_ref().is_some_and(|u| u.blocking || r.strict)
+}
+
+/// What one point counts as in a summary. Each point counts once, in the
+/// first class that applies, so the classes add up to the points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// Could not be measured (exit 3).
+    Unmeasured,
+    Regressed,
+    /// A failed SLO (and no regression).
+    SloFailed,
+    /// INCOMPARABLE under `on_env_mismatch = "fail"`.
+    Incomparable,
+    /// Could not be judged, and that fails the check.
+    Unjudged,
+    /// INCONCLUSIVE, advisory.
+    Inconclusive,
+    /// Could not be judged, advisory (`on_env_mismatch = "advisory"`, or
+    /// `allow_unjudged`).
+    Advisory,
+    /// INCOMPARABLE and left out (`on_env_mismatch = "skip"`).
+    Skipped,
+    Improved,
+    Unchanged,
+    New,
+    Dropped,
+}
+
+impl Class {
+    pub fn of(r: &Report, p: &PointReport) -> Class {
+        if p.failed {
+            return Class::Unmeasured;
+        }
+        if p.decision == Some(Decision::Regressed) && !p.skipped {
+            return Class::Regressed;
+        }
+        if p.slo_pass == Some(false) {
+            return Class::SloFailed;
+        }
+        if p.skipped {
+            return Class::Skipped;
+        }
+        if p.decision == Some(Decision::Incomparable) && r.on_env_mismatch == OnEnvMismatch::Fail {
+            return Class::Incomparable;
+        }
+        if let Some(u) = &p.unjudged {
+            return if u.blocking || r.strict {
+                Class::Unjudged
+            } else if p.decision == Some(Decision::Inconclusive) {
+                Class::Inconclusive
+            } else {
+                Class::Advisory
+            };
+        }
+        match (p.matched, p.decision) {
+            (Match::New, _) => Class::New,
+            (Match::Dropped, _) => Class::Dropped,
+            (_, Some(Decision::Improved)) => Class::Improved,
+            _ => Class::Unchanged,
+        }
+    }
+
+    /// How the summary says it: "regressed", "could not be judged".
+    pub fn words(self) -> &'static str {
+        match self {
+            Class::Unmeasured => "could not be measured",
+            Class::Regressed => "regressed",
+            Class::SloFailed => "failed an SLO",
+            Class::Incomparable => "ran in another environment",
+            Class::Unjudged => "could not be judged",
+            Class::Inconclusive => "inconclusive",
+            Class::Advisory => "not judged (advisory)",
+            Class::Skipped => "left out (another environment)",
+            Class::Improved => "improved",
+            Class::Unchanged => "unchanged",
+            Class::New => "new",
+            Class::Dropped => "not in these results",
+        }
+    }
+
+    /// Whether points of this class fail the check.
+    pub fn fails(self) -> bool {
+        self <= Class::Unjudged
+    }
+}
+
+/// The points of a report by class, in class order, the empty ones left
+/// out: `(class, points)`.
+pub fn tally(r: &Report) -> Vec<(Class, usize)> {
+    let mut counts: std::collections::BTreeMap<Class, usize> = Default::default();
+    for p in &r.points {
+        *counts.entry(Class::of(r, p)).or_default() += 1;
+    }
+    counts.into_iter().collect()
+}
+
+/// Points that could not be judged for one reason.
+pub struct Group<'a> {
+    pub reason: String,
+    pub fix: String,
+    /// Whether these points fail the check.
+    pub fails: bool,
+    pub points: Vec<&'a PointReport>,
+}
+
+impl Group<'_> {
+    /// Each point's particulars: `(point, detail)`.
+    pub fn details(&self) -> Vec<(&str, String)> {
+        self.points
+            .iter()
+            .map(|p| {
+                let d = match &p.unjudged {
+                    // An INVALID point's reasons are in its gates' notes.
+                    Some(u) if u.detail.trim().is_empty() => p
+                        .gates
+                        .iter()
+                        .find_map(|g| g.note.clone())
+                        .or_else(|| p.notes.first().cloned())
+                        .unwrap_or_default(),
+                    Some(u) => u.detail.clone(),
+                    None => p
+                        .env_mismatch
+                        .iter()
+                        .map(|m| m.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                };
+                (p.slug.as_str(), d)
+            })
+            .collect()
+    }
+
+    /// Whether these points' configurations changed (spec drift).
+    pub fn is_drift(&self) -> bool {
+        self.points.iter().all(|p| p.matched == Match::Drift)
+    }
+}
+
+/// What could not be judged, one group per reason: those that fail the
+/// check first, then in report order. Points left out for another
+/// environment (`on_env_mismatch = "skip"`) are a group of their own.
+pub fn unjudged_groups(r: &Report) -> Vec<Group<'_>> {
+    let mut groups: Vec<Group> = Vec::new();
+    for p in &r.points {
+        let (reason, fix, fails) = match &p.unjudged {
+            Some(u) => (u.reason.clone(), u.fix.clone(), unjudged_fails(r, p)),
+            None if p.skipped => (
+                "left out: the environment differs from the baseline's (`on_env_mismatch = \"skip\"`)"
+                    .to_string(),
+                "run on the machine class the baseline was recorded on".to_string(),
+                false,
+            ),
+            None => continue,
+        };
+        match groups
+            .iter_mut()
+            .find(|g| g.reason == reason && g.fix == fix && g.fails == fails)
+        {
+            Some(g) => g.points.push(p),
+            None => groups.push(Group {
+                reason,
+                fix,
+                fails,
+                points: vec![p],
+            }),
+        }
+    }
+    groups.sort_by_key(|g| !g.fails);
+    groups
+}
+
+/// "3 points" or "1 point".
+pub fn count_points(n: usize) -> String {
+    format!("{n} point{}", if n == 1 { "" } else { "s" })
 }
 
 /// Scalar leaves of a telemetry value worth showing next to a regression:
@@ -204,6 +481,48 @@ fn num(x: f64) -> String {
     }
 }
 
+/// Reports to test the exporters with: points of the judge's one-point
+/// fixture plan, renamed.
+#[cfg(test)]
+pub(crate) mod testkit {
+    use infer_bench_judge::compare::{Report, Settings, compare};
+    use infer_bench_judge::fixtures::{baseline_of, plan, point, results};
+    use infer_bench_spec::plan::Plan;
+    use infer_bench_spec::results::PointResult;
+
+    /// One gate, TPOT p50 with a 5% band; min_runs 3.
+    pub const GATES: &str =
+        "[regression]\nmetrics = [{ metric = \"tpot\", stat = \"p50\", noise = \"5%\" }]\n";
+
+    /// A point named `slug` whose runs have these TPOT p50s.
+    pub fn named(plan: &Plan, slug: &str, runs: &[f64]) -> PointResult {
+        let mut p = point(plan, runs, &[]);
+        p.slug = slug.into();
+        p.id = format!("{slug}-00000000");
+        p
+    }
+
+    /// Baseline points `base` and new points `new` (slug, runs), judged
+    /// by `regression` (the spec's rules: the baseline pins none).
+    pub fn judge(regression: &str, base: &[(&str, &[f64])], new: &[(&str, &[f64])]) -> Report {
+        let (spec, plan) = plan(16, regression);
+        let b = baseline_of(&results(
+            base.iter().map(|(s, v)| named(&plan, s, v)).collect(),
+        ));
+        let n = results(new.iter().map(|(s, v)| named(&plan, s, v)).collect());
+        compare(&b, &n, &Settings::from_regression(&spec.regression))
+    }
+
+    /// Six points p0..p5 with three baseline runs and two new ones: six
+    /// points with the same reason (fewer runs than min_runs).
+    pub fn six_with_too_few_runs() -> Report {
+        let slugs = ["p0", "p1", "p2", "p3", "p4", "p5"];
+        let base: Vec<(&str, &[f64])> = slugs.iter().map(|s| (*s, &[100.0; 3][..])).collect();
+        let new: Vec<(&str, &[f64])> = slugs.iter().map(|s| (*s, &[100.0; 2][..])).collect();
+        judge(GATES, &base, &new)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +542,20 @@ mod tests {
         );
         assert_eq!(percent(0.95), "95%");
         assert_eq!(percent(0.975), "97.5%");
+    }
+
+    #[test]
+    fn six_points_with_one_reason_are_one_group_and_the_tally_counts_points() {
+        let r = testkit::six_with_too_few_runs();
+        assert_eq!(r.exit_code, EXIT_UNJUDGED);
+        let groups = unjudged_groups(&r);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].reason, "fewer runs than min_runs");
+        assert_eq!(groups[0].points.len(), 6);
+        assert!(groups[0].fails);
+        assert_eq!(tally(&r), vec![(Class::Unjudged, 6)]);
+        assert_eq!(headline(&r), "could not judge");
+        assert_eq!(exit_meaning(&r), "could not judge 6 points: see above");
     }
 
     #[test]

@@ -1,28 +1,70 @@
-//! The judge's report for a terminal: one row per point and gate, the most
-//! severe decisions first (regressions at the top), then spec drift as
-//! diffs, environment mismatches, SLO failures, new and dropped points, and
-//! a one-line summary with what the exit code means.
+//! The judge's report for a terminal: one row per gate of the points that
+//! were judged, the most severe decisions first (regressions at the top);
+//! then what could not be judged, one entry per reason with its points,
+//! the setting that fixes it and each point's particulars (spec drift as
+//! the settings that changed); points that could not be measured, SLO
+//! failures, new and dropped points, the notes; and a one-line summary that
+//! counts points and says what the exit code means.
 
-use super::{band, change, evidence, exit_meaning, interval, percent, slo_value, value};
+use super::{
+    Class, band, change, count_points, evidence, exit_meaning, interval, percent, slo_value, tally,
+    unjudged_groups, value,
+};
 use crate::slo_name;
 use crate::table::{Align, Table};
 use infer_bench_judge::compare::{Decision, Match, PointReport, Report};
+use infer_bench_judge::rules::RulesSource;
+
+/// Points named in a line before "and N more".
+const NAMES: usize = 10;
 
 /// The report as text.
 pub fn table(r: &Report) -> String {
     let mut out = format!(
-        "{}: judged against {} (recorded {}), confidence {}, min_runs {}\n\n",
+        "{}: judged against {} (recorded {}), confidence {}, min_runs {}{}{}\n",
         r.spec,
         or_dash(&r.baseline.path),
         or_dash(&r.baseline.recorded_at),
         percent(r.confidence),
-        r.min_runs
+        r.min_runs,
+        if r.allow_unjudged {
+            ", allow_unjudged"
+        } else {
+            ""
+        },
+        if r.strict { ", --strict" } else { "" },
     );
+    match r.rules {
+        RulesSource::Baseline if !r.rules_changes.is_empty() => out.push_str(&format!(
+            "The spec's rules differ from the baseline's; judged by the baseline's (bless on main to adopt them): {}\n",
+            r.rules_changes
+                .iter()
+                .map(|m| format!("{} {} -> {}", m.key, m.baseline, m.new))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+        RulesSource::Baseline => {}
+        RulesSource::Spec => out.push_str(
+            "The baseline pins no rules (an older file): judged by the spec's [regression] rules.\n",
+        ),
+    }
+    out.push('\n');
+
+    // Gate rows for the points that were judged (a regressed point shows
+    // all its gates); what could not be judged is listed by reason below.
+    let grouped = |p: &PointReport| {
+        p.skipped
+            || p.failed
+            || (p.unjudged.is_some() && p.decision != Some(Decision::Inconclusive))
+    };
     let mut rows: Vec<(u8, u8, &PointReport, usize)> = Vec::new();
-    for p in r.points.iter().filter(|p| p.matched == Match::Compared) {
+    for p in r
+        .points
+        .iter()
+        .filter(|p| p.matched == Match::Compared && !grouped(p))
+    {
         for (i, g) in p.gates.iter().enumerate() {
-            let sev = if p.skipped { 9 } else { g.decision.severity() };
-            rows.push((sev, p.order(), p, i));
+            rows.push((g.decision.severity(), p.order(), p, i));
         }
     }
     rows.sort_by(|a, b| (a.0, a.1, &a.2.slug, a.3).cmp(&(b.0, b.1, &b.2.slug, b.3)));
@@ -42,9 +84,7 @@ pub fn table(r: &Report) -> String {
         for (_, _, p, i) in rows {
             let g = &p.gates[i];
             let mut verdict = g.decision.to_string();
-            if p.skipped {
-                verdict.push_str(" (skipped)");
-            } else if !g.confirmations.is_empty() && g.decision == Decision::Regressed {
+            if !g.confirmations.is_empty() && g.decision == Decision::Regressed {
                 verdict.push_str(" (confirmed)");
             }
             t.row(vec![
@@ -61,87 +101,178 @@ pub fn table(r: &Report) -> String {
             ]);
         }
         out.push_str(&t.render());
+        out.push('\n');
     }
+
+    let groups = unjudged_groups(r);
+    for fails in [true, false] {
+        let these: Vec<_> = groups.iter().filter(|g| g.fails == fails).collect();
+        if these.is_empty() {
+            continue;
+        }
+        out.push_str(if fails {
+            "could not judge (fails the check until fixed):\n"
+        } else {
+            "not judged (advisory):\n"
+        });
+        for g in these {
+            let drift = if g.is_drift() { " (spec drift)" } else { "" };
+            out.push_str(&format!(
+                "  {}{drift}: {}\n    fix: {}\n",
+                g.reason,
+                count_points(g.points.len()),
+                g.fix
+            ));
+            for (slug, detail) in g.details() {
+                if detail.trim().is_empty() {
+                    out.push_str(&format!("    {slug}\n"));
+                } else {
+                    out.push_str(&format!("    {slug}: {detail}\n"));
+                }
+            }
+        }
+        out.push('\n');
+    }
+
     let mut notes = String::new();
+    for p in r.points.iter().filter(|p| p.failed) {
+        let why = p
+            .gates
+            .first()
+            .and_then(|g| g.note.clone())
+            .or_else(|| p.notes.first().cloned())
+            .unwrap_or_default();
+        notes.push_str(&format!("{}: could not be measured: {why}\n", p.slug));
+    }
     for p in &r.points {
-        if !p.env_mismatch.is_empty() {
-            notes.push_str(&format!(
-                "\n{}: INCOMPARABLE environments ({}): {}\n",
-                p.slug,
-                match (p.skipped, r.on_env_mismatch) {
-                    (true, _) => "skipped",
-                    (_, infer_bench_spec::raw::OnEnvMismatch::Fail) => "fails the check",
-                    _ => "advisory",
-                },
-                p.env_mismatch
-                    .iter()
-                    .map(|m| m.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        if let Some(d) = &p.drift {
-            notes.push_str(&format!(
-                "\n{}: the configuration changed (spec drift), so it was not compared; bless it to start gating the new one:\n{}",
-                p.slug, d
-            ));
-        }
         for s in p.slo.iter().filter(|s| !s.pass) {
             notes.push_str(&format!(
-                "\n{}: SLO failed: {} (measured {})\n",
+                "{}: SLO failed: {} (measured {})\n",
                 p.slug,
                 slo_name(&s.metric, &s.expr),
                 slo_value(&s.metric, s.value)
             ));
         }
-        if p.matched == Match::Compared {
-            for n in &p.notes {
-                notes.push_str(&format!("{}: {n}\n", p.slug));
-            }
-        }
     }
-    let list = |m: Match| -> Vec<&str> {
+    let of_class = |c: Class| -> Vec<&str> {
         r.points
             .iter()
-            .filter(|p| p.matched == m)
+            .filter(|p| Class::of(r, p) == c)
             .map(|p| p.id.as_str())
             .collect()
     };
-    let new = list(Match::New);
+    let new = of_class(Class::New);
     if !new.is_empty() {
         notes.push_str(&format!(
-            "\nnew (not in the baseline; bless to gate them): {}\n",
+            "new, not judged until blessed: {}\n",
             new.join(", ")
         ));
     }
-    let dropped = list(Match::Dropped);
+    let dropped = of_class(Class::Dropped);
     if !dropped.is_empty() {
         notes.push_str(&format!(
-            "\nin the baseline but not in these results: {}\n",
+            "in the baseline but not in these results: {}\n",
             dropped.join(", ")
         ));
     }
+    // Notes of the compared points, each once with the points it is about.
+    let mut by_note: Vec<(&str, Vec<&str>)> = Vec::new();
+    for p in r.points.iter().filter(|p| p.matched == Match::Compared) {
+        for n in &p.notes {
+            match by_note.iter_mut().find(|(text, _)| text == n) {
+                Some((_, slugs)) => slugs.push(&p.slug),
+                None => by_note.push((n, vec![&p.slug])),
+            }
+        }
+    }
+    for (text, slugs) in by_note {
+        let more = slugs.len().saturating_sub(NAMES);
+        let mut who = slugs[..slugs.len().min(NAMES)].join(", ");
+        if more > 0 {
+            who.push_str(&format!(" and {more} more"));
+        }
+        notes.push_str(&format!("{who}: {text}\n"));
+    }
     if !notes.is_empty() {
         out.push_str(&notes);
+        out.push('\n');
     }
-    let c = &r.counts;
-    out.push_str(&format!(
-        "\n{} regressed, {} improved, {} unchanged, {} inconclusive, {} incomparable, {} insufficient; {} drift, {} new, {} dropped; {} SLO failure(s) -> {}\n",
-        c.regressed,
-        c.improved,
-        c.unchanged,
-        c.inconclusive,
-        c.incomparable + c.skipped,
-        c.insufficient,
-        c.drift,
-        c.new,
-        c.dropped,
-        c.slo_failed,
-        exit_meaning(r.exit_code)
-    ));
+
+    let parts: Vec<String> = tally(r)
+        .into_iter()
+        .map(|(class, n)| format!("{n} {}", class.words()))
+        .collect();
+    let total = if parts.is_empty() {
+        "no points".to_string()
+    } else {
+        format!("{}: {}", count_points(r.points.len()), parts.join(", "))
+    };
+    out.push_str(&format!("{total} -> {}\n", exit_meaning(r)));
     out
 }
 
 fn or_dash(s: &str) -> &str {
     if s.is_empty() { "-" } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::testkit::{self, GATES};
+
+    /// Six points that could not be judged for one reason: one entry with
+    /// the six and the fix, no row per gate; the summary counts points and
+    /// names the reason the check failed (not --strict).
+    #[test]
+    fn unjudged_points_are_grouped_by_reason() {
+        let r = testkit::six_with_too_few_runs();
+        let t = table(&r);
+        assert!(
+            t.contains(
+                "could not judge (fails the check until fixed):\n  fewer runs than min_runs: 6 points\n    fix: `[load] runs = 3` (or more)\n    p0: tpot p50: "
+            ),
+            "{t}"
+        );
+        assert!(!t.contains("INSUFFICIENT"), "{t}");
+        assert!(!t.contains("--strict"), "{t}");
+        assert!(
+            t.ends_with(
+                "\n6 points: 6 could not be judged -> could not judge 6 points: see above\n"
+            ),
+            "{t}"
+        );
+    }
+
+    /// A regressed point still shows its gates; the summary counts each
+    /// point once.
+    #[test]
+    fn a_regressed_point_shows_its_gates_and_the_summary_counts_points() {
+        let r = testkit::judge(
+            GATES,
+            &[("a", &[100.0; 3]), ("b", &[100.0; 3]), ("c", &[100.0; 3])],
+            &[("a", &[150.0; 3]), ("b", &[100.0; 2]), ("c", &[100.0; 3])],
+        );
+        let t = table(&r);
+        assert!(t.contains("REGRESSED  a"), "{t}");
+        assert!(t.contains("UNCHANGED  c"), "{t}");
+        assert!(!t.contains("INSUFFICIENT"), "{t}");
+        assert!(t.contains("  fewer runs than min_runs: 1 point\n"), "{t}");
+        assert!(
+            t.ends_with(
+                "\n3 points: 1 regressed, 1 could not be judged, 1 unchanged -> failed: 1 point regressed; also could not judge 1 point\n"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_pass_says_passed() {
+        let r = testkit::judge(GATES, &[("a", &[100.0; 3])], &[("a", &[100.0; 3])]);
+        let t = table(&r);
+        assert!(
+            t.contains("The baseline pins no rules (an older file): judged by the spec's [regression] rules.\n"),
+            "{t}"
+        );
+        assert!(t.ends_with("\n1 point: 1 unchanged -> passed\n"), "{t}");
+    }
 }
