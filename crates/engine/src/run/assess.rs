@@ -233,7 +233,7 @@ mod tests {
         let r = lag_reason(&p).unwrap();
         assert!(
             r.contains("dispatch lag p99 24.000 ms is above the budget of 20.000 ms")
-                && r.contains("10% of TTFT p99 200.0 ms, at least 3ms"),
+                && r.contains("10% of TTFT p99 200.0 ms, at least 5ms"),
             "{r}"
         );
         assert!(p.hints.iter().any(|h| h.kind == "client_bound"));
@@ -261,14 +261,15 @@ mod tests {
 
     #[test]
     fn the_floor_holds_at_tiny_ttft() {
-        // 10% of a TTFT p99 of 8 ms is 0.8 ms; the budget is the 3 ms floor.
-        assert!(judged("", 2.5, 4.0).valid);
-        let p = judged("", 4.0, 4.0);
+        // 10% of a TTFT p99 of 8 ms is 0.8 ms; the budget is the 5 ms
+        // floor (a busy machine's preemptions land in a short run's p99).
+        assert!(judged("", 4.5, 4.0).valid);
+        let p = judged("", 6.0, 4.0);
         assert!(!p.valid);
         assert!(
             lag_reason(&p)
                 .unwrap()
-                .contains("above the budget of 3.000 ms"),
+                .contains("above the budget of 5.000 ms"),
             "{:?}",
             p.invalid_reasons
         );
