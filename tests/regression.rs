@@ -180,7 +180,10 @@ fn blessing_writes_a_stable_baseline_that_keeps_other_points() {
     let text = std::fs::read_to_string(&f.baseline).unwrap();
     let b = Baseline::parse(&text).unwrap();
     assert_eq!(b.format, "infer-bench-baseline");
-    assert_eq!(b.version, 1);
+    assert_eq!(b.version, 2);
+    // The rules it was blessed with are pinned, with the spec's hash.
+    assert_eq!(b.rules.as_ref().unwrap()["confirm"], 1);
+    assert_eq!(b.spec_sha256.as_ref().map(String::len), Some(64));
     assert_eq!(b.spec, "judge-e2e");
     let (id, p) = b.points.iter().next().unwrap();
     assert_eq!(id, "sim.llama-8b.chat.c16-602ab447");
@@ -393,7 +396,11 @@ fn a_ten_percent_faster_server_improves() {
 fn a_changed_spec_shows_the_drift_instead_of_comparing() {
     let dir = workdir("drift");
     let (diff, report) = run_and_diff(&dir, "judge-drift.toml", &[]);
-    assert_eq!(diff.code, 0, "drift is listed, not failed: {}", diff.stdout);
+    assert_eq!(
+        diff.code, 4,
+        "drift is not judged, so not passed: {}",
+        diff.stdout
+    );
     let p = &report["points"][0];
     assert_eq!(p["match"], "drift");
     assert_eq!(p["baseline_id"], "sim.llama-8b.chat.c16-602ab447");
@@ -460,7 +467,7 @@ fn another_gpu_is_incomparable_and_this_spec_fails_on_it() {
 fn invalid_points_are_refused_and_not_judged() {
     let dir = workdir("invalid");
     let (diff, report) = run_and_diff(&dir, "judge-invalid.toml", &[]);
-    assert_eq!(diff.code, 0, "INSUFFICIENT is advisory: {}", diff.stdout);
+    assert_eq!(diff.code, 4, "INSUFFICIENT is not passed: {}", diff.stdout);
     assert_eq!(report["points"][0]["decision"], "INSUFFICIENT");
     let note = gates(&report)["tpot p50"]["note"]
         .as_str()
@@ -475,6 +482,12 @@ fn invalid_points_are_refused_and_not_judged() {
         ib(&dir, &["diff", "run", "--baseline", &base, "--strict"]).code,
         4
     );
+    // Advisory only when asked.
+    let allowed = ib(
+        &dir,
+        &["diff", "run", "--baseline", &base, "--allow-unjudged"],
+    );
+    assert_eq!(allowed.code, 0, "{}", allowed.stdout);
     let bless = ib(&dir, &["bless", "run", "--baseline", "mine.json"]);
     assert_eq!(bless.code, 2);
     assert!(

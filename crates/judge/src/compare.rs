@@ -281,6 +281,9 @@ pub struct PointReport {
     pub failed: bool,
     /// The new point is VALID (true for dropped points).
     pub valid: bool,
+    /// Why the new point is INVALID.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid_reasons: Vec<String>,
     pub gates: Vec<GateReport>,
     /// Identity keys that differ.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -367,8 +370,9 @@ impl PointReport {
             ));
         }
         if !self.valid {
-            let detail = self.notes.first().cloned().unwrap_or_default();
-            let (reason, fix) = invalid_fix(&detail);
+            let detail = self.invalid_reasons.join("; ");
+            let (reason, fix) =
+                invalid_fix(self.invalid_reasons.first().map_or("", |r| r.as_str()));
             return Some(it(reason, detail, fix, blocking));
         }
         if self.matched == Match::Drift {
@@ -570,6 +574,7 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
             skipped: false,
             failed: false,
             valid: true,
+            invalid_reasons: Vec::new(),
             gates: Vec::new(),
             env_mismatch: Vec::new(),
             fact_changes: Vec::new(),
@@ -815,6 +820,7 @@ fn unmatched(p: &PointResult, matched: Match) -> PointReport {
         skipped: false,
         failed: unmeasured(p).is_some(),
         valid: p.valid,
+        invalid_reasons: p.invalid_reasons.clone(),
         gates: Vec::new(),
         env_mismatch: Vec::new(),
         fact_changes: Vec::new(),
@@ -913,6 +919,7 @@ fn compared(
         skipped: incomparable && settings.on_env_mismatch == OnEnvMismatch::Skip,
         failed: failed.is_some(),
         valid: p.valid,
+        invalid_reasons: p.invalid_reasons.clone(),
         gates,
         env_mismatch,
         fact_changes,
@@ -1310,6 +1317,14 @@ mod tests {
         assert_eq!(r.exit_code, EXIT_UNJUDGED);
         let u = r.points[0].unjudged.as_ref().unwrap();
         assert!(u.blocking && u.reason.starts_with("INVALID"), "{u:?}");
+        // The reason of a late client names the setting that bounds it.
+        let mut late = p.clone();
+        late.invalid_reasons = vec!["run 1: the client itself was late: dispatch lag p99 4.4 ms is above the budget of 3.0 ms".into()];
+        let r = compare(&b, &results(vec![late]), &settings(&spec));
+        let u = r.points[0].unjudged.as_ref().unwrap();
+        assert_eq!(u.reason, "INVALID: the client fell behind its schedule");
+        assert!(u.fix.contains("`[validity] max_dispatch_lag_p99`"), "{u:?}");
+        assert!(u.detail.contains("dispatch lag p99 4.4 ms"), "{u:?}");
         let mut allow = settings(&spec);
         allow.allow_unjudged = true;
         let r = compare(&b, &results(vec![p.clone()]), &allow);
