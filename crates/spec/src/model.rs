@@ -374,10 +374,11 @@ impl Validity {
     /// this: a client that keeps up sends within a fraction of it.
     pub const DISPATCH_LAG_P50_FLOOR: Duration = Duration::from_millis(1);
     /// The default budget of the dispatch lag's p99 is never below this:
-    /// the scheduler of a busy 2-core machine preempts the client for a
-    /// few milliseconds now and then (4.4 ms measured), which lands in the
-    /// p99 of a short run.
-    pub const DISPATCH_LAG_P99_FLOOR: Duration = Duration::from_millis(5);
+    /// the scheduler of a saturated 2-core machine preempts the client for
+    /// a few milliseconds now and then (up to 5.4 ms in 285 quickstart runs
+    /// measured), which lands in the p99 of a short run; a client late on
+    /// every request is the median's to catch.
+    pub const DISPATCH_LAG_P99_FLOOR: Duration = Duration::from_millis(10);
 
     /// Whether a run (or a point's merged distributions) with these latency
     /// summaries had a client that fell behind: the first budget exceeded,

@@ -685,7 +685,7 @@ pub struct RawValidity {
     /// A fixed budget for each run's dispatch lag p99 (the client's own
     /// delay before a send); above it the point is INVALID. Unset, the lag's
     /// p50 may be 5% of the run's TTFT p50 measured from send (at least
-    /// "1ms") and its p99 10% of the TTFT p99 (at least "5ms"; the E2E when
+    /// "1ms") and its p99 10% of the TTFT p99 (at least "10ms"; the E2E when
     /// not streamed).
     #[serde(default)]
     pub max_dispatch_lag_p99: Option<Duration>,
