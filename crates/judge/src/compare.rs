@@ -1410,7 +1410,7 @@ mod tests {
         let new = point(&plan24, &[100.0; 3], &[]);
         assert_eq!(new.slug, plan16.points[0].slug);
         assert_ne!(new.hash, plan16.points[0].hash);
-        let mut r = compare(&b, &results(vec![new]), &settings(&spec));
+        let r = compare(&b, &results(vec![new]), &settings(&spec));
         let p = &r.points[0];
         assert_eq!(p.matched, Match::Drift);
         assert_eq!(p.decision, None);

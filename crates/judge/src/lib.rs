@@ -24,10 +24,10 @@ pub mod compare;
 pub mod drift;
 pub mod exit;
 pub mod fingerprint;
-pub mod rules;
 #[cfg(any(test, feature = "test-fixtures"))]
 pub mod fixtures;
 pub mod power;
+pub mod rules;
 pub mod stats;
 
 pub(crate) use infer_bench_results::sorted_keys;
