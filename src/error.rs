@@ -2,11 +2,11 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | everything judged passed (INCONCLUSIVE / INCOMPARABLE are advisory unless `--strict`) |
+//! | 0 | passed: every point judged, nothing regressed, every SLO met |
 //! | 1 | a confirmed regression or an SLO failure |
-//! | 2 | the spec or the command line is wrong |
-//! | 3 | infrastructure: target unreachable, server failed to start, GPU required but absent |
-//! | 4 | with `--strict`: something could not be judged |
+//! | 2 | the spec or the command line is wrong, or there is no baseline |
+//! | 3 | infrastructure: target unreachable, server failed to start, no request succeeded, GPU required but absent |
+//! | 4 | could not judge a point, or the spec's rules differ from the baseline's (`--strict`: INCONCLUSIVE too) |
 
 use std::process::ExitCode;
 

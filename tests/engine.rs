@@ -480,3 +480,27 @@ fn an_interrupted_run_keeps_every_finished_point() {
         "every point is either kept or listed as pending"
     );
 }
+
+/// A server that refuses every request (500, at once) with a spec that has
+/// no SLOs: the run measured nothing, and says so with exit 3 instead of
+/// passing.
+#[test]
+fn a_point_where_every_request_failed_is_an_infrastructure_failure() {
+    let rt = runtime();
+    let script = Script {
+        fault: Fault::Http500,
+        ..Script::default()
+    };
+    let server = rt.block_on(ScriptedServer::start(script)).unwrap();
+    let text = spec(
+        &[("strict", server.base_url())],
+        "concurrency = 2\nrequests = 8",
+        "input_tokens = 8\noutput_tokens = 6",
+    );
+    assert!(!text.contains("[slo]"));
+    let run = run_spec(&text, &[]);
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    let p = &run.results["points"][0];
+    assert_eq!(p["merged"]["requests"]["succeeded"], 0);
+    assert_eq!(p["merged"]["requests"]["failed"], 8);
+}
