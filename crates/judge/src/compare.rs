@@ -627,6 +627,11 @@ fn invalid_fix(reason: &str) -> (&'static str, &'static str) {
             "INVALID: the client fell behind its schedule",
             "a less busy machine, or a larger `[validity] max_dispatch_lag_p99`",
         )
+    } else if reason.contains("simulator fell behind") {
+        (
+            "INVALID: the simulator fell behind its schedule",
+            "a less busy machine (the simulator shares the client's CPUs)",
+        )
     } else if reason.contains("measurement window") {
         (
             "INVALID: the measurement window is too short",
