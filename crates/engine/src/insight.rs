@@ -493,7 +493,7 @@ mod tests {
         let mut p = point();
         let lag = infer_bench_results::hist::Summary {
             count: 100,
-            p99: 7.5,
+            p99: 12.5,
             ..Default::default()
         };
         p.merged.latency_ms.insert("dispatch_lag".into(), lag);
@@ -544,7 +544,7 @@ mod tests {
             ],
             "{h:#?}"
         );
-        assert_eq!(h[0].evidence["dispatch_lag_p99_ms"], 7.5);
+        assert_eq!(h[0].evidence["dispatch_lag_p99_ms"], 12.5);
         assert!(
             h[1].message
                 .contains("72% above its median (31.0 against 18.0 ms)"),
