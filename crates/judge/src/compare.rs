@@ -340,6 +340,16 @@ impl PointReport {
         }
     }
 
+    /// Why a point that could not be measured (`failed`) could not: its
+    /// gates' note, or its own first note.
+    pub fn failure(&self) -> String {
+        self.gates
+            .first()
+            .and_then(|g| g.note.clone())
+            .or_else(|| self.notes.first().cloned())
+            .unwrap_or_default()
+    }
+
     /// Whether something about this point could not be judged (what
     /// `--strict` fails on): an unjudged decision, drift, a missing point
     /// or an INVALID new point.

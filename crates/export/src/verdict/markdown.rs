@@ -119,13 +119,11 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
     if !failed.is_empty() {
         w.section("### Could not be measured\n\n");
         for p in failed {
-            let why = p
-                .gates
-                .first()
-                .and_then(|g| g.note.clone())
-                .or_else(|| p.notes.first().cloned())
-                .unwrap_or_default();
-            w.push(&format!("- `{}`: {}\n", p.slug, short(&one_line(&why))));
+            w.push(&format!(
+                "- `{}`: {}\n",
+                p.slug,
+                short(&one_line(&p.failure()))
+            ));
         }
         w.push("\n");
     }

@@ -136,13 +136,11 @@ pub fn table(r: &Report) -> String {
 
     let mut notes = String::new();
     for p in r.points.iter().filter(|p| p.failed) {
-        let why = p
-            .gates
-            .first()
-            .and_then(|g| g.note.clone())
-            .or_else(|| p.notes.first().cloned())
-            .unwrap_or_default();
-        notes.push_str(&format!("{}: could not be measured: {why}\n", p.slug));
+        notes.push_str(&format!(
+            "{}: could not be measured: {}\n",
+            p.slug,
+            p.failure()
+        ));
     }
     for p in &r.points {
         for s in p.slo.iter().filter(|s| !s.pass) {
