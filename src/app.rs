@@ -367,9 +367,8 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
 /// 1 if an SLO failed; 4 with --strict if a point was INVALID; else 0.
 pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
     use crate::error::*;
-    if r.points.iter().any(|p| {
-        p.status == crate::results::PointStatus::Failed || p.merged.requests.succeeded == 0
-    }) || (strict && r.points.iter().any(|p| !p.preflight.is_empty()))
+    if r.points.iter().any(|p| p.measured_nothing())
+        || (strict && r.points.iter().any(|p| !p.preflight.is_empty()))
     {
         EXIT_INFRA
     } else if r.points.iter().any(|p| p.slo_pass == Some(false)) {

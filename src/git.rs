@@ -78,19 +78,7 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
 mod tests {
     use super::*;
 
-    fn git(dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .output()
-            .expect("git runs");
-        assert!(
-            ok.status.success(),
-            "{}",
-            String::from_utf8_lossy(&ok.stderr)
-        );
-    }
+    use infer_bench_testkit::git::git;
 
     #[test]
     fn reads_a_file_at_a_revision_not_the_working_tree() {
@@ -100,18 +88,7 @@ mod tests {
         std::fs::create_dir(d.join("sub")).unwrap();
         std::fs::write(d.join("sub/f.txt"), "committed\n").unwrap();
         git(d, &["add", "."]);
-        git(
-            d,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qm",
-                "x",
-            ],
-        );
+        git(d, &["commit", "-qm", "x"]);
         std::fs::write(d.join("sub/f.txt"), "edited\n").unwrap();
         assert_eq!(show("HEAD", &d.join("sub/f.txt")).unwrap(), "committed\n");
         assert!(matches!(

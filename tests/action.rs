@@ -52,25 +52,7 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_infer-bench")
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "advice.detachedHead=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use infer_bench_testkit::git::git;
 
 struct Step {
     code: i32,

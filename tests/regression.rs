@@ -841,19 +841,7 @@ fn false_alarm_measurement_end_to_end() {
 // ---------------------------------------------------------------------------
 // The rules are the baseline's: what a pull request can and cannot change.
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use infer_bench_testkit::git::git;
 
 /// `judge-base.toml` made 2x slower, as a pull request that also tries to
 /// get away with it would write it: every noise band 1000%, `min_runs`

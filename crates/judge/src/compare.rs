@@ -133,14 +133,6 @@ impl Decision {
             Decision::Unchanged => 5,
         }
     }
-
-    /// Whether this decision means the gate could not be judged.
-    pub fn is_unjudged(self) -> bool {
-        matches!(
-            self,
-            Decision::Inconclusive | Decision::Incomparable | Decision::Insufficient
-        )
-    }
 }
 
 impl From<Verdict> for Decision {
@@ -360,11 +352,11 @@ impl PointReport {
     /// Why this point could not be judged, if it could not; `None` for a
     /// judged point, a new or dropped one, one left out, and one that could
     /// not be measured (that is an infrastructure failure, exit 3).
-    fn why_unjudged(&self, settings: &Report) -> Option<Unjudged> {
+    fn why_unjudged(&self, report: &Report) -> Option<Unjudged> {
         if self.skipped || self.failed {
             return None;
         }
-        let blocking = !settings.allow_unjudged;
+        let blocking = !report.allow_unjudged;
         let it = |reason: &str, detail: String, fix: &str, blocking: bool| Unjudged {
             reason: reason.into(),
             detail,
@@ -410,7 +402,7 @@ impl PointReport {
                     .map(|m| m.to_string())
                     .collect::<Vec<_>>()
                     .join("; ");
-                let advisory = settings.on_env_mismatch == OnEnvMismatch::Advisory;
+                let advisory = report.on_env_mismatch == OnEnvMismatch::Advisory;
                 Some(it(
                     "the environment differs from the baseline's",
                     keys,
@@ -429,12 +421,12 @@ impl PointReport {
                         "too few windows for a verdict (a side has one run)",
                         format!(
                             "`[load] runs = {}` (or more), so runs are compared rather than windows",
-                            settings.min_runs.max(2)
+                            report.min_runs.max(2)
                         ),
                     ),
                     Some(Shortfall::FewReplicates) => (
                         "fewer runs than min_runs",
-                        format!("`[load] runs = {}` (or more)", settings.min_runs),
+                        format!("`[load] runs = {}` (or more)", report.min_runs),
                     ),
                     Some(Shortfall::NotPositive) => (
                         "the metric has no positive value to compare",
@@ -444,7 +436,7 @@ impl PointReport {
                         "no window of the run has a value",
                         format!(
                             "`[load] runs = {}` (or more), or a `[load] window` shorter than the measurement",
-                            settings.min_runs.max(2)
+                            report.min_runs.max(2)
                         ),
                     ),
                     Some(Shortfall::NoValue) | None => (
@@ -808,18 +800,18 @@ impl Report {
 /// of its requests succeeded (a server refusing every request is an
 /// infrastructure failure, whatever the spec's SLOs say).
 fn unmeasured(p: &PointResult) -> Option<String> {
-    if p.status == PointStatus::Failed {
+    if !p.measured_nothing() {
+        None
+    } else if p.status == PointStatus::Failed {
         Some(format!(
             "the point could not be measured: {}",
             p.failure.as_deref().unwrap_or("see the results")
         ))
-    } else if p.merged.requests.succeeded == 0 {
+    } else {
         Some(format!(
             "no request succeeded ({} failed): see the failure classes in the results",
             p.merged.requests.failed
         ))
-    } else {
-        None
     }
 }
 

@@ -589,6 +589,13 @@ impl Stats {
 }
 
 impl<C> PointResult<C> {
+    /// Whether the point measured nothing: it failed, or not one of its
+    /// requests succeeded. Either is an infrastructure failure (exit 3),
+    /// whatever its SLOs say.
+    pub fn measured_nothing(&self) -> bool {
+        self.status == PointStatus::Failed || self.merged.requests.succeeded == 0
+    }
+
     /// A metric's value for SLOs and reports: stored statistics, or any
     /// percentile recomputed from the merged histogram.
     pub fn value(&self, metric: Metric, stat: Option<&Stat>) -> Option<f64> {

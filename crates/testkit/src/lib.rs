@@ -1,7 +1,9 @@
 //! Test servers and helpers for infer-bench's own tests (a dev-dependency
 //! only; nothing here is in the release binary): the scripted
-//! OpenAI-compatible server whose timing is known and recorded, and the
-//! lock that keeps timing tests from running at the same time.
+//! OpenAI-compatible server whose timing is known and recorded, the lock
+//! that keeps timing tests from running at the same time, and git in a
+//! scratch repository.
 
+pub mod git;
 pub mod scripted;
 pub mod timing;
