@@ -18,6 +18,7 @@ pub mod error;
 pub mod hist;
 pub mod insight;
 pub mod metric;
+pub mod redact;
 pub mod requests;
 pub mod telemetry;
 
