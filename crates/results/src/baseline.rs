@@ -117,7 +117,9 @@ impl<C: Serialize + DeserializeOwned> Baseline<C> {
     /// The canonical text: pretty JSON, keys sorted at every level, final
     /// newline.
     pub fn to_json(&self) -> String {
-        let value = serde_json::to_value(self).expect("baselines serialize");
+        let mut value = serde_json::to_value(self).expect("baselines serialize");
+        // JSON cannot hold a non-finite float: leave it out (see `finite`).
+        crate::finite::strip(&mut value, &crate::finite::non_finite(self));
         let mut s =
             serde_json::to_string_pretty(&crate::sorted_keys(value)).expect("values serialize");
         s.push('\n');
@@ -155,7 +157,7 @@ impl<C: Serialize + DeserializeOwned> Baseline<C> {
             ));
         }
         let baseline: Baseline<C> =
-            serde_json::from_value(value).map_err(|e| format!("invalid baseline: {e}"))?;
+            crate::from_value_at(value).map_err(|e| format!("invalid baseline: {e}"))?;
         let mut seen = BTreeMap::new();
         for (id, p) in &baseline.points {
             if let Some(other) = seen.insert(p.slug.as_str(), id.as_str()) {

@@ -15,6 +15,7 @@ use crate::metric::{Kind, Metric};
 
 pub mod baseline;
 pub mod error;
+pub mod finite;
 pub mod hist;
 pub mod insight;
 pub mod metric;
@@ -640,11 +641,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
-    /// Pretty JSON with a final newline.
+    /// Pretty JSON with a final newline. A non-finite float (which JSON
+    /// cannot hold) is left out, never written as `null` (see `finite`).
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("results serialize");
-        s.push('\n');
-        s
+        finite::to_json_pretty(self).expect("results serialize")
     }
 
     pub fn write(&self, path: &Path) -> crate::error::Result<()> {
@@ -662,7 +662,11 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
         let value: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| crate::error::Error::Format {
                 path: file.clone(),
-                message: format!("not JSON: {e}"),
+                message: if e.is_eof() {
+                    format!("not JSON: {e} (the file ends early: was it cut short?)")
+                } else {
+                    format!("not JSON: {e}")
+                },
             })?;
         if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
             return Err(crate::error::Error::Format {
@@ -681,12 +685,29 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
             });
         }
         let results: Results<C> =
-            serde_json::from_value(value).map_err(|e| crate::error::Error::Format {
+            from_value_at(value).map_err(|message| crate::error::Error::Format {
                 path: file.clone(),
-                message: format!("invalid results: {e}"),
+                message: format!("invalid results: {message}"),
             })?;
         Ok((results, file))
     }
+}
+
+/// Deserializes a file's JSON; the error names the field it concerns
+/// (`points[2].merged.window_s: invalid type: null, expected f64`), so a
+/// damaged or hand-edited file says where it is damaged.
+pub(crate) fn from_value_at<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> std::result::Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            inner.to_string()
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
 }
 
 /// The results schema with `C` as the points' configuration, pretty, with

@@ -47,11 +47,19 @@ pub struct RunSpan {
 pub struct SeriesStats {
     /// Samples summarized.
     pub count: u64,
+    // The figures come from outside (a server's metrics, NVML): one that
+    // was not a finite number is left out when written (see `finite`),
+    // and reads back as 0 rather than making the file unreadable.
+    #[serde(default)]
     pub mean: f64,
+    #[serde(default)]
     pub min: f64,
     /// Nearest-rank percentiles of the samples.
+    #[serde(default)]
     pub p50: f64,
+    #[serde(default)]
     pub p95: f64,
+    #[serde(default)]
     pub max: f64,
 }
 
