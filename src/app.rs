@@ -122,10 +122,13 @@ fn sim_server(path: &std::path::Path, select: &crate::cli::Select, port: u16) ->
         .build()
         .map_err(|e| Error::Infra(format!("cannot start the async runtime: {e}")))?;
     rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+        match StopSignals::new() {
+            Ok(mut s) => {
+                s.next().await;
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     });
     server.stop();
@@ -242,6 +245,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             "no point of the plan matches --only / --partition".into(),
         ));
     }
+    crate::consent::check(&spec, &plan, args.allow_launch)?;
     let agent = args.agent.as_deref().map(parse_agent).transpose()?;
     let start_at = match &args.start_at {
         Some(s) => Some(crate::run::agent::parse_start(s).map_err(Error::Usage)?),
@@ -292,14 +296,19 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     let interrupt = std::sync::Arc::new(crate::run::engine::Interrupt::default());
     {
         let intr = interrupt.clone();
+        let mut signals = {
+            let _in_runtime = rt.enter();
+            StopSignals::new()
+                .map_err(|e| Error::Infra(format!("cannot listen for signals: {e}")))?
+        };
         rt.spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: finishing up; finished points are kept (Ctrl-C again to quit at once)");
-                intr.trigger();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
-            }
+            let name = signals.next().await;
+            eprintln!(
+                "\ninterrupted ({name}): finishing up; finished points are kept (a second Ctrl-C or SIGTERM quits at once)"
+            );
+            intr.trigger();
+            signals.next().await;
+            std::process::exit(130);
         });
     }
     let progress = if std::io::stderr().is_terminal() {
@@ -429,4 +438,33 @@ pub fn default_out_dir(name: &str) -> std::path::PathBuf {
         .filter(|c| c.is_ascii_alphanumeric() || *c == 'T')
         .collect();
     std::path::PathBuf::from("results").join(format!("{name}-{stamp}"))
+}
+
+/// The signals that mean "stop": SIGINT (Ctrl-C), SIGTERM (what CI runners
+/// and Kubernetes send) and SIGHUP (a closed terminal). Registered when made
+/// (inside a runtime), so none is missed between start-up and the wait.
+struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits for the next one; its name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "SIGINT",
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.hup.recv() => "SIGHUP",
+        }
+    }
 }

@@ -176,6 +176,12 @@ pub struct RunArgs {
     /// INCOMPARABLE, drift, missing) pass; by default they fail (exit 4).
     #[arg(long)]
     pub allow_unjudged: bool,
+    /// Let the spec start its servers (`launch`): runs the spec's command on
+    /// this machine and fills the `{env.NAME}` placeholders its `allow_env`
+    /// lists. Without it a spec that launches exits 2 before anything starts.
+    /// Give it for specs you trust, never for a pull request's own spec.
+    #[arg(long, env = "INFER_BENCH_ALLOW_LAUNCH", value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_launch: bool,
     /// Also write every request to requests.jsonl, streamed to disk.
     #[arg(long)]
     pub requests: bool,

@@ -30,6 +30,10 @@ pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Resu
     let (results, file) = Results::read(results)?;
     let regression = regression_of(&results)?;
     let path = baseline_path(baseline, &regression);
+    if baseline.is_none_or(|b| b.as_os_str().is_empty()) {
+        crate::paths::inside_cwd(&path)
+            .map_err(|e| Error::Usage(format!("bless: [regression] baseline: {e}")))?;
+    }
     let mut base = if path.exists() {
         Baseline::read(&path)?
     } else {

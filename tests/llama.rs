@@ -33,6 +33,7 @@ fn run(spec: &Path, out: &Path, llama: &Path, extra: &[&str]) -> (Option<i32>, S
         .arg(spec)
         .arg("--out")
         .arg(out)
+        .arg("--allow-launch")
         .args(extra)
         .env("INFER_BENCH_LLAMA_DIR", llama)
         .output()

@@ -16,7 +16,7 @@
 set -euo pipefail
 K=$SLURM_ARRAY_TASK_ID
 N=$SLURM_ARRAY_TASK_COUNT
-exec infer-bench run specs/llama-cpp.toml \
+exec infer-bench run specs/llama-cpp.toml --allow-launch \
     --partition "slice:$K/$N" \
     --out "results/sweep-shard-$K"
 # Load sharding on Slurm instead: one job of N tasks started together

@@ -2,8 +2,10 @@
 //! its placeholders filled in, captures its output into the run's folder,
 //! waits until its readiness path answers 200, records what it says about
 //! itself, and stops it (SIGTERM to its process group, SIGKILL after the
-//! grace period) when its group of points is done, on Ctrl-C, on any error,
-//! and if this process dies (PR_SET_PDEATHSIG), so no server is left behind.
+//! grace period) when its group of points is done, on Ctrl-C, SIGTERM or
+//! SIGHUP, on any error, and if this process dies (PR_SET_PDEATHSIG for the
+//! server, a forked watchdog for everything in its process group), so no
+//! server or server's child is left behind.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -19,6 +21,7 @@ use infer_bench_spec::results::ServerInfo;
 /// A server this process started.
 pub struct Launched {
     child: Option<Child>,
+    watchdog: Option<Watchdog>,
     spec_dir: PathBuf,
     base_url: String,
     port: u16,
@@ -44,14 +47,24 @@ pub fn placeholder_values(
     let p = cfg.precision.as_ref();
     let spec_dir = std::path::absolute(spec_dir).unwrap_or_else(|_| spec_dir.to_path_buf());
     let dir = spec_dir.display().to_string();
-    // Paths in the spec (weights, tokenizer) may themselves use {spec.dir}.
+    // `{env.NAME}` reads only the variables the launch block allows.
+    let env: Vec<(String, Option<String>)> = cfg
+        .target
+        .launch
+        .iter()
+        .flat_map(|l| &l.allow_env)
+        .map(|var| (format!("env.{var}"), std::env::var(var).ok()))
+        .collect();
+    // Paths in the spec (weights, tokenizer) may themselves use {spec.dir}
+    // and allowed {env.NAME}; one that cannot be filled stays as written,
+    // and the command that uses it says why.
     let path = |v: Option<String>| {
         v.map(|v| {
             let v = v.replace("{spec.dir}", &dir);
-            fill(&v, &[], false).unwrap_or(v)
+            fill(&v, &env, false).unwrap_or(v)
         })
     };
-    vec![
+    let mut values = vec![
         ("spec.dir".into(), Some(dir.clone())),
         ("port".into(), Some(port.to_string())),
         ("host".into(), Some("127.0.0.1".into())),
@@ -83,7 +96,9 @@ pub fn placeholder_values(
                 .and_then(|d| serde_json::to_value(d).ok())
                 .and_then(|v| v.as_str().map(str::to_string)),
         ),
-    ]
+    ];
+    values.extend(env);
+    values
 }
 
 /// Fills `{...}` placeholders. `redact` replaces `{env.*}` values with a
@@ -104,10 +119,19 @@ pub fn fill(
         };
         let key = &after[..close];
         let value = if let Some(var) = key.strip_prefix("env.") {
-            if redact {
-                Some(format!("<${var}>"))
-            } else {
-                Some(std::env::var(var).map_err(|_| format!("the launch command uses {{{key}}}, but the environment variable {var} is not set"))?)
+            match values.iter().find(|(k, _)| k == key) {
+                _ if redact => Some(format!("<${var}>")),
+                Some((_, Some(v))) => Some(v.clone()),
+                Some((_, None)) => {
+                    return Err(format!(
+                        "the launch command uses {{{key}}}, but the environment variable {var} is not set"
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "the launch command uses {{{key}}}, but `allow_env` does not list {var}"
+                    ));
+                }
             }
         } else {
             match values.iter().find(|(k, _)| k == key) {
@@ -284,8 +308,19 @@ impl Launched {
             };
             format!("cannot start `{program}`: {e}{hint}")
         })?;
+        let watchdog = match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std())
+        {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!(
+                    "warning: cannot start the watchdog that stops the server if infer-bench is killed: {e}"
+                );
+                None
+            }
+        };
         let mut server = Launched {
             child: Some(child),
+            watchdog,
             spec_dir: spec_dir.to_path_buf(),
             base_url,
             port,
@@ -453,6 +488,99 @@ impl Launched {
         unsafe {
             libc::killpg(pgid, libc::SIGKILL);
         }
+        if let Some(w) = self.watchdog.take() {
+            w.disarm();
+        }
+    }
+}
+
+/// A forked process whose only job is to stop a launched server's process
+/// group if this process dies without doing it (SIGKILL, an abort, a
+/// second Ctrl-C): PR_SET_PDEATHSIG reaches only the group's leader, not
+/// what it forked. It waits on a pipe whose only writer is this process:
+/// a byte means "stopped, go away", end-of-file means this process is gone.
+struct Watchdog {
+    pid: libc::pid_t,
+    fd: libc::c_int,
+}
+
+impl Watchdog {
+    fn arm(pgid: libc::pid_t, grace: Duration) -> std::io::Result<Watchdog> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: a plain pipe2 into a local array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let (read, write) = (fds[0], fds[1]);
+        let polls = (grace.as_millis() / 100).max(1);
+        // SAFETY: after fork the child calls only async-signal-safe
+        // functions (setpgid, sigaction via signal, dup2, close, read,
+        // killpg, nanosleep, _exit) and touches no allocator or lock.
+        match unsafe { libc::fork() } {
+            -1 => {
+                let e = std::io::Error::last_os_error();
+                // SAFETY: closing the fds we just made.
+                unsafe {
+                    libc::close(read);
+                    libc::close(write);
+                }
+                Err(e)
+            }
+            0 => unsafe {
+                // Out of the terminal's group: a Ctrl-C meant for
+                // infer-bench must not stop the watchdog first.
+                libc::setpgid(0, 0);
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+                libc::dup2(read, 0);
+                // Every other descriptor closed, so no copy of a write end
+                // (another watchdog's) keeps this one waiting.
+                if libc::syscall(libc::SYS_close_range, 1u32, u32::MAX, 0u32) != 0 {
+                    for fd in 1..4096 {
+                        libc::close(fd);
+                    }
+                }
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(0, (&raw mut byte).cast(), 1);
+                    if n == 1 {
+                        libc::_exit(0);
+                    }
+                    if n == 0 || *libc::__errno_location() != libc::EINTR {
+                        break;
+                    }
+                }
+                libc::killpg(pgid, libc::SIGTERM);
+                let tick = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 100_000_000,
+                };
+                for _ in 0..polls {
+                    if libc::killpg(pgid, 0) != 0 {
+                        libc::_exit(0);
+                    }
+                    libc::nanosleep(&tick, std::ptr::null_mut());
+                }
+                libc::killpg(pgid, libc::SIGKILL);
+                libc::_exit(0)
+            },
+            pid => {
+                // SAFETY: the child has its copy; ours is not needed.
+                unsafe { libc::close(read) };
+                Ok(Watchdog { pid, fd: write })
+            }
+        }
+    }
+
+    /// The server was stopped: the watchdog exits without signalling.
+    fn disarm(self) {
+        // SAFETY: our own pipe's write end and our own child.
+        unsafe {
+            libc::write(self.fd, b"x".as_ptr().cast(), 1);
+            libc::close(self.fd);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
     }
 }
 
@@ -488,8 +616,16 @@ mod tests {
         assert!(
             fill("{env.SURELY_NOT_SET_12345}", &values, false)
                 .unwrap_err()
-                .contains("SURELY_NOT_SET_12345")
+                .contains("`allow_env` does not list SURELY_NOT_SET_12345")
         );
+        let allowed = vec![("env.SURELY_NOT_SET_12345".to_string(), None)];
+        assert!(
+            fill("{env.SURELY_NOT_SET_12345}", &allowed, false)
+                .unwrap_err()
+                .contains("is not set")
+        );
+        let set = vec![("env.X".to_string(), Some("v".to_string()))];
+        assert_eq!(fill("a{env.X}b", &set, false).unwrap(), "avb");
         assert_eq!(fill("{{json}}", &values, false).unwrap(), "{{json}}");
         let cmd: Vec<String> = [
             "vllm",
