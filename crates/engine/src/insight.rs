@@ -46,8 +46,11 @@ fn share_at(tel: &PointTelemetry, timelines: &[PlacedTimeline<'_>], t_s: f64) ->
             continue;
         }
         let i = ((t_s - p.origin_s) / w) as usize;
-        if i < p.timeline.prefill_s.len() {
-            let (pre, dec) = (p.timeline.prefill_s[i], p.timeline.decode_s[i]);
+        // A timeline read from a file may have columns of unequal length:
+        // a bucket one column lacks holds nothing in that phase.
+        let (pre, dec) = (p.timeline.prefill_s.get(i), p.timeline.decode_s.get(i));
+        if pre.is_some() || dec.is_some() {
+            let (pre, dec) = (pre.copied().unwrap_or(0.0), dec.copied().unwrap_or(0.0));
             return (pre + dec > 0.0).then(|| pre / (pre + dec));
         }
     }

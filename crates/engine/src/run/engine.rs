@@ -747,8 +747,11 @@ pub fn run_once<B: Backend>(
     }
     // No more arrivals: the slots finish what is queued, then stop.
     drop(queue_tx);
+    // The ramp task holds a clone of `shared` (and so of the recorder):
+    // aborting only asks it to stop, so wait until it has.
     if let Some(t) = ramp_task {
         t.abort();
+        let _ = env.handle.block_on(t);
     }
     // Drain: every request has its own total timeout, so this ends.
     let intr = shared.interrupt.clone();
@@ -765,23 +768,21 @@ pub fn run_once<B: Backend>(
     });
     let interrupted = shared.interrupt.is_set();
     drop(shared);
+    // Every task that held the recorder has ended, so this is the last
+    // reference. Were one still held, the whole recorder (windows, steps,
+    // turns, phases and all) is taken out of it, never a part of it.
     let mut recorder = match Arc::try_unwrap(recorder) {
         Ok(m) => m.into_inner(),
-        Err(arc) => {
-            let guard = arc.lock();
-            let mut r = Recorder::new(
+        Err(arc) => std::mem::replace(
+            &mut *arc.lock(),
+            Recorder::new(
                 cfg.workload.stream,
                 cfg.goodput.clone(),
                 open,
                 load.window,
                 load.ramp.is_some(),
-            );
-            r.run = guard.run.clone();
-            if let Some(w) = guard.window_start() {
-                r.set_window_start(w);
-            }
-            r
-        }
+            ),
+        ),
     };
     recorder.unfinished(unfinished);
     RunOutcome {
@@ -1007,5 +1008,32 @@ mod tests {
         assert!(out.interrupted);
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(out.recorder.stats().requests.unfinished, 3);
+    }
+
+    /// A closed-loop ramp that runs out of requests before its last step:
+    /// its step task is stopped, and the recorder comes back whole, steps
+    /// and phases included (it used to lose them whenever the stopped task
+    /// still held a reference).
+    #[test]
+    fn a_ramp_cut_short_keeps_its_steps() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let mut cfg = config(Level::Concurrency(2), Arrival::Closed, 0, Some(30));
+        cfg.load.ramp = Some(infer_bench_spec::Ramp {
+            levels: vec![
+                Level::Concurrency(2),
+                Level::Concurrency(4),
+                Level::Concurrency(8),
+            ],
+            every: D::from_secs(60),
+        });
+        for _ in 0..10 {
+            let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+            assert_eq!(out.recorder.stats().requests.succeeded, 30);
+            assert_eq!(out.recorder.steps().len(), 1, "the first step is kept");
+            assert!(
+                out.recorder.phases().is_some(),
+                "the phase timeline is kept"
+            );
+        }
     }
 }

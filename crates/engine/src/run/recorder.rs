@@ -2,7 +2,10 @@
 //! exactly as METRICS.md defines them. Latencies go into HDR histograms
 //! (µs); failures are counted by class; fixed-length windows and ramp steps
 //! keep statistics of their own. Memory depends on the number of windows
-//! and steps, never on the number of requests.
+//! and steps, never on the number of requests, and a closed window is kept
+//! compact: its histograms encoded (V2 + deflate, a few KB) rather than
+//! twelve live histograms (about 0.6 MB), so an hour of 10 s windows costs
+//! a few MB (see `tests/recorder_memory.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -277,19 +280,22 @@ impl Tally {
         }
     }
 
-    /// Adds another tally (runs merged into a point).
+    /// Adds another tally (runs merged into a point). Counts saturate: a
+    /// tally may come from a file (`merge`), and a count near `u64::MAX`
+    /// there must not overflow here.
     pub fn merge(&mut self, o: &Tally) {
         for series in Series::ALL {
             let _ = self.hists[series].add(&o.hists[series]);
         }
-        self.counts.sent += o.counts.sent;
-        self.counts.succeeded += o.counts.succeeded;
-        self.counts.failed += o.counts.failed;
-        self.counts.warmup += o.counts.warmup;
-        self.counts.unfinished += o.counts.unfinished;
-        self.counts.resent += o.counts.resent;
+        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        add(&mut self.counts.sent, o.counts.sent);
+        add(&mut self.counts.succeeded, o.counts.succeeded);
+        add(&mut self.counts.failed, o.counts.failed);
+        add(&mut self.counts.warmup, o.counts.warmup);
+        add(&mut self.counts.unfinished, o.counts.unfinished);
+        add(&mut self.counts.resent, o.counts.resent);
         for (k, v) in &o.errors {
-            *self.errors.entry(k.clone()).or_default() += v;
+            add(self.errors.entry(k.clone()).or_default(), *v);
         }
         for (k, v) in &o.error_examples {
             self.error_examples
@@ -297,25 +303,25 @@ impl Tally {
                 .or_insert_with(|| v.clone());
         }
         for (k, v) in &o.sources {
-            *self.sources.entry(k.clone()).or_default() += v;
+            add(self.sources.entry(k.clone()).or_default(), *v);
         }
-        self.good += o.good;
-        self.good_output_total += o.good_output_total;
-        self.input_total += o.input_total;
-        self.output_total += o.output_total;
-        self.requested_input_sum += o.requested_input_sum;
-        self.requested_output_sum += o.requested_output_sum;
-        self.reported_input_sum += o.reported_input_sum;
-        self.reported_input_n += o.reported_input_n;
-        self.reported_input_exact += o.reported_input_exact;
-        self.in_flight_ns += o.in_flight_ns;
+        add(&mut self.good, o.good);
+        add(&mut self.good_output_total, o.good_output_total);
+        add(&mut self.input_total, o.input_total);
+        add(&mut self.output_total, o.output_total);
+        add(&mut self.requested_input_sum, o.requested_input_sum);
+        add(&mut self.requested_output_sum, o.requested_output_sum);
+        add(&mut self.reported_input_sum, o.reported_input_sum);
+        add(&mut self.reported_input_n, o.reported_input_n);
+        add(&mut self.reported_input_exact, o.reported_input_exact);
+        self.in_flight_ns = self.in_flight_ns.saturating_add(o.in_flight_ns);
     }
 
     /// The statistics over a window of `window_s` seconds. `open_rate`:
     /// whether offered and achieved send rates mean something (open loop).
     pub fn stats(&self, window_s: f64, open: bool, concurrency_max: u64) -> Stats {
         let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
-        let n = self.counts.succeeded + self.counts.failed;
+        let n = self.counts.succeeded.saturating_add(self.counts.failed);
         let latency_ms = Series::latencies()
             .filter(|s| !self.hists[*s].is_empty())
             .map(|s| (s.name().to_string(), Summary::of(&self.hists[s], 1000.0)))
@@ -360,7 +366,7 @@ impl Tally {
             request_throughput: per_s(self.counts.succeeded as f64),
             input_tokens_per_s: per_s(self.input_total as f64),
             output_tokens_per_s: per_s(self.output_total as f64),
-            total_tokens_per_s: per_s((self.input_total + self.output_total) as f64),
+            total_tokens_per_s: per_s(self.input_total as f64 + self.output_total as f64),
             goodput: per_s(self.good as f64),
             goodput_ratio: if n > 0 {
                 self.good as f64 / n as f64
@@ -440,11 +446,28 @@ fn offset_ns(base: Instant, t: Instant) -> i64 {
     }
 }
 
+/// Tally data with its instants moved `by` nanoseconds (to another base).
+fn shifted(d: &TallyData, by: i64) -> TallyData {
+    let mut d = d.clone();
+    for t in [
+        &mut d.first_send_ns,
+        &mut d.last_send_ns,
+        &mut d.first_sched_ns,
+        &mut d.last_sched_ns,
+        &mut d.last_done_ns,
+    ] {
+        *t = t.map(|ns| ns.saturating_add(by));
+    }
+    d
+}
+
 /// The instant `ns` nanoseconds from `base`.
 fn at_offset(base: Instant, ns: i64) -> Instant {
     let d = std::time::Duration::from_nanos(ns.unsigned_abs());
     if ns >= 0 {
-        base + d
+        // Offsets come from files: one past what the clock can hold stays
+        // at `base` rather than overflowing.
+        base.checked_add(d).unwrap_or(base)
     } else {
         base.checked_sub(d).unwrap_or(base)
     }
@@ -545,7 +568,12 @@ pub struct Recorder {
     window_start: Option<Instant>,
     window_len_ns: u64,
     current_window: Option<(u64, Tally)>,
-    windows: Vec<(u64, Tally)>,
+    /// Closed windows by index, as plain data: histograms encoded,
+    /// instants as offsets from `base`. Nothing is added to a window once
+    /// the next one opens, so they are never decoded while the run goes on.
+    windows: Vec<(u64, TallyData)>,
+    /// The origin of the closed windows' instants.
+    base: Instant,
     steps: BTreeMap<u32, Tally>,
     ramp: bool,
     /// Conversations: per-turn tallies (turn 0 first).
@@ -657,6 +685,7 @@ impl Recorder {
             window_len_ns: window.as_nanos().max(1),
             current_window: None,
             windows: Vec::new(),
+            base: Instant::now(),
             steps: BTreeMap::new(),
             ramp,
             turns: None,
@@ -736,8 +765,8 @@ impl Recorder {
                 // Stragglers from an earlier window count in the current one.
                 Some((i, t)) if *i > w => t.add(r, &d),
                 _ => {
-                    if let Some(done) = self.current_window.take() {
-                        self.windows.push(done);
+                    if let Some((i, done)) = self.current_window.take() {
+                        self.windows.push((i, done.to_data(self.base)));
                     }
                     let mut t = Tally::default();
                     t.add(r, &d);
@@ -770,16 +799,25 @@ impl Recorder {
     /// short tail would add noise, not evidence.
     pub fn windows(&self) -> Vec<WindowStats> {
         let len_s = self.window_len_ns as f64 / 1e9;
-        let mut all: Vec<&(u64, Tally)> = self.windows.iter().collect();
-        if let Some(c) = &self.current_window {
-            all.push(c);
-        }
         let end = self.window_s();
-        all.into_iter()
-            .filter(|(i, _)| (*i as f64 + 1.0) * len_s <= end + 1e-9)
+        let full = |i: u64| (i as f64 + 1.0) * len_s <= end + 1e-9;
+        // Closed windows hold data this recorder encoded itself (or merge
+        // checked as it read it), so decoding them does not fail.
+        let closed = self
+            .windows
+            .iter()
+            .filter(|(i, _)| full(*i))
+            .filter_map(|(i, d)| Some((*i, Tally::from_data(d, self.base).ok()?)));
+        let current = self
+            .current_window
+            .iter()
+            .filter(|(i, _)| full(*i))
+            .map(|(i, t)| (*i, t.clone()));
+        closed
+            .chain(current)
             .map(|(i, t)| WindowStats {
-                start_s: *i as f64 * len_s,
-                end_s: (*i as f64 + 1.0) * len_s,
+                start_s: i as f64 * len_s,
+                end_s: (i as f64 + 1.0) * len_s,
                 stats: t.stats(len_s, self.open, 0),
             })
             .collect()
@@ -797,10 +835,11 @@ impl Recorder {
 
     /// This run as one agent's shard, instants from the agreed start `t0`.
     pub fn shard(&self, t0: Instant, agreed_start: String, start_late_ms: f64) -> RunShard {
+        let by = offset_ns(t0, self.base);
         let mut windows: BTreeMap<u64, TallyData> = self
             .windows
             .iter()
-            .map(|(i, t)| (*i, t.to_data(t0)))
+            .map(|(i, d)| (*i, shifted(d, by)))
             .collect();
         if let Some((i, t)) = &self.current_window {
             windows.insert(*i, t.to_data(t0));
@@ -844,6 +883,7 @@ impl Recorder {
             window_len_ns: first.window_len_ns.max(1),
             current_window: None,
             windows: Vec::new(),
+            base,
             steps: BTreeMap::new(),
             ramp: false,
             turns: None,
@@ -860,7 +900,7 @@ impl Recorder {
             if let Some(w) = s.window_start_ns.map(|ns| at_offset(base, ns)) {
                 r.window_start = Some(r.window_start.map_or(w, |x| x.min(w)));
             }
-            r.concurrency_max += s.concurrency_max;
+            r.concurrency_max = r.concurrency_max.saturating_add(s.concurrency_max);
             for (i, t) in &s.windows {
                 windows
                     .entry(*i)
@@ -895,7 +935,10 @@ impl Recorder {
                     .add_all(&Phases::from_data(p));
             }
         }
-        r.windows = windows.into_iter().collect();
+        r.windows = windows
+            .into_iter()
+            .map(|(i, t)| (i, t.to_data(base)))
+            .collect();
         Ok(r)
     }
 }

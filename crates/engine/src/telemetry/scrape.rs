@@ -285,29 +285,43 @@ pub const TRACKED: &[Tracked] = &[
 /// What one successful scrape keeps: the value of each tracked series present.
 pub type Values = BTreeMap<&'static str, f64>;
 
-/// The tracked series of an exposition, label sets combined; NaN samples
-/// are left out.
+/// The tracked series of an exposition, label sets combined. Only finite
+/// numbers are kept: `NaN` and `±Inf` samples are left out (the text
+/// format allows them; results cannot hold them), and so is a series whose
+/// label sets add up past what a float holds.
 pub fn extract(e: &Exposition) -> Values {
     let mut out = Values::new();
     for tr in TRACKED {
         let v: Vec<f64> = e
             .samples_of(tr.name)
             .map(|s| s.value)
-            .filter(|v| !v.is_nan())
+            .filter(|v| v.is_finite())
             .collect();
         if v.is_empty() {
             continue;
         }
         let sum: f64 = v.iter().sum();
-        out.insert(
-            tr.name,
-            match tr.agg {
-                Agg::Sum => sum,
-                Agg::Mean => sum / v.len() as f64,
-            },
-        );
+        let value = match tr.agg {
+            Agg::Sum => sum,
+            Agg::Mean => sum / v.len() as f64,
+        };
+        if value.is_finite() {
+            out.insert(tr.name, value);
+        }
     }
     out
+}
+
+/// Statistics only where every figure is a finite number: huge values can
+/// add up to infinity, and results must not hold one.
+fn finite_stats(
+    s: Option<infer_bench_spec::results::telemetry::SeriesStats>,
+) -> Option<infer_bench_spec::results::telemetry::SeriesStats> {
+    s.filter(|s| {
+        [s.mean, s.min, s.p50, s.p95, s.max]
+            .iter()
+            .all(|v| v.is_finite())
+    })
 }
 
 /// The family most of the present series belong to.
@@ -467,7 +481,11 @@ pub fn summarize(
                 gauges.insert(
                     tr.name.to_string(),
                     GaugeSeries {
-                        stats: series::window_stats(&t_s, values.iter().copied(), windows),
+                        stats: finite_stats(series::window_stats(
+                            &t_s,
+                            values.iter().copied(),
+                            windows,
+                        )),
                         values,
                     },
                 );
@@ -484,8 +502,8 @@ pub fn summarize(
                     .collect();
                 let (delta, span_s) = match per_window {
                     Some(v) if !v.is_empty() => (
-                        Some(v.iter().map(|x| x.0).sum()),
-                        Some(v.iter().map(|x| x.1).sum()),
+                        Some(v.iter().map(|x| x.0).sum::<f64>()).filter(|d| d.is_finite()),
+                        Some(v.iter().map(|x| x.1).sum::<f64>()).filter(|d| d.is_finite()),
                     ),
                     _ => (None, None),
                 };
@@ -493,10 +511,13 @@ pub fn summarize(
                 let mut since = Vec::with_capacity(values.len());
                 let mut seen: Vec<f64> = Vec::new();
                 for v in &values {
-                    since.push(v.map(|x| {
-                        seen.push(x);
-                        series::increase(seen.iter().copied())
-                    }));
+                    since.push(
+                        v.map(|x| {
+                            seen.push(x);
+                            series::increase(seen.iter().copied())
+                        })
+                        .filter(|x| x.is_finite()),
+                    );
                 }
                 counters.insert(
                     tr.name.to_string(),
@@ -556,7 +577,7 @@ fn headline(
     let hits = delta(PrefixCacheHits);
     let queries = delta(PrefixCacheQueries);
     let cached = delta(CachedPromptTokens);
-    let ratio = |num: f64, den: f64| (den > 0.0).then(|| num / den);
+    let ratio = |num: f64, den: f64| Some(num / den).filter(|r| den > 0.0 && r.is_finite());
     let prefix = match (hits, queries, cached, prompt) {
         (Some(h), Some(q), _, _) => ratio(h, q),
         // llama.cpp counts prompt tokens without the cached ones.
