@@ -552,4 +552,71 @@ mod tests {
             let _ = parse(&text);
         }
     }
+
+    /// Bytes as a scrape could bring them: anything, as text (the scraper
+    /// refuses non-UTF-8, so lossy decoding covers more than it lets in).
+    fn arb_text() -> impl Strategy<Value = String> {
+        let seeds = prop_oneof![
+            Just("x NaN\n".to_string()),
+            Just("x{le=\"+Inf\"} +Inf\n".to_string()),
+            Just("x -Inf 1\n".to_string()),
+            Just("# TYPE x histogram\nx_bucket{le=\"1\"} 1e308\n".to_string()),
+            Just("x{a=\"\\".to_string()),
+            Just("\u{e9}\u{4e2d} 1\n".to_string()),
+        ];
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..300)
+                .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+            (seeds, proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(s, b)| {
+                let mut t = s;
+                t.push_str(&String::from_utf8_lossy(&b));
+                t
+            }),
+        ]
+    }
+
+    /// A scrape of tracked series whose values include everything the
+    /// format allows: NaN, infinities, and finite values that add up past
+    /// what a float holds.
+    fn arb_scrape() -> impl Strategy<Value = String> {
+        use crate::telemetry::scrape::TRACKED;
+        let value = prop_oneof![
+            Just("NaN".to_string()),
+            Just("+Inf".to_string()),
+            Just("-Inf".to_string()),
+            Just("1.7e308".to_string()),
+            Just("-1.7e308".to_string()),
+            (-1e6f64..1e6).prop_map(|v| format!("{v}")),
+        ];
+        let line = (0..TRACKED.len(), 0u8..3, value)
+            .prop_map(|(i, label, v)| format!("{}{{engine=\"{label}\"}} {v}\n", TRACKED[i].name));
+        proptest::collection::vec(line, 0..30).prop_map(|l| l.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(text in arb_text()) {
+            let _ = parse(&text);
+        }
+
+        /// Whatever a server's metrics say, what reaches results is finite.
+        #[test]
+        fn non_finite_values_never_reach_results(scrapes in proptest::collection::vec(arb_scrape(), 1..6)) {
+            use crate::telemetry::scrape::{extract, summarize};
+            use crate::telemetry::series::Span;
+            let mut points = Vec::new();
+            for (i, text) in scrapes.iter().enumerate() {
+                let e = parse(text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+                let values = extract(&e);
+                prop_assert!(values.values().all(|v| v.is_finite()), "{values:?}");
+                points.push((i as f64, Ok(values)));
+            }
+            let windows = [Span { start_s: 0.5, end_s: scrapes.len() as f64 }];
+            let m = summarize("http://x/metrics", 1.0, &points, &windows);
+            let bad = infer_bench_results::finite::non_finite(&m);
+            prop_assert!(bad.is_empty(), "non-finite at {:?}", bad.iter().map(|p| p.to_string()).collect::<Vec<_>>());
+        }
+    }
 }
