@@ -1,6 +1,7 @@
 //! The `infer-bench` binary: parses the command line, runs the command
 //! through the library, maps the outcome to an exit code. Everything else
-//! is in the library.
+//! is in the library. An error is printed through the run's redactor: a
+//! connect error may quote a URL, a server's reply may quote the key.
 
 use std::process::ExitCode;
 
@@ -11,7 +12,10 @@ fn main() -> ExitCode {
     match infer_bench::app::execute(cli.command) {
         Ok(outcome) => outcome.into(),
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!(
+                "{}",
+                infer_bench::results::redact::global().text(&e.to_string())
+            );
             ExitCode::from(infer_bench::error::exit_code(&e))
         }
     }

@@ -13,6 +13,20 @@ fn f(x: f64, digits: usize) -> String {
     }
 }
 
+/// The targets of `r`'s points reached without checking TLS
+/// certificates (`tls_insecure = true`), each once, in order.
+pub fn tls_insecure_targets(r: &Results) -> Vec<String> {
+    let mut names: Vec<String> = r
+        .points
+        .iter()
+        .filter(|p| p.config.target.tls_insecure)
+        .map(|p| p.config.target.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The summary table and notes.
 pub fn table(r: &Results) -> String {
     let mut t = Table::new(&[
@@ -116,6 +130,11 @@ pub fn table(r: &Results) -> String {
         out.push_str(&table);
     }
     notes.extend(super::summary_details::notes(r));
+    for name in tls_insecure_targets(r) {
+        notes.push(format!(
+            "⚠ TLS verification was off for target {name} (tls_insecure = true)"
+        ));
+    }
     if !r.pending.is_empty() {
         notes.push(format!(
             "{} point(s) did not run: {}",

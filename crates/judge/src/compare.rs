@@ -538,6 +538,10 @@ pub struct Report {
     pub counts: Counts,
     /// In report order (see [`PointReport::order`]).
     pub points: Vec<PointReport>,
+    /// Targets the new results reached without checking TLS certificates
+    /// (`tls_insecure = true`): every report says so.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tls_insecure: Vec<String>,
 }
 
 /// Compares `results` with `baseline` under `settings`. Paths in the
@@ -617,6 +621,17 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
         exit_code: EXIT_OK,
         counts: Counts::default(),
         points,
+        tls_insecure: {
+            let mut names: Vec<String> = results
+                .points
+                .iter()
+                .filter(|p| p.config.target.tls_insecure)
+                .map(|p| p.config.target.name.clone())
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        },
     };
     report.finish(false);
     report

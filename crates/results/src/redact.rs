@@ -129,19 +129,22 @@ impl Redactor {
     }
 
     fn literals<'a>(&self, s: &'a str) -> Cow<'a, str> {
-        if self.secrets.is_empty() || !self.secrets.iter().any(|x| s.contains(x.as_str())) {
+        if self.secrets.is_empty() || !self.secrets.iter().any(|x| s.contains(lead(x))) {
             return Cow::Borrowed(s);
         }
         let mut out = String::with_capacity(s.len());
         let mut i = 0;
         while i < s.len() {
-            // The secret that starts earliest; the longest (listed first)
-            // of those that start at the same place.
+            // The secret (or its cut-off head) that starts earliest; the
+            // longest of those that start at the same place.
             let hit = self
                 .secrets
                 .iter()
-                .filter_map(|x| s[i..].find(x.as_str()).map(|at| (i + at, x.len())))
-                .min_by_key(|&(at, _)| at);
+                .filter_map(|x| {
+                    let at = i + s[i..].find(lead(x))?;
+                    Some((at, common_prefix(x, &s[at..])))
+                })
+                .min_by_key(|&(at, len)| (at, std::cmp::Reverse(len)));
             match hit {
                 Some((at, len)) => {
                     out.push_str(&s[i..at]);
@@ -310,6 +313,29 @@ pub fn global() -> &'static Redactor {
     GLOBAL.get().unwrap_or(&EMPTY)
 }
 
+/// A secret's head this long or longer is masked on its own: an excerpt
+/// cut off in the middle of a secret (an error body shown up to 120
+/// bytes) must not give away its first half.
+pub const HEAD_CHARS: usize = 8;
+
+/// What a search for `secret` looks for: its first [`HEAD_CHARS`]
+/// characters (the whole of a shorter one).
+fn lead(secret: &str) -> &str {
+    match secret.char_indices().nth(HEAD_CHARS) {
+        Some((end, _)) => &secret[..end],
+        None => secret,
+    }
+}
+
+/// The length in bytes of the longest common prefix of `a` and `b`, on a
+/// character boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((at, _), _)| at)
+}
+
 /// Query parameter names whose values are credentials.
 fn secret_param(name: &str) -> bool {
     let n = name.to_ascii_lowercase().replace(['-', '_'], "");
@@ -476,6 +502,21 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_cut_off_is_masked_from_its_head_on() {
+        let r = Redactor::new().with(KEY);
+        // An excerpt that ends inside the key (the first 11 characters).
+        assert_eq!(
+            r.text("expected value: x-key: s3cr3t-key)"),
+            "expected value: x-key: <redacted>)"
+        );
+        // Shorter than the head: not masked (it could be anything).
+        assert_eq!(r.text("s3cr3t"), "s3cr3t");
+        // A short secret is masked only whole.
+        let r = Redactor::new().with("abcdef");
+        assert_eq!(r.text("abcde abcdef"), "abcde <redacted>");
+    }
+
+    #[test]
     fn short_and_empty_secrets_are_ignored() {
         let r = Redactor::new()
             .with("")
@@ -635,7 +676,7 @@ X-Plain = "value"
     fn results_without_a_secret_are_untouched() {
         let r = Redactor::new().with(KEY);
         let mut v: serde_json::Value = serde_json::json!({"x": 1.0000000000000002});
-        assert_eq!(r.data(&mut v).unwrap(), false);
+        assert!(!r.data(&mut v).unwrap());
         assert_eq!(v["x"], 1.0000000000000002);
     }
 }

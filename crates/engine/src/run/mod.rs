@@ -19,6 +19,7 @@ pub mod preflight;
 pub mod progress;
 pub mod recorder;
 pub mod requests;
+pub mod secrets;
 pub mod servers;
 pub mod workload;
 

@@ -2,6 +2,9 @@
 //! they need (each server starts once per group), each point run in turn
 //! (`point`) and judged (`assess`), and the results file rewritten
 //! atomically after every point so an interrupted run keeps what finished.
+//! Everything the run writes or prints passes the run's redactor
+//! (`secrets`) first: the results before every write, the request log line
+//! by line, and every line on stderr.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,6 +21,7 @@ use super::servers::Server;
 use crate::error::{Error, Result};
 use crate::telemetry::gpu::GpuSource;
 use crate::telemetry::session;
+use infer_bench_results::redact::{self, Redactor};
 use infer_bench_spec::Spec;
 use infer_bench_spec::plan::{Plan, PointConfig};
 use infer_bench_spec::results::{
@@ -89,6 +93,12 @@ pub fn run_plan_on(
         gpus,
         host,
     };
+    // Every secret the spec reaches, masked in whatever this run writes;
+    // the process-wide copy serves the printer of a run's error.
+    let redactor = super::secrets::redactor(spec);
+    redact::install(redactor.clone());
+    let red = |s: &str| redactor.text(s);
+    warn_tls_insecure(plan);
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
     let path = results_path(&opts.out_dir);
     let mut results = Results {
@@ -101,7 +111,7 @@ pub fn run_plan_on(
             path: spec.path.display().to_string(),
             sha256: sha256_hex(&spec.source),
             seed: spec.seed,
-            source: spec.source.clone(),
+            source: redact::spec_source(&spec.source, &redactor),
         },
         started_at: now_rfc3339(),
         finished_at: None,
@@ -127,9 +137,12 @@ pub fn run_plan_on(
     // Tokenizers and datasets are read before any server starts, once per
     // (workload, model): a malformed file stops the run here.
     let materials = super::workload::materials(spec, plan)?;
-    results.write(&path)?;
+    save(&mut results, &redactor, &path)?;
     let requests = if opts.requests_jsonl {
-        Some(RequestLog::open(&opts.out_dir.join("requests.jsonl"))?)
+        Some(RequestLog::open(
+            &opts.out_dir.join("requests.jsonl"),
+            redactor.clone(),
+        )?)
     } else {
         None
     };
@@ -167,7 +180,7 @@ pub fn run_plan_on(
                 if interrupt.is_set() {
                     break;
                 }
-                eprintln!("error: {}: {msg}", group_name(first));
+                eprintln!("error: {}: {}", group_name(first), red(&msg));
                 for &i in &group {
                     let p = &plan.points[i];
                     push_point(
@@ -176,7 +189,7 @@ pub fn run_plan_on(
                     );
                     done += 1;
                 }
-                results.write(&path)?;
+                save(&mut results, &redactor, &path)?;
                 continue;
             }
         };
@@ -185,7 +198,7 @@ pub fn run_plan_on(
                 "{}: server ready in {:.1}s at {}",
                 group_name(first),
                 started.elapsed().as_secs_f64(),
-                server.base_url()
+                red(&server.base_url())
             );
         }
         let mut dead: Option<String> = None;
@@ -197,7 +210,7 @@ pub fn run_plan_on(
                     &mut results,
                     failed_point(p, format!("the server died during an earlier point: {msg}")),
                 );
-                results.write(&path)?;
+                save(&mut results, &redactor, &path)?;
                 continue;
             }
             let label = format!("[{done}/{total}] {}", p.slug);
@@ -229,18 +242,18 @@ pub fn run_plan_on(
                     }
                     if let Some(line) = summary_line(&label, &pr) {
                         if opts.progress != Progress::Quiet {
-                            eprintln!("{line}");
+                            eprintln!("{}", red(&line));
                         }
                     }
                     push_point(&mut results, *pr);
                 }
                 PointOutcome::ServerDied(msg, pr) => {
-                    eprintln!("error: {}: {msg}", group_name(&p.config));
+                    eprintln!("error: {}: {}", group_name(&p.config), red(&msg));
                     dead = Some(msg);
                     push_point(&mut results, *pr);
                 }
             }
-            results.write(&path)?;
+            save(&mut results, &redactor, &path)?;
             if interrupt.is_set() {
                 break;
             }
@@ -253,8 +266,36 @@ pub fn run_plan_on(
     results.interrupted = interrupt.is_set();
     results.complete = results.pending.is_empty();
     results.finished_at = Some(now_rfc3339());
-    results.write(&path)?;
+    save(&mut results, &redactor, &path)?;
     Ok(results)
+}
+
+/// Redacts the results in memory (so every later reader, the summary and
+/// the exporters included, sees them redacted) and rewrites the file.
+fn save(results: &mut Results, redactor: &Redactor, path: &std::path::Path) -> Result<()> {
+    results.redact(redactor);
+    results.write(path)?;
+    Ok(())
+}
+
+/// Says once, on stderr, which targets are reached without checking
+/// their TLS certificates.
+fn warn_tls_insecure(plan: &Plan) {
+    let mut names: Vec<&str> = plan
+        .points
+        .iter()
+        .filter(|p| p.config.target.tls_insecure)
+        .map(|p| p.config.target.name.as_str())
+        .collect();
+    names.dedup();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        eprintln!(
+            "warning: TLS certificate verification is off for target {name} (tls_insecure = true): \
+             anyone between this machine and the server can read and change the traffic, API key included"
+        );
+    }
 }
 
 fn push_point(results: &mut Results, p: PointResult) {

@@ -44,9 +44,19 @@ impl TelemetryEnv<'_> {
             .metrics_url(cfg)
             .filter(|_| self.config.server_metrics)
             .and_then(|url| {
-                let source = HttpMetrics::new(&url, std::time::Duration::from_secs(2))
-                    .map_err(|e| eprintln!("warning: {}: not scraping {url}: {e}", cfg.target.name))
-                    .ok()?;
+                let timeout = std::time::Duration::from_secs(2);
+                let source =
+                    HttpMetrics::for_target(&url, &cfg.target, &server.base_url(), timeout)
+                        .map_err(|e| {
+                            let r = infer_bench_results::redact::global();
+                            eprintln!(
+                                "warning: {}: not scraping {}: {}",
+                                cfg.target.name,
+                                r.text(&url),
+                                r.text(&e)
+                            )
+                        })
+                        .ok()?;
                 Some(ScrapePlan {
                     url,
                     source: Box::new(source),

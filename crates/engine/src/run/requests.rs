@@ -1,6 +1,8 @@
 //! The request log: `requests.jsonl`, one `RequestLine` per finished
 //! request (the format is in `infer_bench_results::requests`), filled from
 //! the request's record and streamed to disk by a writer thread as runs go.
+//! Each line passes the run's redactor on its way out: an error a server
+//! sent back may quote the API key.
 
 use std::io::Write;
 use std::time::Instant;
@@ -8,6 +10,7 @@ use std::time::Instant;
 use crate::backend::RequestRecord;
 use crate::backend::record::OutputEvent;
 use crate::error::{Error, Result};
+use infer_bench_results::redact::Redactor;
 use infer_bench_results::requests::RequestLine;
 
 /// Per-request records, streamed to disk by a writer thread.
@@ -17,13 +20,13 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
-    pub(super) fn open(path: &std::path::Path) -> Result<RequestLog> {
+    pub(super) fn open(path: &std::path::Path, redactor: Redactor) -> Result<RequestLog> {
         let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let thread = std::thread::spawn(move || {
             let mut w = std::io::BufWriter::new(file);
             for line in rx {
-                let _ = w.write_all(line.as_bytes());
+                let _ = w.write_all(redactor.text_cow(&line).as_bytes());
             }
             let _ = w.flush();
         });

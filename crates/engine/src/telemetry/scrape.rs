@@ -358,21 +358,134 @@ pub struct HttpMetrics {
     timeout: Duration,
     rt: tokio::runtime::Runtime,
     client: reqwest::Client,
+    headers: reqwest::header::HeaderMap,
+}
+
+/// How to reach a metrics URL: the target's TLS settings, and the
+/// credentials the target's requests carry where they may go.
+#[derive(Debug, Clone, Default)]
+pub struct ScrapeAccess {
+    pub tls_insecure: bool,
+    pub ca_cert_pem: Option<Vec<u8>>,
+    pub headers: BTreeMap<String, String>,
+    pub api_key: Option<String>,
+}
+
+impl ScrapeAccess {
+    /// What a scrape of `metrics_url` takes from `target`, whose requests
+    /// go to `base_url`: its TLS settings (`tls_insecure`, `ca_cert`)
+    /// always; its headers and API key in full when the metrics URL is on
+    /// the same host and port as `base_url`. On another host (a separate
+    /// exporter, a sidecar) the credentials stay home: the API key,
+    /// `Authorization`, `Proxy-Authorization`, `Cookie` and any header whose
+    /// name says it holds a key, token, secret or password are not sent;
+    /// other headers (routing, tenant) are. A `ca_cert` that cannot be read
+    /// is an error, never a silent fallback to the system roots.
+    pub fn of_target(
+        target: &infer_bench_spec::Target,
+        base_url: &str,
+        metrics_url: &str,
+    ) -> Result<ScrapeAccess, String> {
+        let ca_cert_pem = match &target.ca_cert {
+            Some(path) => Some(
+                std::fs::read(path)
+                    .map_err(|e| format!("cannot read the CA certificate {path}: {e}"))?,
+            ),
+            None => None,
+        };
+        let same = same_origin(base_url, metrics_url);
+        let headers = target
+            .headers
+            .iter()
+            .filter(|(k, _)| same || !credential_header(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let api_key = if same {
+            target
+                .api_key_env
+                .as_ref()
+                .and_then(|v| std::env::var(v).ok())
+        } else {
+            None
+        };
+        Ok(ScrapeAccess {
+            tls_insecure: target.tls_insecure,
+            ca_cert_pem,
+            headers,
+            api_key,
+        })
+    }
+}
+
+/// Whether two URLs reach the same host and port (scheme default ports
+/// filled in); `false` when either does not parse.
+fn same_origin(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
+        (Ok(a), Ok(b)) => {
+            a.host_str().map(str::to_ascii_lowercase) == b.host_str().map(str::to_ascii_lowercase)
+                && a.port_or_known_default() == b.port_or_known_default()
+        }
+        _ => false,
+    }
+}
+
+/// A header whose value is a credential, by its name.
+fn credential_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    matches!(
+        n.as_str(),
+        "authorization" | "proxy-authorization" | "cookie"
+    ) || [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+        "credential",
+        "signature",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
 }
 
 impl HttpMetrics {
-    /// A scraper of `url`; each scrape gives up after `timeout`.
+    /// A scraper of `url` with no credentials and the system's TLS roots;
+    /// each scrape gives up after `timeout`.
     pub fn new(url: &str, timeout: Duration) -> Result<HttpMetrics, String> {
+        HttpMetrics::with_access(url, timeout, &ScrapeAccess::default())
+    }
+
+    /// A scraper of a target's metrics URL (see [`ScrapeAccess::of_target`]).
+    pub fn for_target(
+        url: &str,
+        target: &infer_bench_spec::Target,
+        base_url: &str,
+        timeout: Duration,
+    ) -> Result<HttpMetrics, String> {
+        HttpMetrics::with_access(
+            url,
+            timeout,
+            &ScrapeAccess::of_target(target, base_url, url)?,
+        )
+    }
+
+    /// A scraper of `url` that reaches it as `access` says.
+    pub fn with_access(
+        url: &str,
+        timeout: Duration,
+        access: &ScrapeAccess,
+    ) -> Result<HttpMetrics, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the scraper's runtime: {e}"))?;
         let opts = crate::backend::openai::ClientOptions {
             base_url: url,
-            api_key: None,
-            headers: &BTreeMap::new(),
-            tls_insecure: false,
-            ca_cert_pem: None,
+            api_key: access.api_key.clone(),
+            headers: &access.headers,
+            tls_insecure: access.tls_insecure,
+            ca_cert_pem: access.ca_cert_pem.clone(),
             pool_size: 1,
             connect_timeout: timeout,
         };
@@ -380,13 +493,39 @@ impl HttpMetrics {
             let _guard = rt.enter();
             crate::backend::openai::http_client(&opts)?
         };
+        let headers = request_headers(&access.headers, access.api_key.as_deref())?;
         Ok(HttpMetrics {
             url: url.to_string(),
             timeout,
             rt,
             client,
+            headers,
         })
     }
+}
+
+/// The headers every scrape sends.
+fn request_headers(
+    headers: &BTreeMap<String, String>,
+    api_key: Option<&str>,
+) -> Result<reqwest::header::HeaderMap, String> {
+    use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("invalid header name \"{k}\""))?;
+        let mut value =
+            HeaderValue::from_str(v).map_err(|_| format!("invalid value for header \"{k}\""))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    if let Some(key) = api_key {
+        let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| "the API key is not a valid header value".to_string())?;
+        v.set_sensitive(true);
+        map.insert(AUTHORIZATION, v);
+    }
+    Ok(map)
 }
 
 impl MetricsSource for HttpMetrics {
@@ -395,6 +534,7 @@ impl MetricsSource for HttpMetrics {
         let req = self
             .client
             .get(url)
+            .headers(self.headers.clone())
             .header(reqwest::header::ACCEPT, "text/plain;version=0.0.4")
             .timeout(self.timeout);
         self.rt.block_on(async {

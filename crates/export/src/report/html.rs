@@ -1072,7 +1072,12 @@ fn spec_section(h: &mut String, sources: &[Source]) {
             "<h3>{} <span class=\"muted\">({})</span></h3><pre class=\"spec\">{}</pre>",
             escape(&s.label),
             escape(&s.results.spec.path),
-            escape(&s.results.spec.source)
+            // Results written before redaction existed may still hold
+            // header values and URL credentials: mask what the text shows.
+            escape(&infer_bench_results::redact::spec_source(
+                &s.results.spec.source,
+                infer_bench_results::redact::global()
+            ))
         );
     }
     h.push_str("</section>\n");

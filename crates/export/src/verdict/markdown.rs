@@ -206,6 +206,12 @@ fn summary_line(r: &Report) -> String {
 /// the baseline's, rules that came from the spec, nothing judged.
 fn notices(r: &Report) -> Vec<String> {
     let mut out = Vec::new();
+    for name in &r.tls_insecure {
+        out.push(format!(
+            "> ⚠ **TLS verification was off for target `{}`** (`tls_insecure = true`): its certificate was not checked.",
+            name.replace('`', "'")
+        ));
+    }
     match r.rules {
         RulesSource::Baseline if !r.rules_changes.is_empty() => out.push(format!(
             "> **The spec's rules differ from the baseline's; judged by the baseline's** (bless on main to adopt them): {}.",
