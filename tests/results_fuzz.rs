@@ -221,6 +221,9 @@ fn the_file_as_written_reads_and_merges() {
     assert!(p.memory.is_some() && !p.runs[0].windows.is_empty());
 }
 
+/// A change made to a results file's JSON.
+type Change = Box<dyn Fn(&mut Value)>;
+
 /// The cases found by hand, each of which once panicked or made a file
 /// unreadable.
 #[test]
@@ -228,7 +231,7 @@ fn the_cases_found_by_hand_do_not_panic() {
     let m = made();
     let original: Value = serde_json::from_str(&m.text).unwrap();
     let shard = |v: &mut Value| -> Value { v["points"][0]["runs"][0]["shard"].take() };
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let cases: Vec<(&str, Change)> = vec![
         (
             "timeline columns of unequal length",
             Box::new(|v| {
