@@ -243,7 +243,8 @@ impl Locator {
         let (line, col, snippet) = match span {
             Some(r) => {
                 let (line, col) = self.line_col(r.start);
-                let text = self.source.lines().nth(line - 1).unwrap_or("").to_string();
+                let full = self.source.lines().nth(line - 1).unwrap_or("");
+                let (text, col) = snippet_window(full, col);
                 let start_in_line = text
                     .char_indices()
                     .nth(col - 1)
@@ -307,6 +308,32 @@ impl Locator {
         let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
         (line, before[line_start..].chars().count() + 1)
     }
+}
+
+/// Most characters of a source line a snippet shows.
+const SNIPPET_CHARS: usize = 120;
+
+/// The part of a long line around `col` (with `...` where cut) and the
+/// caret's column in it; control characters shown as `?`, so a snippet is
+/// one short printable line whatever the file holds.
+fn snippet_window(line: &str, col: usize) -> (String, usize) {
+    let clean = |c: char| if c.is_control() { '?' } else { c };
+    let n = line.chars().count();
+    if n <= SNIPPET_CHARS {
+        return (line.chars().map(clean).collect(), col);
+    }
+    let start = col.saturating_sub(1).saturating_sub(SNIPPET_CHARS / 3);
+    let start = start.min(n.saturating_sub(SNIPPET_CHARS));
+    let mut text = String::new();
+    if start > 0 {
+        text.push_str("...");
+    }
+    text.extend(line.chars().skip(start).take(SNIPPET_CHARS).map(clean));
+    if start + SNIPPET_CHARS < n {
+        text.push_str("...");
+    }
+    let shift = if start > 0 { 3 } else { 0 };
+    (text, col - start + shift)
 }
 
 /// The closest candidate to `word`, if close enough to be a likely typo.

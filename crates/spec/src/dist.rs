@@ -253,6 +253,18 @@ impl Dist {
         Ok(())
     }
 
+    /// The largest length a draw can give (`None` for an unloaded file).
+    pub fn upper(&self) -> Option<u32> {
+        match self {
+            Dist::Fixed(v) => Some(*v),
+            Dist::Uniform { max, .. } | Dist::Normal { max, .. } | Dist::LogNormal { max, .. } => {
+                Some(*max)
+            }
+            Dist::Empirical(Empirical::Values(v)) => v.iter().map(|p| p.0).max(),
+            Dist::Empirical(Empirical::File(_)) => None,
+        }
+    }
+
     /// The mean length, for estimates (clamping ignored).
     pub fn approx_mean(&self) -> f64 {
         match self {

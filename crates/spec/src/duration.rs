@@ -142,7 +142,15 @@ impl Serialize for Duration {
 
 impl<'de> Deserialize<'de> for Duration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::de::from_str_visitor(d, "a duration string such as \"500ms\" or \"2m\"")
+        let v: Duration =
+            crate::de::from_str_visitor(d, "a duration string such as \"500ms\" or \"2m\"")?;
+        if v > crate::limits::MAX_DURATION {
+            return Err(serde::de::Error::custom(format!(
+                "expected a duration of at most {} (30 days), found {v}",
+                crate::limits::MAX_DURATION
+            )));
+        }
+        Ok(v)
     }
 }
 

@@ -7,11 +7,14 @@
 
 pub mod catalog;
 mod compile;
+pub mod dataset;
 mod de;
 pub mod diag;
 mod dist;
 mod duration;
+pub mod files;
 pub mod judgeable;
+pub mod limits;
 pub mod model;
 mod percent;
 pub mod plan;
@@ -36,19 +39,29 @@ pub use percent::Percent;
 pub use rate::Rate;
 pub use slo::{Cmp, SloExpr, Stat, Threshold};
 
-/// Reads and compiles the spec at `path`.
+/// Reads and compiles the spec at `path`: a regular file of at most
+/// [`files::MAX_SPEC_BYTES`], UTF-8 (else an error at the first invalid
+/// byte's line and column).
 pub fn load(path: &Path) -> Result<Spec, SpecErrors> {
     let file = path.display().to_string();
-    let source = std::fs::read_to_string(path).map_err(|e| {
+    let error = |line: usize, col: usize, message: String| {
         SpecErrors::from(SpecError {
             file: file.clone(),
-            line: 0,
-            col: 0,
+            line,
+            col,
             key: String::new(),
-            message: format!("cannot read the spec: {e}"),
+            message,
             hint: None,
             snippet: None,
         })
+    };
+    let source = files::read_text(path, files::MAX_SPEC_BYTES).map_err(|e| match e {
+        files::TextError::Read(e) => error(0, 0, format!("cannot read the spec: {e}")),
+        files::TextError::NotUtf8 { line, col } => error(
+            line,
+            col,
+            "the spec is not UTF-8 text: a TOML file must be UTF-8".into(),
+        ),
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     compile(&file, &source, base)

@@ -61,6 +61,9 @@ pub struct Launch {
     pub ready: String,
     pub startup_timeout: Duration,
     pub stop_grace: Duration,
+    /// The environment variables `{env.NAME}` may read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_env: Vec<String>,
 }
 
 /// The simulator's settings, every default applied.
@@ -269,6 +272,47 @@ pub struct Timeouts {
     pub total: Duration,
 }
 
+/// `[load.limits]`: what one response may cost the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Limits {
+    /// Longest SSE line, and largest SSE event, in bytes.
+    pub max_line_bytes: u64,
+    /// Most bytes of one response body.
+    pub max_response_bytes: u64,
+    /// Most SSE events in one response.
+    pub max_events: u64,
+    /// Bytes of an error response read for its message.
+    pub max_error_body_bytes: u64,
+}
+
+impl Limits {
+    /// The defaults: 1 MiB lines, 64 MiB responses, a million events, 4 KiB error bodies.
+    pub const DEFAULT: Limits = Limits {
+        max_line_bytes: 1 << 20,
+        max_response_bytes: 64 << 20,
+        max_events: 1_000_000,
+        max_error_body_bytes: 4096,
+    };
+    /// The largest value each may take (the compiler rejects more).
+    pub const MAX: Limits = Limits {
+        max_line_bytes: 1 << 30,
+        max_response_bytes: 1 << 40,
+        max_events: 100_000_000,
+        max_error_body_bytes: 1 << 20,
+    };
+
+    /// Whether these are the defaults (then a point's config leaves them out).
+    pub fn is_default(&self) -> bool {
+        *self == Limits::DEFAULT
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::DEFAULT
+    }
+}
+
 /// The load of one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Load {
@@ -289,6 +333,8 @@ pub struct Load {
     pub runs: u32,
     pub window: Duration,
     pub timeouts: Timeouts,
+    #[serde(default, skip_serializing_if = "Limits::is_default")]
+    pub limits: Limits,
 }
 
 /// One SLO gate.
@@ -564,6 +610,7 @@ pub struct LoadDefaults {
     pub runs: u32,
     pub window: Duration,
     pub timeouts: Timeouts,
+    pub limits: Limits,
 }
 
 /// A compiled spec.

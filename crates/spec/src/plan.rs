@@ -315,12 +315,14 @@ impl Plan {
         };
         let mut points = Vec::with_capacity(combos.len());
         let mut errors = Vec::new();
+        let mut reported = std::collections::HashSet::new();
         let mut cache = HashParts::default();
         for combo in &combos {
-            match resolve(spec, combo, &mut cache) {
+            match resolve(spec, combo, &mut cache).and_then(|p| launch_values(spec, &p).map(|_| p))
+            {
                 Ok(p) => points.push(p),
                 Err(e) => {
-                    if !errors.contains(&e) {
+                    if reported.insert((e.key.clone(), e.message.clone())) {
                         errors.push(e);
                     }
                 }
@@ -374,6 +376,72 @@ impl Plan {
             .collect();
         Plan { points }
     }
+}
+
+/// A launched server's placeholders that read the point's model or
+/// precision (`{precision.weights}`...) must have a value for every point
+/// that starts one; `run` would stop at the first that has none.
+fn launch_values(spec: &Spec, p: &Point) -> Result<(), SpecError> {
+    let cfg = &p.config;
+    let Some(launch) = &cfg.target.launch else {
+        return Ok(());
+    };
+    let prec = cfg.precision.as_ref();
+    let weights = prec
+        .and_then(|p| p.weights.as_ref())
+        .or(cfg.model.weights.as_ref());
+    let has = |key: &str| match key {
+        "model.weights" | "precision.weights" => weights.is_some(),
+        "model.tokenizer" => cfg.model.tokenizer.is_some(),
+        "precision" => prec.is_some(),
+        "precision.arg" => prec.is_some_and(|p| p.arg.is_some()),
+        "precision.dtype" => prec.is_some_and(|p| p.dtype.is_some()),
+        _ => true,
+    };
+    let t = &cfg.target.name;
+    let templates = launch
+        .command
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("targets.{t}.launch.command[{i}]"), a))
+        .chain(
+            launch
+                .env
+                .iter()
+                .map(|(k, v)| (format!("targets.{t}.launch.env.{k}"), v)),
+        )
+        .chain(
+            launch
+                .cwd
+                .iter()
+                .map(|c| (format!("targets.{t}.launch.cwd"), c)),
+        );
+    for (key, template) in templates {
+        if let Some(missing) = crate::placeholders(template).into_iter().find(|k| !has(k)) {
+            let what = match missing {
+                "model.weights" | "precision.weights" => format!(
+                    "`weights` in [models.{m}] or [models.{m}.precisions.<name>]",
+                    m = cfg.model.name
+                ),
+                "model.tokenizer" => format!("`tokenizer` in [models.{}]", cfg.model.name),
+                "precision" => "a `precision` axis in [matrix]".to_string(),
+                other => format!(
+                    "`{}` in [models.{}.precisions.<name>]",
+                    other.trim_start_matches("precision."),
+                    cfg.model.name
+                ),
+            };
+            return Err(spec.error(
+                &key,
+                format!(
+                    "the launch command uses {{{missing}}}, which point `{}` has no value for",
+                    p.slug
+                ),
+                Some(format!("set {what}")),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn value_of(combo: &Combo, axis: Axis) -> Option<&AxisValue> {
@@ -654,6 +722,7 @@ fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
         runs: d.runs,
         window: d.window,
         timeouts: d.timeouts,
+        limits: d.limits,
     })
 }
 

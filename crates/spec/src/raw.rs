@@ -153,7 +153,8 @@ pub struct RawSimTuning {
 #[serde(deny_unknown_fields)]
 pub struct RawLaunch {
     /// Program and arguments, no shell. Placeholders: {port}, {host}, {model}, {model.served_name},
-    /// {model.weights}, {model.tokenizer}, {precision}, {precision.arg}, {precision.weights}, {env.NAME}.
+    /// {model.weights}, {model.tokenizer}, {precision}, {precision.arg}, {precision.weights},
+    /// {env.NAME} (only names listed in `allow_env`).
     pub command: Vec<String>,
     /// Extra environment variables for the server (placeholders allowed).
     #[serde(default)]
@@ -170,6 +171,10 @@ pub struct RawLaunch {
     /// Time between SIGTERM and SIGKILL when stopping. Default "10s".
     #[serde(default)]
     pub stop_grace: Option<Duration>,
+    /// The environment variables `{env.NAME}` placeholders may read; any other
+    /// `{env.NAME}` is an error. Default: none.
+    #[serde(default)]
+    pub allow_env: Vec<String>,
 }
 
 /// A served model.
@@ -420,6 +425,9 @@ pub struct RawLoad {
     pub window: Option<Duration>,
     #[serde(default)]
     pub timeouts: Option<RawTimeouts>,
+    /// Most a server's response may cost the client; a request that breaks one fails as `oversized`.
+    #[serde(default)]
+    pub limits: Option<RawLimits>,
 }
 
 /// A staircase: from `from`, add `step` every `every`, up to `to`.
@@ -489,6 +497,28 @@ pub struct RawTimeouts {
     /// A whole request. Default "10m".
     #[serde(default)]
     pub total: Option<Duration>,
+}
+
+/// `[load.limits]`: bounds on what one response may cost the client, in bytes and events.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Longest SSE line, and largest SSE event (its data lines together), in bytes. Default 1048576 (1 MiB).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1073741824))]
+    pub max_line_bytes: Option<u64>,
+    /// Most bytes of one response body. Default 67108864 (64 MiB).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1099511627776u64))]
+    pub max_response_bytes: Option<u64>,
+    /// Most SSE events in one response. Default 1000000.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 100000000))]
+    pub max_events: Option<u64>,
+    /// Bytes of an error response (HTTP status >= 400) read for its message; the rest is not read. Default 4096.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1048576))]
+    pub max_error_body_bytes: Option<u64>,
 }
 
 /// Matrix axes. Each axis is a list; every combination is a point.

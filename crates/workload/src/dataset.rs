@@ -11,8 +11,6 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::WorkloadError;
 use super::message::{Message, Role};
 use super::tokenizer::TokenCounter;
@@ -63,43 +61,6 @@ pub struct Options<'a> {
     pub need_output: bool,
 }
 
-#[derive(Deserialize)]
-struct JsonlLine {
-    #[serde(default)]
-    prompt: Option<String>,
-    #[serde(default)]
-    messages: Option<Vec<WireMessage>>,
-    #[serde(default)]
-    output_tokens: Option<u32>,
-}
-
-#[derive(Deserialize)]
-struct WireMessage {
-    role: String,
-    content: String,
-}
-
-#[derive(Deserialize)]
-struct ShareGptEntry {
-    #[serde(default)]
-    conversations: Vec<ShareGptTurn>,
-}
-
-#[derive(Deserialize)]
-struct ShareGptTurn {
-    from: String,
-    value: String,
-}
-
-/// serde_json's message without its " at line L column C" suffix.
-fn bare(e: &serde_json::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" at line ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
-
 struct Counter<'a> {
     counter: Option<&'a TokenCounter>,
     api: Api,
@@ -124,87 +85,64 @@ impl Counter<'_> {
     }
 }
 
-/// Loads and filters a dataset.
+/// Loads and filters a dataset: a regular file of at most
+/// [`MAX_DATASET_BYTES`](infer_bench_spec::files::MAX_DATASET_BYTES),
+/// parsed by the spec's own checker (so `validate` refuses what this
+/// would), then counted and filtered.
 pub fn load(path: &Path, o: &Options) -> Result<DatasetPrompts, WorkloadError> {
-    let bytes = std::fs::read(path).map_err(|e| WorkloadError::file(path, e.to_string()))?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| {
-        let line = bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count()
-            + 1;
-        WorkloadError::line(path, line, "not UTF-8 text")
+    use infer_bench_spec::dataset::{self as format, Speaker};
+    use infer_bench_spec::files::{self, TextError};
+    let text = files::read_text(path, files::MAX_DATASET_BYTES).map_err(|e| match e {
+        TextError::Read(e) => WorkloadError::file(path, e.to_string()),
+        TextError::NotUtf8 { line, col } => {
+            WorkloadError::line(path, line, "not UTF-8 text").at_col(col)
+        }
     })?;
+    let parsed =
+        format::parse(&text, o.format, o.api, o.need_output).map_err(|e| WorkloadError {
+            path: path.display().to_string(),
+            line: e.line,
+            col: e.col,
+            message: e.message,
+            hint: e.hint.map(str::to_string),
+        })?;
     let count = Counter {
         counter: o.counter,
         api: o.api,
     };
     let mut out = DatasetPrompts {
         entries: Vec::new(),
-        read: 0,
+        read: parsed.read,
         filtered: 0,
-        unusable: 0,
+        unusable: parsed.unusable,
         exact: o.counter.is_some(),
     };
-    let keep = |out: &mut DatasetPrompts, e: Entry| {
+    for r in parsed.records {
+        let history: Vec<Message> = r
+            .history
+            .into_iter()
+            .map(|(who, content)| Message {
+                role: match who {
+                    Speaker::System => Role::System,
+                    Speaker::User => Role::User,
+                    Speaker::Assistant => Role::Assistant,
+                },
+                content,
+            })
+            .collect();
+        let input_tokens =
+            history.iter().map(|m| count.reply(&m.content)).sum::<u32>() + count.prompt(&r.text);
+        let e = Entry {
+            history,
+            input_tokens,
+            output_tokens: r.output_tokens.or(r.reply.map(|t| count.reply(&t))),
+            text: r.text,
+        };
         let n = e.input_tokens;
         if o.min_input_tokens.is_some_and(|m| n < m) || o.max_input_tokens.is_some_and(|m| n > m) {
             out.filtered += 1;
         } else {
             out.entries.push(e);
-        }
-    };
-    match o.format {
-        DatasetFormat::Jsonl => {
-            for (i, line) in text.lines().enumerate() {
-                let lineno = i + 1;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                out.read += 1;
-                let e = jsonl_entry(path, lineno, line, o, &count)?;
-                keep(&mut out, e);
-            }
-        }
-        DatasetFormat::Sharegpt => {
-            let all: Vec<ShareGptEntry> = serde_json::from_str(text).map_err(|e| {
-                WorkloadError::line(path, e.line(), bare(&e))
-                    .at_col(e.column())
-                    .with_hint("a ShareGPT file is a JSON array of {\"conversations\": [{\"from\": \"human\", \"value\": \"...\"}, {\"from\": \"gpt\", \"value\": \"...\"}]}")
-            })?;
-            for entry in all {
-                out.read += 1;
-                let turns = &entry.conversations;
-                let human = turns
-                    .iter()
-                    .position(|t| matches!(t.from.as_str(), "human" | "user"));
-                let Some(h) = human else {
-                    out.unusable += 1;
-                    continue;
-                };
-                let reply = turns[h + 1..]
-                    .iter()
-                    .find(|t| !matches!(t.from.as_str(), "system"))
-                    .filter(|t| matches!(t.from.as_str(), "gpt" | "chatgpt" | "assistant"));
-                let Some(reply) = reply else {
-                    out.unusable += 1;
-                    continue;
-                };
-                let prompt = &turns[h].value;
-                if prompt.trim().is_empty() {
-                    out.unusable += 1;
-                    continue;
-                }
-                keep(
-                    &mut out,
-                    Entry {
-                        history: Vec::new(),
-                        text: prompt.clone(),
-                        input_tokens: count.prompt(prompt),
-                        output_tokens: Some(count.reply(&reply.value)),
-                    },
-                );
-            }
         }
     }
     if out.entries.is_empty() {
@@ -225,84 +163,4 @@ pub fn load(path: &Path, o: &Options) -> Result<DatasetPrompts, WorkloadError> {
         }));
     }
     Ok(out)
-}
-
-fn jsonl_entry(
-    path: &Path,
-    lineno: usize,
-    line: &str,
-    o: &Options,
-    count: &Counter,
-) -> Result<Entry, WorkloadError> {
-    const SHAPE: &str = "each line is a JSON object such as {\"prompt\": \"...\", \"output_tokens\": 128} or {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}";
-    let err = |m: String| WorkloadError::line(path, lineno, m).with_hint(SHAPE);
-    let l: JsonlLine = serde_json::from_str(line).map_err(|e| {
-        let what = if e.is_syntax() || e.is_eof() {
-            "invalid JSON"
-        } else {
-            "unexpected JSON"
-        };
-        err(format!("{what}: {} (column {})", bare(&e), e.column()))
-    })?;
-    if o.need_output && l.output_tokens.is_none() {
-        return Err(WorkloadError::line(
-            path,
-            lineno,
-            "no `output_tokens`, and the workload sets none",
-        )
-        .with_hint("add \"output_tokens\" to every line, or set the workload's output_tokens"));
-    }
-    if l.output_tokens == Some(0) {
-        return Err(err("`output_tokens` must be at least 1".into()));
-    }
-    match (l.prompt, l.messages) {
-        (Some(_), Some(_)) => Err(err("has both `prompt` and `messages`; give one".into())),
-        (None, None) => Err(err("has neither `prompt` nor `messages`".into())),
-        (Some(p), None) => Ok(Entry {
-            history: Vec::new(),
-            input_tokens: count.prompt(&p),
-            text: p,
-            output_tokens: l.output_tokens,
-        }),
-        (None, Some(msgs)) => {
-            if o.api != Api::Chat {
-                return Err(
-                    WorkloadError::line(path, lineno, "`messages` needs a chat workload")
-                        .with_hint("set api = \"chat\" in the workload, or use `prompt`"),
-                );
-            }
-            let mut history = Vec::with_capacity(msgs.len());
-            for (k, m) in msgs.into_iter().enumerate() {
-                let role = match m.role.as_str() {
-                    "system" | "developer" => Role::System,
-                    "user" => Role::User,
-                    "assistant" => Role::Assistant,
-                    other => {
-                        return Err(err(format!(
-                            "message {}: unknown role \"{other}\" (expected system, user or assistant)",
-                            k + 1
-                        )));
-                    }
-                };
-                history.push(Message {
-                    role,
-                    content: m.content,
-                });
-            }
-            let last = history
-                .pop()
-                .ok_or_else(|| err("`messages` is empty".into()))?;
-            if last.role != Role::User {
-                return Err(err("the last message must be the user's".into()));
-            }
-            let input_tokens = history.iter().map(|m| count.reply(&m.content)).sum::<u32>()
-                + count.prompt(&last.content);
-            Ok(Entry {
-                history,
-                text: last.content,
-                input_tokens,
-                output_tokens: l.output_tokens,
-            })
-        }
-    }
 }

@@ -30,7 +30,9 @@ impl TokenCounter {
     /// Loads a `tokenizer.json`. Truncation and padding settings in the
     /// file are dropped: a count must be the text's full length.
     pub fn load(path: &Path) -> Result<TokenCounter, WorkloadError> {
-        let bytes = std::fs::read(path).map_err(|e| WorkloadError::file(path, e.to_string()))?;
+        use infer_bench_spec::files;
+        let bytes = files::read_regular(path, files::MAX_TOKENIZER_BYTES)
+            .map_err(|e| WorkloadError::file(path, e.to_string()))?;
         let mut t = TokenCounter::from_bytes(&bytes).map_err(|m| {
             WorkloadError::file(path, m).with_hint(
                 "`tokenizer` must point at a Hugging Face tokenizer.json (the file model repositories ship beside the weights)",
@@ -42,8 +44,12 @@ impl TokenCounter {
 
     /// A tokenizer from the bytes of a `tokenizer.json`.
     pub fn from_bytes(bytes: &[u8]) -> Result<TokenCounter, String> {
-        let mut tok = tokenizers::Tokenizer::from_bytes(bytes)
-            .map_err(|e| format!("not a tokenizer.json: {e}"))?;
+        let mut tok = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| {
+            format!(
+                "not a tokenizer.json: {}",
+                infer_bench_spec::files::sanitize_message(&e.to_string())
+            )
+        })?;
         tok.with_truncation(None)
             .map_err(|e| format!("cannot turn truncation off: {e}"))?;
         tok.with_padding(None);

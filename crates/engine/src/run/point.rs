@@ -100,11 +100,19 @@ pub(super) fn run_point(
         .api_key_env
         .as_ref()
         .and_then(|v| std::env::var(v).ok());
-    let ca = cfg
-        .target
-        .ca_cert
-        .as_ref()
-        .and_then(|path| std::fs::read(path).ok());
+    // The compiler resolved the path against the spec's folder and checked
+    // the file; one that changed since fails the point, never silently.
+    let ca = match cfg.target.ca_cert.as_ref().map(|path| {
+        infer_bench_spec::files::read_regular(
+            std::path::Path::new(path),
+            infer_bench_spec::files::MAX_CA_CERT_BYTES,
+        )
+        .map_err(|e| format!("cannot read the CA certificate {path}: {e}"))
+    }) {
+        Some(Err(e)) => return PointOutcome::Done(Box::new(failed_point(p, e))),
+        Some(Ok(pem)) => Some(pem),
+        None => None,
+    };
     let pool = match cfg.load.level {
         Level::Concurrency(c) => super::engine::agent_share(c as u64, opts.agent).max(1) as usize,
         Level::Rate(_) => cfg.load.max_concurrency.unwrap_or(64) as usize,

@@ -24,7 +24,51 @@ impl Cx<'_> {
                 Some("set arrival = \"gamma\", or remove burstiness".into()),
             );
         }
-        let burstiness = self.positive("load.burstiness", l.burstiness, 1.0, None);
+        let burstiness = self.positive(
+            "load.burstiness",
+            l.burstiness,
+            1.0,
+            Some(crate::limits::MAX_BURSTINESS),
+        );
+        {
+            use crate::limits::{MAX_CONCURRENCY, MAX_REQUESTS, MAX_RUNS};
+            let c = |v: Option<u32>| v.map(u64::from);
+            self.count_in(
+                "load.runs",
+                c(l.runs),
+                1,
+                MAX_RUNS.into(),
+                "a number of runs",
+            );
+            self.count_in(
+                "load.requests",
+                l.requests,
+                1,
+                MAX_REQUESTS,
+                "a number of requests",
+            );
+            self.count_in(
+                "load.warmup_requests",
+                l.warmup_requests,
+                0,
+                MAX_REQUESTS,
+                "a number of requests",
+            );
+            self.count_in(
+                "load.concurrency",
+                c(l.concurrency),
+                1,
+                MAX_CONCURRENCY.into(),
+                "a concurrency",
+            );
+            self.count_in(
+                "load.max_concurrency",
+                c(l.max_concurrency),
+                1,
+                MAX_CONCURRENCY.into(),
+                "a concurrency",
+            );
+        }
         if l.duration.is_none() && l.requests.is_none() && l.ramp.is_none() {
             self.errors.push(self.loc.error_at_span(
                 self.loc.span(&[Seg::Key("load".into())]),
@@ -35,26 +79,6 @@ impl Cx<'_> {
         }
         if l.duration.is_some_and(|d| d.is_zero()) {
             self.err("load.duration", "expected a duration > 0, found 0s", None);
-        }
-        if l.requests == Some(0) {
-            self.err(
-                "load.requests",
-                "expected at least 1 request, found 0",
-                None,
-            );
-        }
-        if l.runs == Some(0) {
-            self.err("load.runs", "expected at least 1 run, found 0", None);
-        }
-        if l.concurrency == Some(0) {
-            self.err(
-                "load.concurrency",
-                "expected a concurrency of at least 1, found 0",
-                None,
-            );
-        }
-        if l.max_concurrency == Some(0) {
-            self.err("load.max_concurrency", "expected at least 1, found 0", None);
         }
         if let Some(r) = &l.ramp {
             if l.duration.is_some() {
@@ -94,6 +118,7 @@ impl Cx<'_> {
                 );
             }
         }
+        let limits = self.limits(l.limits.unwrap_or_default());
         let window = l.window.unwrap_or(Duration::from_secs(10));
         if window.is_zero() {
             self.err("load.window", "expected a window > 0, found 0s", None);
@@ -115,6 +140,45 @@ impl Cx<'_> {
             runs: l.runs.unwrap_or(1).max(1),
             window,
             timeouts,
+            limits,
+        }
+    }
+
+    /// `[load.limits]`: each at least 1 and at most [`Limits::MAX`].
+    fn limits(&mut self, l: RawLimits) -> Limits {
+        let (d, top) = (Limits::DEFAULT, Limits::MAX);
+        let mut check = |key: &str, v: Option<u64>, default: u64, max: u64| match v {
+            None => default,
+            Some(n) if (1..=max).contains(&n) => n,
+            Some(n) => {
+                self.err(
+                    &format!("load.limits.{key}"),
+                    format!("expected a number from 1 to {max}, found {n}"),
+                    None,
+                );
+                default
+            }
+        };
+        Limits {
+            max_line_bytes: check(
+                "max_line_bytes",
+                l.max_line_bytes,
+                d.max_line_bytes,
+                top.max_line_bytes,
+            ),
+            max_response_bytes: check(
+                "max_response_bytes",
+                l.max_response_bytes,
+                d.max_response_bytes,
+                top.max_response_bytes,
+            ),
+            max_events: check("max_events", l.max_events, d.max_events, top.max_events),
+            max_error_body_bytes: check(
+                "max_error_body_bytes",
+                l.max_error_body_bytes,
+                d.max_error_body_bytes,
+                top.max_error_body_bytes,
+            ),
         }
     }
 
@@ -131,6 +195,13 @@ impl Cx<'_> {
     }
 
     pub(super) fn validity(&mut self, v: RawValidity) -> Validity {
+        if let Some(g) = v.max_rate_gap.filter(|g| g.value() > 100.0) {
+            self.err(
+                "validity.max_rate_gap",
+                format!("expected a percentage in [0%, 100%], found {g}"),
+                None,
+            );
+        }
         Validity {
             min_duration: v.min_duration.unwrap_or_default(),
             min_requests: v.min_requests.unwrap_or(1),
@@ -162,13 +233,18 @@ pub enum RampError {
     TooManySteps,
     #[error("expected a factor > 1, found {0}")]
     Factor(f64),
+    #[error("expected a concurrency of at most 100000, found {0}")]
+    TooHigh(u32),
+    #[error("the ramp lasts longer than 30 days (steps x every)")]
+    TooLong,
 }
 
 impl RampError {
     /// The key of `[load.ramp]` that is wrong.
     pub fn key(&self) -> &'static str {
         match self {
-            RampError::MixedKinds | RampError::GoesDown { .. } => "to",
+            RampError::MixedKinds | RampError::GoesDown { .. } | RampError::TooHigh(_) => "to",
+            RampError::TooLong => "every",
             RampError::StepAndFactor | RampError::Factor(_) => "factor",
             RampError::NoStep | RampError::StepKind | RampError::TooManySteps => "step",
         }
@@ -195,6 +271,11 @@ pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, RampError> {
     if to < from {
         return Err(RampError::GoesDown { from, to });
     }
+    if let RawLevel::Concurrency(c) = r.to {
+        if c > crate::limits::MAX_CONCURRENCY {
+            return Err(RampError::TooHigh(c));
+        }
+    }
     let mut levels = Vec::new();
     let mut x = from;
     let make = |x: f64| match r.from {
@@ -216,7 +297,7 @@ pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, RampError> {
             while x <= to + 1e-9 {
                 levels.push(make(x));
                 x += s;
-                if levels.len() > 10_000 {
+                if levels.len() > crate::limits::MAX_RAMP_STEPS {
                     return Err(RampError::TooManySteps);
                 }
             }
@@ -228,10 +309,17 @@ pub fn ramp_levels(r: &RawRamp) -> Result<Vec<Level>, RampError> {
             while x <= to + 1e-9 {
                 levels.push(make(x));
                 x *= f;
+                if levels.len() > crate::limits::MAX_RAMP_STEPS {
+                    return Err(RampError::TooManySteps);
+                }
             }
         }
     }
     levels.dedup();
+    let total = r.every.as_nanos().checked_mul(levels.len() as u64);
+    if total.is_none_or(|t| t > crate::limits::MAX_DURATION.as_nanos()) {
+        return Err(RampError::TooLong);
+    }
     Ok(levels)
 }
 

@@ -67,6 +67,46 @@ impl Cx<'_> {
             }
         }
         axes_raw.extend(given);
+        // How many points, without making them: the product of the axes'
+        // lengths (before exclude) plus the includes.
+        let product = axes_raw
+            .iter()
+            .try_fold(1u64, |acc, (_, v)| acc.checked_mul(v.len() as u64));
+        let points = product.and_then(|p| p.checked_add(m.include.len() as u64));
+        if points.is_none_or(|p| p > crate::limits::MAX_POINTS) {
+            self.err(
+                "matrix",
+                format!(
+                    "the matrix has {} points (the product of its axes, plus includes); expected at most {}",
+                    points.map_or("more than 18446744073709551615".to_string(), |p| p.to_string()),
+                    crate::limits::MAX_POINTS
+                ),
+                Some("split the spec, or use fewer values per axis".into()),
+            );
+            return Matrix::default();
+        }
+        for (what, n) in [("include", m.include.len()), ("exclude", m.exclude.len())] {
+            if n > crate::limits::MAX_MATRIX_ENTRIES {
+                self.err(
+                    &format!("matrix.{what}"),
+                    format!(
+                        "expected at most {} {what} entries, found {n}",
+                        crate::limits::MAX_MATRIX_ENTRIES
+                    ),
+                    None,
+                );
+                return Matrix::default();
+            }
+        }
+        // Entities defined with errors of their own (already reported).
+        let broken: std::collections::HashSet<String> = self
+            .errors
+            .iter()
+            .filter_map(|e| {
+                let mut parts = e.key.splitn(3, '.');
+                Some(format!("{}.{}", parts.next()?, parts.next()?))
+            })
+            .collect();
         for (axis, values) in &axes_raw {
             let key = format!("matrix.{}", axis.name());
             if values.is_empty() {
@@ -79,8 +119,9 @@ impl Cx<'_> {
                     Some("remove the axis to use the spec's single value".into()),
                 );
             }
+            let mut seen = std::collections::HashSet::with_capacity(values.len());
             for (i, v) in values.iter().enumerate() {
-                if values[..i].contains(v) {
+                if !seen.insert(v.to_string()) {
                     self.err(
                         &format!("{key}[{i}]"),
                         format!("`{v}` appears twice on the axis `{}`", axis.name()),
@@ -93,6 +134,7 @@ impl Cx<'_> {
                     v,
                     &known,
                     &declared_precisions,
+                    &broken,
                 );
             }
         }
@@ -130,6 +172,7 @@ impl Cx<'_> {
                         v,
                         &known,
                         &declared_precisions,
+                        &broken,
                     );
                     if what == "exclude" && !axis_names.contains(axis) {
                         cx.key_err(
@@ -169,6 +212,7 @@ impl Cx<'_> {
         v: &AxisValue,
         known: &BTreeMap<Axis, Vec<String>>,
         precisions: &[String],
+        broken: &std::collections::HashSet<String>,
     ) {
         match (axis, v) {
             (Axis::Target | Axis::Model | Axis::Workload, AxisValue::Name(n)) => {
@@ -176,10 +220,7 @@ impl Cx<'_> {
                 let what = axis.name();
                 let section = format!("{what}s");
                 // Defined, but with errors of its own (already reported).
-                let broken = self.errors.iter().any(|e| {
-                    e.key == format!("{section}.{n}")
-                        || e.key.starts_with(&format!("{section}.{n}."))
-                });
+                let broken = broken.contains(&format!("{section}.{n}"));
                 if !names.contains(n) && !broken {
                     self.err(
                         key,
@@ -207,6 +248,18 @@ impl Cx<'_> {
             }
             (Axis::Concurrency | Axis::MaxConcurrency, AxisValue::Count(0)) => {
                 self.err(key, "expected a concurrency of at least 1, found 0", None);
+            }
+            (Axis::Concurrency | Axis::MaxConcurrency, AxisValue::Count(c))
+                if *c > crate::limits::MAX_CONCURRENCY =>
+            {
+                self.err(
+                    key,
+                    format!(
+                        "expected a concurrency of at most {}, found {c}",
+                        crate::limits::MAX_CONCURRENCY
+                    ),
+                    None,
+                );
             }
             _ => {}
         }

@@ -78,10 +78,31 @@ struct Cx<'a> {
     base_dir: &'a Path,
 }
 
+/// A name that is safe as a part of a file name: letters, digits, `-`,
+/// `_` and `.`, not starting with `.` (no `..`, no hidden files), at most
+/// [`MAX_NAME_CHARS`](crate::limits::MAX_NAME_CHARS) characters.
 fn is_slug(s: &str) -> bool {
     !s.is_empty()
+        && !s.starts_with('.')
+        && s.len() <= crate::limits::MAX_NAME_CHARS
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// A number for messages: as written for everyday sizes, in scientific
+/// notation for huge or tiny ones (`1e300`, not 301 digits).
+fn num(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-6..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        crate::fmt_number(x)
+    }
+}
+
+/// A name for messages: the name itself when it is a short printable one,
+/// else an escaped excerpt.
+fn shown(s: &str) -> String {
+    crate::files::excerpt(s)
 }
 impl Cx<'_> {
     fn err(&mut self, key: &str, message: impl Into<String>, hint: Option<String>) {
@@ -99,12 +120,45 @@ impl Cx<'_> {
             Some(x) if x > 0.0 && x.is_finite() && max.is_none_or(|m| x <= m) => x,
             Some(x) => {
                 let range = match max {
-                    Some(m) => format!("a number in (0, {m}]"),
+                    Some(m) => format!("a number in (0, {}]", num(m)),
                     None => "a number > 0".to_string(),
                 };
-                self.err(key, format!("expected {range}, found {x}"), None);
+                self.err(key, format!("expected {range}, found {}", num(x)), None);
                 default
             }
+        }
+    }
+
+    /// A whole number in `[min, max]`; otherwise an error naming the key.
+    fn count_in(&mut self, key: &str, v: Option<u64>, min: u64, max: u64, what: &str) {
+        if let Some(x) = v {
+            if x < min || x > max {
+                self.err(
+                    key,
+                    format!("expected {what} between {min} and {max}, found {x}"),
+                    None,
+                );
+            }
+        }
+    }
+
+    /// A finite number in `[min, max]`; otherwise an error naming the key.
+    fn float_in(&mut self, key: &str, v: Option<f64>, min: f64, max: f64) -> bool {
+        match v {
+            Some(x) if !(x.is_finite() && (min..=max).contains(&x)) => {
+                self.err(
+                    key,
+                    format!(
+                        "expected a number in [{}, {}], found {}",
+                        num(min),
+                        num(max),
+                        num(x)
+                    ),
+                    None,
+                );
+                false
+            }
+            _ => true,
         }
     }
 
@@ -113,8 +167,8 @@ impl Cx<'_> {
             self.err(
                 "name",
                 format!(
-                    "expected a name of letters, digits, `-`, `_` or `.`, found \"{}\"",
-                    raw.name
+                    "expected a name of at most 64 letters, digits, `-`, `_` or `.` (not starting with `.`), found \"{}\"",
+                    shown(&raw.name)
                 ),
                 Some("the name becomes a file name: baselines/<name>.json".into()),
             );

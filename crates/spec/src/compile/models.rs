@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::Cx;
-use super::is_slug;
+use super::{is_slug, num, shown};
 use crate::catalog;
 use crate::diag::suggestion;
 use crate::model::*;
@@ -22,22 +22,31 @@ impl Cx<'_> {
             self.key_err(
                 &format!("models.{name}"),
                 format!(
-                    "expected a model name of letters, digits, `-`, `_` or `.`, found \"{name}\""
+                    "expected a model name of at most 64 letters, digits, `-`, `_` or `.` (not starting with `.`), found \"{}\"",
+                    shown(name)
                 ),
                 None,
             );
         }
         if let Some(t) = &m.tokenizer {
-            // Read at run time, once per point; a missing file is caught here.
+            // Read again at run time, once per point; checked here with the
+            // same parser, so that a file `run` refuses fails `validate`.
             let path = self.base_dir.join(t);
-            if let Err(e) = std::fs::metadata(&path).and_then(|md| {
-                md.is_file()
-                    .then_some(())
-                    .ok_or_else(|| std::io::Error::other("not a file"))
-            }) {
+            let problem = match crate::files::read_regular(&path, crate::files::MAX_TOKENIZER_BYTES)
+            {
+                Err(e) => Some(format!("cannot read tokenizer {}: {e}", path.display())),
+                Ok(bytes) => tokenizers::Tokenizer::from_bytes(&bytes).err().map(|e| {
+                    format!(
+                        "{} is not a tokenizer.json: {}",
+                        path.display(),
+                        crate::files::sanitize_message(&e.to_string())
+                    )
+                }),
+            };
+            if let Some(p) = problem {
                 self.err(
                     &k("tokenizer"),
-                    format!("cannot read tokenizer {}: {e}", path.display()),
+                    p,
                     Some(
                         "give the path of a Hugging Face tokenizer.json, relative to the spec file"
                             .into(),
@@ -69,11 +78,27 @@ impl Cx<'_> {
         }
         let params_b = m.params_b.or(preset.map(|p| p.params_b));
         if let Some(p) = m.params_b {
-            if !(p > 0.0 && p.is_finite()) {
+            if !(p > 0.0 && p.is_finite() && p <= crate::limits::MAX_PARAMS_B) {
                 self.err(
                     &k("params_b"),
-                    format!("expected a parameter count in billions > 0, found {p}"),
+                    format!(
+                        "expected a parameter count in billions in (0, 100000], found {}",
+                        num(p)
+                    ),
                     None,
+                );
+            } else if let Some(pre) =
+                preset.filter(|pre| (p - pre.params_b).abs() > 1e-9 * pre.params_b.max(1.0))
+            {
+                self.err(
+                    &k("params_b"),
+                    format!(
+                        "params_b = {} disagrees with the preset \"{}\", which has {} billion parameters",
+                        num(p),
+                        pre.id,
+                        crate::fmt_number(pre.params_b)
+                    ),
+                    Some("remove params_b (the preset sets it), or describe the model with an [architecture] table".into()),
                 );
             }
         }
@@ -89,7 +114,41 @@ impl Cx<'_> {
                 head_dim: p.head_dim,
             }),
             (None, Some(a)) => {
-                if a.heads % a.kv_heads != 0 {
+                let ak = |f: &str| format!("models.{name}.architecture.{f}");
+                for (f, v) in [
+                    ("layers", Some(a.layers)),
+                    ("hidden", Some(a.hidden)),
+                    ("heads", Some(a.heads)),
+                    ("kv_heads", Some(a.kv_heads)),
+                    ("head_dim", a.head_dim),
+                ] {
+                    self.count_in(
+                        &ak(f),
+                        v.map(u64::from),
+                        1,
+                        crate::limits::MAX_ARCH_DIM.into(),
+                        "a size",
+                    );
+                }
+                if let Some(x) = a.active_params_b {
+                    let max = params_b
+                        .filter(|p| p.is_finite())
+                        .unwrap_or(crate::limits::MAX_PARAMS_B);
+                    if !(x > 0.0 && x <= max) {
+                        self.err(
+                            &ak("active_params_b"),
+                            format!(
+                                "expected active parameters in billions in (0, params_b = {}], found {}",
+                                num(max),
+                                num(x)
+                            ),
+                            None,
+                        );
+                    }
+                }
+                if a.kv_heads == 0 || a.heads == 0 {
+                    // Reported above; no division by zero below.
+                } else if a.heads % a.kv_heads != 0 {
                     self.err(
                         &k("architecture.kv_heads"),
                         format!("kv_heads ({}) must divide heads ({})", a.kv_heads, a.heads),
@@ -122,6 +181,16 @@ impl Cx<'_> {
         let mut precisions = BTreeMap::new();
         for (pname, p) in m.precisions {
             let pk = |f: &str| format!("models.{name}.precisions.{pname}.{f}");
+            if !is_slug(&pname) {
+                self.key_err(
+                    &format!("models.{name}.precisions.{pname}"),
+                    format!(
+                        "expected a precision name of at most 64 letters, digits, `-`, `_` or `.` (not starting with `.`), found \"{}\"",
+                        shown(&pname)
+                    ),
+                    Some("the name becomes part of file names (a launched server's log)".into()),
+                );
+            }
             let dtype = match &p.dtype {
                 Some(d) => {
                     let parsed = DType::parse(d);

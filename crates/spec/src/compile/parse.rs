@@ -9,13 +9,31 @@ use crate::raw::*;
 pub(super) fn parse_raw(loc: &Locator, source: &str) -> Result<RawSpec, SpecErrors> {
     let de = toml::Deserializer::parse(source).map_err(|e| {
         let msg = e.message().trim_end().to_string();
-        loc.error_at_span(e.span(), "", format!("invalid TOML: {msg}"), None)
+        let span = e.span().or_else(|| deepest_key(source));
+        loc.error_at_span(span, "", format!("invalid TOML: {msg}"), None)
     })?;
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         SpecErrors::from(serde_error(loc, &path, inner.message(), inner.span()))
     })
+}
+
+/// The line whose key is the most deeply dotted (`a.b.c...`): where a
+/// parser's "recursion limit", which comes without a position, was hit.
+fn deepest_key(source: &str) -> Option<std::ops::Range<usize>> {
+    let mut best: Option<(usize, std::ops::Range<usize>)> = None;
+    let mut offset = 0;
+    for line in source.split_inclusive('\n') {
+        let key = line.split('=').next().unwrap_or("");
+        let dots = key.matches('.').count();
+        if dots > 0 && best.as_ref().is_none_or(|(d, _)| dots > *d) {
+            let start = offset + (line.len() - line.trim_start().len());
+            best = Some((dots, start..start + 1));
+        }
+        offset += line.len();
+    }
+    best.map(|(_, span)| span)
 }
 
 /// The backticked names in a serde message (`unknown field `x`, expected ...`).

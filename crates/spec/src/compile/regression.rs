@@ -51,6 +51,16 @@ impl Cx<'_> {
                                     Some("use the nearest kept percentile, e.g. \"p99\"".into()),
                                 );
                             }
+                            if let Some(n) = g
+                                .noise
+                                .filter(|n| n.value() > crate::limits::MAX_NOISE_PERCENT)
+                            {
+                                self.err(
+                                    &format!("{key}.noise"),
+                                    format!("expected a noise band of at most 1000%, found {n}"),
+                                    None,
+                                );
+                            }
                             out.push(Gate {
                                 metric: m,
                                 stat,
@@ -70,6 +80,39 @@ impl Cx<'_> {
                 None,
             );
         }
+        if let Some(b) = &r.baseline {
+            let path = std::path::Path::new(b);
+            let escapes = path.components().any(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            if b.is_empty() || escapes {
+                self.err(
+                    "regression.baseline",
+                    format!(
+                        "expected a relative path inside the repository without `..`, found \"{}\"",
+                        b.escape_debug()
+                    ),
+                    Some("e.g. baseline = \"baselines/my-spec.json\"; `bless --baseline FILE` writes elsewhere on purpose".into()),
+                );
+            }
+        }
+        self.count_in(
+            "regression.min_runs",
+            r.min_runs.map(u64::from),
+            1,
+            crate::limits::MAX_RUNS.into(),
+            "a number of runs",
+        );
+        self.count_in(
+            "regression.confirm",
+            r.confirm.map(u64::from),
+            0,
+            100,
+            "a number of confirmations",
+        );
         Regression {
             baseline: r
                 .baseline

@@ -69,6 +69,18 @@ impl Cx<'_> {
                         ),
                         None,
                     );
+                } else if let Some(p) = match expr.threshold {
+                    Threshold::Percent(p) if p.value() > 100.0 => Some(p),
+                    _ => None,
+                } {
+                    self.err(
+                        &key,
+                        format!(
+                            "expected a percentage in [0%, 100%], found {}%",
+                            super::num(p.value())
+                        ),
+                        None,
+                    );
                 } else if !want_stat && expr.stat.is_some() {
                     self.err(&key, format!("`{metric}` is one number per point: drop the statistic, e.g. \"{} {}\"", expr.cmp.symbol(), expr.threshold), None);
                 } else {

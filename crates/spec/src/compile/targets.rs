@@ -2,7 +2,7 @@
 //! their launch blocks and the placeholders launch commands may use.
 
 use super::Cx;
-use super::is_slug;
+use super::{is_slug, shown};
 use crate::Duration;
 use crate::catalog;
 use crate::diag::suggestion;
@@ -46,7 +46,8 @@ impl Cx<'_> {
             self.key_err(
                 &format!("targets.{name}"),
                 format!(
-                    "expected a target name of letters, digits, `-`, `_` or `.`, found \"{name}\""
+                    "expected a target name of at most 64 letters, digits, `-`, `_` or `.` (not starting with `.`), found \"{}\"",
+                    shown(name)
                 ),
                 None,
             );
@@ -83,31 +84,63 @@ impl Cx<'_> {
                 }
                 let tune = t.sim.clone().unwrap_or_default();
                 let sk = |f: &str| format!("targets.{name}.sim.{f}");
+                {
+                    use crate::limits::*;
+                    let c = |v: Option<u32>| v.map(u64::from);
+                    self.count_in(
+                        &k("gpus"),
+                        c(t.gpus),
+                        1,
+                        MAX_GPUS.into(),
+                        "a number of GPUs",
+                    );
+                    self.count_in(
+                        &sk("max_num_seqs"),
+                        c(tune.max_num_seqs),
+                        1,
+                        MAX_SIM_COUNT.into(),
+                        "a number of sequences",
+                    );
+                    self.count_in(
+                        &sk("max_batched_tokens"),
+                        c(tune.max_batched_tokens),
+                        1,
+                        MAX_BATCHED_TOKENS.into(),
+                        "a number of tokens",
+                    );
+                    self.count_in(
+                        &sk("tokens_per_event"),
+                        c(tune.tokens_per_event),
+                        1,
+                        MAX_SIM_COUNT.into(),
+                        "a number of tokens",
+                    );
+                    self.count_in(
+                        &sk("kv_cache_tokens"),
+                        tune.kv_cache_tokens,
+                        MIN_KV_CACHE_TOKENS,
+                        MAX_KV_CACHE_TOKENS,
+                        "a KV cache size in tokens (at least one block)",
+                    );
+                    for (key, v) in [
+                        ("memory_fraction", tune.memory_fraction),
+                        ("compute_efficiency", tune.compute_efficiency),
+                        ("bandwidth_efficiency", tune.bandwidth_efficiency),
+                    ] {
+                        self.float_in(&sk(key), v, MIN_EFFICIENCY, 1.0);
+                    }
+                    self.float_in(&sk("slowdown"), tune.slowdown, 0.001, MAX_SLOWDOWN);
+                }
                 sim = Some(SimTarget {
                     gpu,
                     gpus: t.gpus.unwrap_or(1),
                     max_num_seqs: tune.max_num_seqs.unwrap_or(256),
                     max_batched_tokens: tune.max_batched_tokens.unwrap_or(8192),
-                    memory_fraction: self.positive(
-                        &sk("memory_fraction"),
-                        tune.memory_fraction,
-                        0.9,
-                        Some(1.0),
-                    ),
-                    compute_efficiency: self.positive(
-                        &sk("compute_efficiency"),
-                        tune.compute_efficiency,
-                        0.6,
-                        Some(1.0),
-                    ),
-                    bandwidth_efficiency: self.positive(
-                        &sk("bandwidth_efficiency"),
-                        tune.bandwidth_efficiency,
-                        0.75,
-                        Some(1.0),
-                    ),
+                    memory_fraction: tune.memory_fraction.unwrap_or(0.9),
+                    compute_efficiency: tune.compute_efficiency.unwrap_or(0.6),
+                    bandwidth_efficiency: tune.bandwidth_efficiency.unwrap_or(0.75),
                     step_overhead: tune.step_overhead.unwrap_or(Duration::from_millis(1)),
-                    slowdown: self.positive(&sk("slowdown"), tune.slowdown, 1.0, None),
+                    slowdown: tune.slowdown.unwrap_or(1.0),
                     noise: match tune.noise {
                         Some(n) if !(0.0..0.5).contains(&n) => {
                             self.err(
@@ -122,9 +155,6 @@ impl Cx<'_> {
                     kv_cache_tokens: tune.kv_cache_tokens,
                     tokens_per_event: tune.tokens_per_event.unwrap_or(1),
                 });
-                if t.gpus == Some(0) {
-                    self.err(&k("gpus"), "expected at least 1 GPU, found 0", None);
-                }
             }
             TargetKind::Openai => {
                 for (key, given) in [
@@ -146,15 +176,15 @@ impl Cx<'_> {
                         "an openai target needs `base_url`",
                         Some("e.g. base_url = \"http://127.0.0.1:8000/v1\"".into()),
                     ),
-                    (Some(url), _)
-                        if !(url.starts_with("http://") || url.starts_with("https://")) =>
-                    {
-                        self.err(
-                            &k("base_url"),
-                            format!("expected an http:// or https:// URL, found \"{url}\""),
-                            None,
-                        )
-                    }
+                    (Some(url), _) if check_url(url).is_err() => self.err(
+                        &k("base_url"),
+                        format!(
+                            "expected an http:// or https:// URL, found \"{}\": {}",
+                            shown(url),
+                            check_url(url).unwrap_err()
+                        ),
+                        None,
+                    ),
                     (Some(url), None) if url.contains("{port}") => self.err(
                         &k("base_url"),
                         "`{port}` in base_url needs a [launch] block that starts the server",
@@ -163,21 +193,48 @@ impl Cx<'_> {
                     _ => {}
                 }
                 if let Some(url) = &t.metrics_url {
-                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    if let Err(why) = check_url(url) {
                         self.err(
                             &k("metrics_url"),
-                            format!("expected an http:// or https:// URL, found \"{url}\""),
+                            format!(
+                                "expected an http:// or https:// URL, found \"{}\": {why}",
+                                shown(url)
+                            ),
                             None,
                         );
                     }
                 }
                 if let Some(env) = &t.api_key_env {
-                    if env.is_empty() || env.contains(['=', ' ']) {
-                        self.err(&k("api_key_env"), format!("expected the name of an environment variable, found \"{env}\""), Some("the key itself never goes in a spec: api_key_env = \"OPENAI_API_KEY\"".into()));
+                    if !is_env_name(env) {
+                        self.err(&k("api_key_env"), format!("expected the name of an environment variable, found \"{}\"", shown(env)), Some("the key itself never goes in a spec: api_key_env = \"OPENAI_API_KEY\"".into()));
                     }
+                }
+                for (h, v) in &t.headers {
+                    let key = format!("targets.{name}.headers.{h}");
+                    if !is_header_name(h) {
+                        self.key_err(
+                            &key,
+                            format!("expected a header name of letters, digits and !#$%&'*+-.^_`|~, found \"{}\"", shown(h)),
+                            None,
+                        );
+                    } else if v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                        // The value is not quoted: headers hold secrets.
+                        self.err(
+                            &key,
+                            "a header value cannot hold control characters (CR, LF, NUL...)",
+                            Some(
+                                "write the value on one line, without escapes such as \\r or \\n"
+                                    .into(),
+                            ),
+                        );
+                    }
+                }
+                if let Some(ca) = &t.ca_cert {
+                    self.check_ca_cert(&k("ca_cert"), ca);
                 }
             }
         }
+        self.env_placeholders(name, &t);
         let launch = t.launch.map(|l| {
             if l.command.is_empty() {
                 self.err(
@@ -205,11 +262,51 @@ impl Cx<'_> {
                     }
                 }
             }
+            for (i, arg) in l.command.iter().enumerate() {
+                if arg.contains('\0') {
+                    self.err(
+                        &format!("targets.{name}.launch.command[{i}]"),
+                        "an argument cannot hold a NUL character",
+                        None,
+                    );
+                }
+            }
+            for (var, v) in &l.env {
+                if !is_env_name(var) {
+                    self.key_err(
+                        &format!("targets.{name}.launch.env.{var}"),
+                        format!(
+                            "expected the name of an environment variable, found \"{}\"",
+                            shown(var)
+                        ),
+                        None,
+                    );
+                } else if v.contains('\0') {
+                    self.err(
+                        &format!("targets.{name}.launch.env.{var}"),
+                        "a value cannot hold a NUL character",
+                        None,
+                    );
+                }
+            }
+            if let Some(cwd) = &l.cwd {
+                self.check_cwd(&k("launch.cwd"), cwd);
+            }
+            if l.startup_timeout.is_some_and(|d| d.is_zero()) {
+                self.err(
+                    &k("launch.startup_timeout"),
+                    "expected a timeout > 0, found 0s",
+                    Some("the server needs time to start; the default is \"10m\"".into()),
+                );
+            }
             let ready = l.ready.unwrap_or_else(|| "/health".into());
-            if !ready.starts_with('/') {
+            if !ready.starts_with('/') || ready.chars().any(|c| c.is_control() || c == ' ') {
                 self.err(
                     &k("launch.ready"),
-                    format!("expected an HTTP path such as \"/health\", found \"{ready}\""),
+                    format!(
+                        "expected an HTTP path such as \"/health\", found \"{}\"",
+                        shown(&ready)
+                    ),
                     None,
                 );
             }
@@ -220,6 +317,7 @@ impl Cx<'_> {
                 ready,
                 startup_timeout: l.startup_timeout.unwrap_or(Duration::from_secs(600)),
                 stop_grace: l.stop_grace.unwrap_or(Duration::from_secs(10)),
+                allow_env: l.allow_env,
             }
         });
         let base_url = match (&t.kind, t.base_url, &launch) {
@@ -234,10 +332,160 @@ impl Cx<'_> {
             headers: t.headers,
             metrics_url: t.metrics_url,
             tls_insecure: t.tls_insecure.unwrap_or(false),
-            ca_cert: t.ca_cert,
+            // Resolved against the spec's folder, like every other path.
+            ca_cert: t
+                .ca_cert
+                .map(|c| self.base_dir.join(c).display().to_string()),
             launch,
             gpu_ids: t.gpu_ids,
             sim,
         })
     }
+}
+
+impl Cx<'_> {
+    /// `{env.NAME}` reads this machine's environment, so it is allowed only
+    /// where a launch block fills placeholders, and only for names the
+    /// block lists in `allow_env`: a spec from a pull request cannot read a
+    /// variable the repository did not name.
+    fn env_placeholders(&mut self, name: &str, t: &RawTarget) {
+        let k = |f: &str| format!("targets.{name}.{f}");
+        let mut filled: Vec<(String, &str)> = Vec::new();
+        for (key, value) in [("base_url", &t.base_url), ("metrics_url", &t.metrics_url)] {
+            if let Some(v) = value {
+                filled.push((k(key), v));
+            }
+        }
+        if let Some(l) = &t.launch {
+            for (i, arg) in l.command.iter().enumerate() {
+                filled.push((k(&format!("launch.command[{i}]")), arg));
+            }
+            for (var, v) in &l.env {
+                filled.push((k(&format!("launch.env.{var}")), v));
+            }
+            if let Some(cwd) = &l.cwd {
+                filled.push((k("launch.cwd"), cwd));
+            }
+            for (i, var) in l.allow_env.iter().enumerate() {
+                if !is_env_name(var) {
+                    self.err(
+                        &k(&format!("launch.allow_env[{i}]")),
+                        format!(
+                            "expected the name of an environment variable (letters, digits, `_`), found \"{}\"",
+                            var.escape_debug()
+                        ),
+                        None,
+                    );
+                }
+            }
+        }
+        for (key, text) in filled {
+            for p in placeholders(text) {
+                let Some(var) = p.strip_prefix("env.") else {
+                    continue;
+                };
+                match &t.launch {
+                    None => self.err(
+                        &key,
+                        format!("`{{{p}}}` is filled in only for targets with a [launch] block"),
+                        Some(if key.ends_with("_url") {
+                            "write the URL out; an API key goes in api_key_env".into()
+                        } else {
+                            "remove the placeholder".into()
+                        }),
+                    ),
+                    Some(l) if !l.allow_env.iter().any(|a| a == var) => self.err(
+                        &key,
+                        format!(
+                            "`{{{p}}}` reads the environment variable {var}, which `allow_env` does not list"
+                        ),
+                        Some(format!(
+                            "name it in the launch block: allow_env = [\"{var}\"] (and run with --allow-launch)"
+                        )),
+                    ),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+}
+
+fn is_env_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether `url` is one the HTTP client accepts: http(s), a host, a port
+/// that fits (a `{port}` placeholder stands for one); why not otherwise.
+fn check_url(url: &str) -> Result<(), String> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err("the scheme must be http or https".into());
+    }
+    let filled = url.replace("{port}", "8000");
+    if filled.contains('{') {
+        // Other placeholders ({env.NAME}) are filled at run time.
+        return Ok(());
+    }
+    let parsed = url::Url::parse(&filled).map_err(|e| e.to_string())?;
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err("it names no host".into());
+    }
+    Ok(())
+}
+
+/// An HTTP header name: a token of RFC 9110.
+fn is_header_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl Cx<'_> {
+    /// A CA certificate file: readable, small, PEM with a certificate.
+    fn check_ca_cert(&mut self, key: &str, ca: &str) {
+        let path = self.base_dir.join(ca);
+        let problem = match crate::files::read_regular(&path, crate::files::MAX_CA_CERT_BYTES) {
+            Err(e) => Some(format!(
+                "cannot read CA certificate {}: {e}",
+                path.display()
+            )),
+            Ok(bytes) if !contains(&bytes, b"-----BEGIN CERTIFICATE-----") => Some(format!(
+                "{} is not a PEM certificate file (no -----BEGIN CERTIFICATE----- block)",
+                path.display()
+            )),
+            Ok(_) => None,
+        };
+        if let Some(p) = problem {
+            self.err(key, p, Some("paths are relative to the spec file".into()));
+        }
+    }
+
+    /// A launch `cwd` (placeholders other than `{spec.dir}` are checked
+    /// per point, at plan time): an existing directory.
+    fn check_cwd(&mut self, key: &str, cwd: &str) {
+        if cwd.contains('\0') {
+            self.err(key, "a path cannot hold a NUL character", None);
+            return;
+        }
+        let dir = cwd.replace("{spec.dir}", &self.base_dir.display().to_string());
+        if dir.contains('{') {
+            return;
+        }
+        let path = self.base_dir.join(&dir);
+        if !path.is_dir() {
+            self.err(
+                key,
+                format!(
+                    "the server's working directory {} is not a directory",
+                    path.display()
+                ),
+                Some("paths are relative to the spec file".into()),
+            );
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
-use super::{Cx, hex, is_slug};
+use super::{Cx, hex, is_slug, shown};
 use crate::Dist;
 use crate::diag::suggestion;
 use crate::dist::Empirical;
@@ -20,7 +20,8 @@ impl Cx<'_> {
             self.key_err(
                 &format!("workloads.{name}"),
                 format!(
-                    "expected a workload name of letters, digits, `-`, `_` or `.`, found \"{name}\""
+                    "expected a workload name of at most 64 letters, digits, `-`, `_` or `.` (not starting with `.`), found \"{}\"",
+                    shown(name)
                 ),
                 None,
             );
@@ -53,6 +54,26 @@ impl Cx<'_> {
                 None,
             );
         }
+        for (key, d) in [
+            ("input_tokens", &input_tokens),
+            ("output_tokens", &output_tokens),
+        ] {
+            if let Some(top) = d.as_ref().and_then(Dist::upper) {
+                if top > crate::limits::MAX_TOKENS {
+                    self.err(
+                        &k(key),
+                        format!(
+                            "expected lengths of at most {} tokens, found up to {top}",
+                            crate::limits::MAX_TOKENS
+                        ),
+                        Some("no model has a longer context; set a smaller `max`".into()),
+                    );
+                }
+            }
+        }
+        if let Some(s) = &w.sampling {
+            self.sampling(name, s);
+        }
         let max_tokens_field = w.max_tokens_field.unwrap_or_else(|| "max_tokens".into());
         if !matches!(
             max_tokens_field.as_str(),
@@ -61,11 +82,29 @@ impl Cx<'_> {
             self.err(&k("max_tokens_field"), format!("expected \"max_tokens\" or \"max_completion_tokens\", found \"{max_tokens_field}\""), None);
         }
         let shared_prefix = w.shared_prefix.map(|p| {
-            if p.tokens == 0 {
+            use crate::limits::{MAX_PREFIX_TOKENS, MAX_TOKENS};
+            self.count_in(
+                &k("shared_prefix.tokens"),
+                Some(p.tokens.into()),
+                1,
+                MAX_TOKENS.into(),
+                "a prefix length in tokens",
+            );
+            self.count_in(
+                &k("shared_prefix.count"),
+                p.count.map(u64::from),
+                1,
+                MAX_PREFIX_TOKENS,
+                "a number of prefixes",
+            );
+            let total = u64::from(p.tokens) * u64::from(p.count.unwrap_or(1));
+            if p.tokens as u64 <= MAX_TOKENS as u64 && total > MAX_PREFIX_TOKENS {
                 self.err(
-                    &k("shared_prefix.tokens"),
-                    "expected a prefix of at least 1 token, found 0",
-                    None,
+                    &k("shared_prefix"),
+                    format!(
+                        "the prefixes hold {total} tokens together (tokens x count); expected at most {MAX_PREFIX_TOKENS}"
+                    ),
+                    Some("they are generated once and kept for the whole point: use fewer or shorter ones".into()),
                 );
             }
             SharedPrefix {
@@ -73,26 +112,10 @@ impl Cx<'_> {
                 count: p.count.unwrap_or(1).max(1),
             }
         });
-        let dataset = w.dataset.and_then(|d| {
-            let path = self.base_dir.join(&d.path);
-            match std::fs::read(&path) {
-                Ok(bytes) => Some(Dataset {
-                    sha256: hex(&Sha256::digest(&bytes)),
-                    path: d.path,
-                    format: d.format,
-                    min_input_tokens: d.min_input_tokens,
-                    max_input_tokens: d.max_input_tokens,
-                }),
-                Err(e) => {
-                    self.err(
-                        &k("dataset.path"),
-                        format!("cannot read dataset {}: {e}", path.display()),
-                        Some("paths are relative to the spec file".into()),
-                    );
-                    None
-                }
-            }
-        });
+        let need_output = output_tokens.is_none();
+        let dataset = w
+            .dataset
+            .and_then(|d| self.dataset(&k("dataset"), d, api, need_output));
         let conversation = w.conversation.map(|c| {
             if api != Api::Chat {
                 self.key_err(
@@ -101,11 +124,29 @@ impl Cx<'_> {
                     None,
                 );
             }
-            if c.turns == 0 {
+            self.count_in(
+                &k("conversation.turns"),
+                Some(c.turns.into()),
+                1,
+                crate::limits::MAX_TURNS.into(),
+                "a number of turns",
+            );
+            // Each turn sends the whole conversation so far.
+            let mean = |d: &Option<Dist>| d.as_ref().map(Dist::approx_mean).unwrap_or(0.0);
+            let context = shared_prefix.as_ref().map_or(0.0, |p| p.tokens as f64)
+                + c.turns as f64 * (mean(&input_tokens) + mean(&output_tokens));
+            if c.turns <= crate::limits::MAX_TURNS
+                && context.is_finite()
+                && context > crate::limits::MAX_TOKENS as f64
+            {
                 self.err(
                     &k("conversation.turns"),
-                    "expected at least 1 turn, found 0",
-                    None,
+                    format!(
+                        "the last turn's context would hold about {} tokens (prefix + turns x (input + output)); expected at most {}",
+                        context.round(),
+                        crate::limits::MAX_TOKENS
+                    ),
+                    Some("use fewer turns or shorter turns".into()),
                 );
             }
             Conversation {
@@ -127,6 +168,14 @@ impl Cx<'_> {
                     | "ignore_eos"
             ) {
                 self.key_err(&format!("workloads.{name}.extra_body.{key}"), format!("`{key}` is set by infer-bench itself and cannot be overridden in extra_body"), None);
+                continue;
+            }
+            if !all_finite(&v) {
+                self.err(
+                    &format!("workloads.{name}.extra_body.{key}"),
+                    "cannot be sent as JSON: it holds nan or inf",
+                    None,
+                );
                 continue;
             }
             match serde_json::to_value(&v) {
@@ -278,7 +327,7 @@ impl Cx<'_> {
             return d;
         };
         let path = self.base_dir.join(file);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match crate::files::read_text(&path, crate::files::MAX_LENGTHS_BYTES) {
             Ok(t) => t,
             Err(e) => {
                 self.err(
@@ -290,29 +339,189 @@ impl Cx<'_> {
             }
         };
         let mut counts: BTreeMap<u32, f64> = BTreeMap::new();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
+        for (i, raw_line) in text.lines().enumerate() {
+            let line = raw_line.split('#').next().unwrap_or("");
+            if line.trim().is_empty() {
                 continue;
             }
-            let mut parts = line.split([',', ' ', '\t']).filter(|p| !p.is_empty());
-            let value = parts.next().and_then(|v| v.parse::<u32>().ok());
-            let weight = match parts.next() {
-                None => Some(1.0),
-                Some(w) => w.parse::<f64>().ok().filter(|w| *w > 0.0 && w.is_finite()),
-            };
-            match (value, weight, parts.next()) {
-                (Some(v), Some(w), None) => *counts.entry(v).or_default() += w,
-                _ => {
-                    self.err(key, format!("{}:{}: expected a token length, or `length,weight` with weight > 0; found \"{line}\"", path.display(), i + 1), None);
-                    return d;
+            // Each field with its column, so an error points at the token.
+            let mut fields = Vec::new();
+            let mut start = None;
+            for (b, c) in line.char_indices().chain([(line.len(), ',')]) {
+                let sep = matches!(c, ',' | ' ' | '\t');
+                match (start, sep) {
+                    (None, false) => start = Some(b),
+                    (Some(s0), true) => {
+                        fields.push((s0, &line[s0..b]));
+                        start = None;
+                    }
+                    _ => {}
                 }
             }
+            let col = |b: usize| line[..b].chars().count() + 1;
+            let bad = |(b, tok): (usize, &str), what: &str| {
+                format!(
+                    "{}:{}:{}: expected {what}, found {}",
+                    path.display(),
+                    i + 1,
+                    col(b),
+                    crate::files::describe_token(tok)
+                )
+            };
+            let problem = match fields.as_slice() {
+                [v, rest @ ..] if v.1.parse::<u32>().is_err() => {
+                    let _ = rest;
+                    Some(bad(*v, "a token length (a whole number)"))
+                }
+                [v] if v
+                    .1
+                    .parse::<u32>()
+                    .is_ok_and(|n| n > crate::limits::MAX_TOKENS) =>
+                {
+                    Some(bad(*v, "a token length of at most 1048576"))
+                }
+                [v, w] => match w.1.parse::<f64>() {
+                    Ok(x) if x > 0.0 && x.is_finite() => {
+                        let n: u32 = v.1.parse().unwrap_or(0);
+                        if n > crate::limits::MAX_TOKENS {
+                            Some(bad(*v, "a token length of at most 1048576"))
+                        } else {
+                            *counts.entry(n).or_default() += x;
+                            None
+                        }
+                    }
+                    _ => Some(bad(*w, "a weight > 0")),
+                },
+                [v] => {
+                    *counts.entry(v.1.parse().unwrap_or(0)).or_default() += 1.0;
+                    None
+                }
+                [_, _, extra, ..] => Some(bad(*extra, "at most two fields, `length,weight`")),
+                [] => None,
+            };
+            if let Some(p) = problem {
+                self.err(key, p, None);
+                return d;
+            }
+        }
+        if !counts.values().sum::<f64>().is_finite() {
+            self.err(
+                key,
+                format!(
+                    "{}: the weights add up to more than a number can hold",
+                    path.display()
+                ),
+                None,
+            );
+            return d;
         }
         if counts.is_empty() {
             self.err(key, format!("{} holds no lengths", path.display()), None);
             return d;
         }
         Dist::Empirical(Empirical::Values(counts.into_iter().collect()))
+    }
+}
+
+/// Whether every float in a TOML value is finite (JSON has no nan or inf).
+fn all_finite(v: &toml::Value) -> bool {
+    match v {
+        toml::Value::Float(x) => x.is_finite(),
+        toml::Value::Array(a) => a.iter().all(all_finite),
+        toml::Value::Table(t) => t.values().all(all_finite),
+        _ => true,
+    }
+}
+
+impl Cx<'_> {
+    /// A dataset: read (a regular file, bounded), hashed, and parsed by the
+    /// same checker `run` uses.
+    fn dataset(
+        &mut self,
+        key: &str,
+        d: RawDataset,
+        api: Api,
+        need_output: bool,
+    ) -> Option<Dataset> {
+        let path = self.base_dir.join(&d.path);
+        let pk = format!("{key}.path");
+        if let (Some(lo), Some(hi)) = (d.min_input_tokens, d.max_input_tokens) {
+            if lo > hi {
+                self.err(
+                    &format!("{key}.min_input_tokens"),
+                    format!("min_input_tokens ({lo}) is greater than max_input_tokens ({hi})"),
+                    None,
+                );
+            }
+        }
+        let bytes = match crate::files::read_regular(&path, crate::files::MAX_DATASET_BYTES) {
+            Ok(b) => b,
+            Err(e) => {
+                self.err(
+                    &pk,
+                    format!("cannot read dataset {}: {e}", path.display()),
+                    Some("paths are relative to the spec file".into()),
+                );
+                return None;
+            }
+        };
+        let sha256 = hex(&Sha256::digest(&bytes));
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let (line, col) = crate::files::line_col_of(&bytes, e.valid_up_to());
+                self.err(
+                    &pk,
+                    format!("{}:{line}:{col}: not UTF-8 text", path.display()),
+                    None,
+                );
+                return None;
+            }
+        };
+        let problem = match crate::dataset::parse(text, d.format, api, need_output) {
+            Err(e) => {
+                let at = match (e.line, e.col) {
+                    (Some(l), Some(c)) => format!(":{l}:{c}"),
+                    (Some(l), None) => format!(":{l}"),
+                    _ => String::new(),
+                };
+                Some((format!("{}{at}: {}", path.display(), e.message), e.hint))
+            }
+            Ok(p) if p.records.is_empty() => Some((
+                format!(
+                    "{}: no usable prompt ({} entries read)",
+                    path.display(),
+                    p.read
+                ),
+                Some("check the file's format (jsonl or sharegpt)"),
+            )),
+            Ok(_) => None,
+        };
+        if let Some((message, hint)) = problem {
+            self.err(&pk, message, hint.map(str::to_string));
+            return None;
+        }
+        Some(Dataset {
+            sha256,
+            path: d.path,
+            format: d.format,
+            min_input_tokens: d.min_input_tokens,
+            max_input_tokens: d.max_input_tokens,
+        })
+    }
+
+    /// Sampling parameters: finite, and in the range servers accept.
+    fn sampling(&mut self, name: &str, s: &RawSampling) {
+        let k = |f: &str| format!("workloads.{name}.sampling.{f}");
+        self.float_in(&k("temperature"), s.temperature, 0.0, 100.0);
+        self.float_in(&k("top_p"), s.top_p, 0.0, 1.0);
+        self.float_in(&k("min_p"), s.min_p, 0.0, 1.0);
+        for (f, v) in [
+            ("presence_penalty", s.presence_penalty),
+            ("frequency_penalty", s.frequency_penalty),
+            ("repetition_penalty", s.repetition_penalty),
+        ] {
+            self.float_in(&k(f), v, -100.0, 100.0);
+        }
     }
 }
