@@ -1,9 +1,11 @@
 //! Test servers and helpers for infer-bench's own tests (a dev-dependency
 //! only; nothing here is in the release binary): the scripted
 //! OpenAI-compatible server whose timing is known and recorded, the lock
-//! that keeps timing tests from running at the same time, and git in a
-//! scratch repository.
+//! that keeps timing tests from running at the same time, git in a
+//! scratch repository, and a hostile server that answers with endless or
+//! malformed responses.
 
 pub mod git;
+pub mod hostile;
 pub mod scripted;
 pub mod timing;

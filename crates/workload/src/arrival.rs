@@ -162,6 +162,7 @@ mod tests {
                 idle: t,
                 total: t,
             },
+            limits: Default::default(),
         }
     }
 

@@ -4,6 +4,12 @@
 //! read returns, before any parsing; a chunk's events all carry its arrival
 //! instant. Token counts come from the server's `usage` (requested with
 //! `stream_options.include_usage`).
+//!
+//! Every read is bounded (`[load.limits]`): the longest SSE line, the bytes
+//! and events of one response, the part of an error body read for its
+//! message. A response that breaks a bound fails its request (`oversized`)
+//! and is dropped with its connection; the run goes on. The idle timeout
+//! runs between *events*: comments and partial lines do not reset it.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -14,8 +20,8 @@ use serde::Deserialize;
 use super::record::{ErrorClass, Failure, OutputEvent, RequestRecord};
 use super::sse::SseParser;
 use super::{Backend, Prepared};
-use infer_bench_spec::Timeouts;
 use infer_bench_spec::raw::Api;
+use infer_bench_spec::{Limits, Timeouts};
 use infer_bench_workload::Prompt;
 
 /// What one streamed event said.
@@ -172,6 +178,7 @@ pub struct OpenAi {
     extra: serde_json::Map<String, serde_json::Value>,
     headers: reqwest::header::HeaderMap,
     timeouts: Timeouts,
+    limits: Limits,
     keep_reply: bool,
 }
 
@@ -235,6 +242,7 @@ impl OpenAi {
         workload: &infer_bench_spec::Workload,
         model: &str,
         timeouts: Timeouts,
+        limits: Limits,
     ) -> Result<OpenAi, String> {
         let client = http_client(o)?;
         let path = match workload.api {
@@ -279,6 +287,7 @@ impl OpenAi {
             extra,
             headers,
             timeouts,
+            limits,
             keep_reply: workload.conversation.is_some(),
         })
     }
@@ -344,12 +353,21 @@ impl OpenAi {
             match tokio::time::timeout_at(first_deadline.into(), self.client.execute(request)).await
             {
                 Err(_) => {
-                    let class = if first_deadline == total_deadline {
-                        ErrorClass::TimeoutTotal
+                    let (class, detail) = if first_deadline == total_deadline {
+                        (
+                            ErrorClass::TimeoutTotal,
+                            format!("no response headers within timeouts.total ({})", t.total),
+                        )
                     } else {
-                        ErrorClass::TimeoutFirstToken
+                        (
+                            ErrorClass::TimeoutFirstToken,
+                            format!(
+                                "no response headers within timeouts.first_token ({})",
+                                t.first_token
+                            ),
+                        )
                     };
-                    return rec.fail(class, "no response headers before the deadline");
+                    return rec.fail(class, detail);
                 }
                 // A kept-alive connection the server had just closed: the
                 // request never reached it, so it is sent once more on a
@@ -377,11 +395,11 @@ impl OpenAi {
         let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
         let status = response.status();
         if !status.is_success() {
-            let body = tokio::time::timeout(Duration::from_secs(5), response.bytes()).await;
-            let text = match body {
-                Ok(Ok(b)) => summarize_error_body(&b),
-                _ => String::new(),
-            };
+            // Only the head of an error body is read; the rest goes with
+            // the connection (an endless 500 body costs nothing).
+            let cap = usize::try_from(self.limits.max_error_body_bytes).unwrap_or(usize::MAX);
+            let body = read_capped(response, cap, Instant::now() + Duration::from_secs(5)).await;
+            let text = summarize_error_body(&body);
             rec.failure = Some(Failure {
                 class: ErrorClass::Status,
                 detail: format!(
@@ -408,35 +426,47 @@ impl OpenAi {
         first_deadline: Instant,
         total_deadline: Instant,
     ) {
-        let mut parser = SseParser::new();
+        if let Some(ct) = response.headers().get(reqwest::header::CONTENT_TYPE) {
+            if !is_event_stream(ct.as_bytes()) {
+                let ct = ct.as_bytes().escape_ascii().to_string();
+                let head = read_capped(response, NOT_SSE_SHOWN, first_deadline).await;
+                rec.t_done = Instant::now();
+                return rec.fail(
+                    ErrorClass::NotSse,
+                    format!(
+                        "a stream was asked for but the response is {ct:?}, not text/event-stream; it begins \"{}\"",
+                        head.escape_ascii()
+                    ),
+                );
+            }
+        }
+        let limits = self.limits;
+        let mut parser =
+            SseParser::with_max_line(usize::try_from(limits.max_line_bytes).unwrap_or(usize::MAX));
         let mut finished = false;
         let mut done = false;
         let mut reply = self.keep_reply.then(String::new);
         let mut problem: Option<(ErrorClass, String)> = None;
         let idle = self.timeouts.idle.as_std();
-        let mut last = rec.t_send;
+        // The arrival of the last event (not of the last read: comments
+        // and partial lines do not count as the stream being alive).
+        let mut last_event = rec.t_send;
+        let mut events: u64 = 0;
+        let mut received: u64 = 0;
         loop {
             let deadline = if rec.events.is_empty() {
                 first_deadline
             } else {
-                (last + idle).min(total_deadline)
+                (last_event + idle).min(total_deadline)
             };
             let read = tokio::time::timeout_at(deadline.into(), response.chunk()).await;
             let now = Instant::now();
             let bytes: Bytes = match read {
                 Err(_) => {
-                    let class = if deadline == total_deadline {
-                        ErrorClass::TimeoutTotal
-                    } else if rec.events.is_empty() {
-                        ErrorClass::TimeoutFirstToken
-                    } else {
-                        ErrorClass::TimeoutIdle
-                    };
                     rec.t_done = now;
-                    return rec.fail(
-                        class,
-                        format!("no event for {:?}", now.duration_since(last)),
-                    );
+                    let (class, detail) =
+                        self.timed_out(deadline, total_deadline, rec, now, last_event);
+                    return rec.fail(class, detail);
                 }
                 Ok(Err(e)) => {
                     rec.t_done = now;
@@ -446,7 +476,8 @@ impl OpenAi {
                     );
                 }
                 Ok(Ok(None)) => {
-                    parser.finish(|ev| {
+                    let r = parser.finish(|ev| {
+                        events += 1;
                         handle_event(
                             ev.data,
                             now,
@@ -457,13 +488,28 @@ impl OpenAi {
                             &mut problem,
                         )
                     });
+                    if let Err(e) = r {
+                        problem.get_or_insert((ErrorClass::Oversized, line_limit(e)));
+                    }
                     rec.t_done = now;
                     break;
                 }
                 Ok(Ok(Some(b))) => b,
             };
-            last = now;
-            parser.feed(&bytes, |ev| {
+            received += bytes.len() as u64;
+            if received > limits.max_response_bytes {
+                rec.t_done = now;
+                return rec.fail(
+                    ErrorClass::Oversized,
+                    format!(
+                        "the response is larger than load.limits.max_response_bytes ({} bytes)",
+                        limits.max_response_bytes
+                    ),
+                );
+            }
+            let before = events;
+            let r = parser.feed(&bytes, |ev| {
+                events += 1;
                 handle_event(
                     ev.data,
                     now,
@@ -474,14 +520,36 @@ impl OpenAi {
                     &mut problem,
                 )
             });
+            if events != before {
+                last_event = now;
+            }
+            if let Err(e) = r {
+                problem.get_or_insert((ErrorClass::Oversized, line_limit(e)));
+            }
+            if events > limits.max_events && problem.is_none() && !done {
+                problem = Some((
+                    ErrorClass::Oversized,
+                    format!(
+                        "the stream sent more than load.limits.max_events ({}) events",
+                        limits.max_events
+                    ),
+                ));
+            }
             if problem.is_some() || done {
                 rec.t_done = now;
                 if done && problem.is_none() {
                     // Read the body's end (the chunked terminator) so the
                     // connection goes back to the pool instead of closing;
-                    // it does not count in any timing.
+                    // it does not count in any timing, and a server that
+                    // keeps talking after [DONE] is left after 64 KiB.
                     let _ = tokio::time::timeout(idle.min(Duration::from_secs(1)), async {
-                        while let Ok(Some(_)) = response.chunk().await {}
+                        let mut left = 64 * 1024usize;
+                        while let Ok(Some(b)) = response.chunk().await {
+                            left = left.saturating_sub(b.len());
+                            if left == 0 {
+                                break;
+                            }
+                        }
                     })
                     .await;
                 }
@@ -503,20 +571,71 @@ impl OpenAi {
         }
     }
 
+    /// The class and sentence of a stream read that hit `deadline`.
+    fn timed_out(
+        &self,
+        deadline: Instant,
+        total_deadline: Instant,
+        rec: &RequestRecord,
+        now: Instant,
+        last_event: Instant,
+    ) -> (ErrorClass, String) {
+        let t = self.timeouts;
+        if deadline == total_deadline {
+            (
+                ErrorClass::TimeoutTotal,
+                format!(
+                    "the request ran past timeouts.total ({}) with {} output events",
+                    t.total,
+                    rec.events.len()
+                ),
+            )
+        } else if rec.events.is_empty() {
+            (
+                ErrorClass::TimeoutFirstToken,
+                format!("no output within timeouts.first_token ({})", t.first_token),
+            )
+        } else {
+            (
+                ErrorClass::TimeoutIdle,
+                format!(
+                    "no event for {:.3} s (timeouts.idle = {})",
+                    now.duration_since(last_event).as_secs_f64(),
+                    t.idle
+                ),
+            )
+        }
+    }
+
     async fn read_whole(
         &self,
         response: reqwest::Response,
         rec: &mut RequestRecord,
         total_deadline: Instant,
     ) {
-        let body = tokio::time::timeout_at(total_deadline.into(), response.bytes()).await;
+        let max = self.limits.max_response_bytes;
+        let body = tokio::time::timeout_at(total_deadline.into(), async {
+            let mut response = response;
+            let mut body = Vec::new();
+            while let Some(b) = response.chunk().await? {
+                if (body.len() + b.len()) as u64 > max {
+                    return Ok(None);
+                }
+                body.extend_from_slice(&b);
+            }
+            Ok::<_, reqwest::Error>(Some(body))
+        })
+        .await;
         let now = Instant::now();
         rec.t_done = now;
         let bytes = match body {
             Err(_) => {
                 return rec.fail(
                     ErrorClass::TimeoutTotal,
-                    "the response did not complete before the deadline",
+                    format!(
+                        "the response did not complete within timeouts.total ({})",
+                        self.timeouts.total
+                    ),
                 );
             }
             Ok(Err(e)) => {
@@ -525,7 +644,15 @@ impl OpenAi {
                     format!("the response broke: {}", error_chain(&e)),
                 );
             }
-            Ok(Ok(b)) => b,
+            Ok(Ok(None)) => {
+                return rec.fail(
+                    ErrorClass::Oversized,
+                    format!(
+                        "the response is larger than load.limits.max_response_bytes ({max} bytes)"
+                    ),
+                );
+            }
+            Ok(Ok(Some(b))) => b,
         };
         let mut reply = self.keep_reply.then(String::new);
         match interpret(&bytes, reply.as_mut()) {
@@ -610,6 +737,39 @@ fn closed_before_response(e: &reqwest::Error) -> bool {
     false
 }
 
+/// Bytes of a body that is not an event stream shown in the `not_sse` message.
+const NOT_SSE_SHOWN: usize = 80;
+
+/// Whether a `Content-Type` is `text/event-stream` (parameters allowed).
+fn is_event_stream(ct: &[u8]) -> bool {
+    let essence = ct.split(|&b| b == b';').next().unwrap_or_default();
+    essence
+        .trim_ascii()
+        .eq_ignore_ascii_case(b"text/event-stream")
+}
+
+/// The sentence of a line or event over `load.limits.max_line_bytes`.
+fn line_limit(e: super::sse::SseError) -> String {
+    format!("{e} (load.limits.max_line_bytes)")
+}
+
+/// At most `cap` bytes of a response body, read until `deadline`; the
+/// response is then dropped, and with it the connection if the body had
+/// more (a body never read to its end is never pooled).
+async fn read_capped(mut response: reqwest::Response, cap: usize, deadline: Instant) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout_at(deadline.into(), async {
+        while out.len() < cap {
+            match response.chunk().await {
+                Ok(Some(b)) => out.extend_from_slice(&b[..b.len().min(cap - out.len())]),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    out
+}
+
 /// The first useful line of an error body (OpenAI-style `error.message`).
 fn summarize_error_body(b: &[u8]) -> String {
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(b) {
@@ -674,8 +834,10 @@ mod tests {
         let bytes = std::fs::read(path).unwrap();
         let mut p = SseParser::new();
         let mut out = Vec::new();
-        p.feed(&bytes, |e| out.push(interpret(e.data, None).unwrap()));
-        p.finish(|e| out.push(interpret(e.data, None).unwrap()));
+        p.feed(&bytes, |e| out.push(interpret(e.data, None).unwrap()))
+            .unwrap();
+        p.finish(|e| out.push(interpret(e.data, None).unwrap()))
+            .unwrap();
         out
     }
 

@@ -26,6 +26,12 @@ pub enum ErrorClass {
     TimeoutFirstToken,
     TimeoutIdle,
     TimeoutTotal,
+    /// The response broke a `[load.limits]` bound: a line, its bytes or its
+    /// events.
+    Oversized,
+    /// A stream was asked for and the server answered 200 with another
+    /// content type (an HTML page, a whole JSON body).
+    NotSse,
 }
 
 impl ErrorClass {
@@ -40,6 +46,8 @@ impl ErrorClass {
         ErrorClass::TimeoutFirstToken,
         ErrorClass::TimeoutIdle,
         ErrorClass::TimeoutTotal,
+        ErrorClass::Oversized,
+        ErrorClass::NotSse,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +62,8 @@ impl ErrorClass {
             ErrorClass::TimeoutFirstToken => "timeout_first_token",
             ErrorClass::TimeoutIdle => "timeout_idle",
             ErrorClass::TimeoutTotal => "timeout_total",
+            ErrorClass::Oversized => "oversized",
+            ErrorClass::NotSse => "not_sse",
         }
     }
 }

@@ -22,6 +22,13 @@
 //! conversation at a time. A failed turn ends its session. Request `k` of
 //! session `s` has index `s * turns + k`, so warm-up by count, request
 //! limits and per-request records count turns.
+//!
+//! Failures to reach the server are paced: a closed-loop slot whose request
+//! could not connect waits before its next one ([`BACKOFF_FIRST`], doubling
+//! up to [`BACKOFF_MAX`], reset by any request that reached the server), and
+//! a run where nothing has succeeded and nearly every request failed to
+//! connect ([`STOP_AFTER`], [`STOP_SHARE_PERCENT`]) stops early and says why
+//! ([`RunOutcome::stopped`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,7 +40,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 
 use super::recorder::Recorder;
-use crate::backend::{Backend, Prepared, RequestRecord};
+use crate::backend::{Backend, ErrorClass, Prepared, RequestRecord};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::seed::{Purpose, derive};
 use infer_bench_spec::{Level, Load, Warmup};
@@ -97,6 +104,27 @@ pub struct RunOutcome {
     pub recorder: Recorder,
     pub interrupted: bool,
     pub started: Instant,
+    /// Why the run stopped before its end, if it did (the server could not
+    /// be reached).
+    pub stopped: Option<String>,
+}
+
+/// A closed-loop slot's first wait after a request that could not connect.
+pub const BACKOFF_FIRST: Duration = Duration::from_millis(10);
+/// The longest such wait (the wait doubles after each one).
+pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// A run stops early once this many requests have gone out, none has
+/// succeeded, and at least [`STOP_SHARE_PERCENT`] of them could not connect.
+pub const STOP_AFTER: u64 = 10;
+/// See [`STOP_AFTER`].
+pub const STOP_SHARE_PERCENT: u64 = 95;
+
+/// Whether a request failed without reaching the server.
+fn unreached(rec: &RequestRecord) -> bool {
+    matches!(
+        rec.failure.as_ref().map(|f| f.class),
+        Some(ErrorClass::Connect | ErrorClass::TimeoutConnect)
+    )
 }
 
 /// Requests built ahead of their send time, at most.
@@ -271,6 +299,13 @@ struct Run<B> {
     turns: u32,
     think: Duration,
     slow_client: Option<Duration>,
+    /// Requests finished, those that succeeded, those that could not
+    /// connect: what the early stop decides on.
+    finished: AtomicU64,
+    succeeded: AtomicU64,
+    unreached: AtomicU64,
+    /// Why the run stopped early.
+    stopped: Mutex<Option<String>>,
 }
 
 impl<B: Backend> Run<B> {
@@ -312,18 +347,21 @@ impl<B: Backend> Run<B> {
         self.window.lock().measure_end
     }
 
-    /// Sends one admitted request (or session) and records it.
-    async fn send(&self, item: Item, warmup: bool, t_sched: Instant, t_slot: Instant) {
+    /// Sends one admitted request (or session) and records it. True if
+    /// its (last) request could not connect to the server.
+    async fn send(&self, item: Item, warmup: bool, t_sched: Instant, t_slot: Instant) -> bool {
         let base = item.due.index * self.turns as u64;
         let mut rec = self
             .send_one(base, 0, item.prepared, warmup, t_sched, t_slot)
             .await;
-        let Some(session) = item.session else { return };
+        let Some(session) = item.session else {
+            return unreached(&rec);
+        };
         let mut history: Vec<Message> = session[0].history.clone();
         let mut history_tokens = 0u32;
         for k in 1..session.len() {
             if !rec.ok() || self.ended() {
-                return;
+                return unreached(&rec);
             }
             let before = &session[k - 1];
             history.push(Message {
@@ -347,15 +385,61 @@ impl<B: Backend> Run<B> {
             });
             let due = rec.t_done + self.think;
             if !self.wait_until(due).await {
-                return;
+                return false;
             }
             let index = base + k as u64;
             let Some(warmup) = self.admit(index, due) else {
-                return;
+                return false;
             };
             rec = self
                 .send_one(index, k as u32, prepared, warmup, due, due)
                 .await;
+        }
+        unreached(&rec)
+    }
+
+    /// Counts a finished request towards the early stop, and stops the run
+    /// if nothing has succeeded and nearly everything failed to connect.
+    fn note_reach(&self, rec: &RequestRecord) {
+        let finished = self.finished.fetch_add(1, Ordering::Relaxed) + 1;
+        if rec.ok() {
+            self.succeeded.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if !unreached(rec) {
+            return;
+        }
+        let unreached = self.unreached.fetch_add(1, Ordering::Relaxed) + 1;
+        if finished >= STOP_AFTER
+            && self.succeeded.load(Ordering::Relaxed) == 0
+            && unreached * 100 >= finished * STOP_SHARE_PERCENT
+        {
+            let mut stopped = self.stopped.lock();
+            if stopped.is_none() {
+                *stopped = Some(format!(
+                    "the run stopped early: {unreached} of its first {finished} requests could not connect to the server and none succeeded"
+                ));
+                self.window.lock().ended = true;
+            }
+        }
+    }
+
+    /// A slot's wait after a request that could not connect: `d`, cut
+    /// short when the run ends (by time, count, early stop or Ctrl-C).
+    async fn back_off(&self, d: Duration) {
+        let mut until = Instant::now() + d;
+        if let Some(end) = self.measure_end() {
+            until = until.min(end);
+        }
+        loop {
+            let now = Instant::now();
+            if now >= until || self.ended() {
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep((until - now).min(Duration::from_millis(50))) => {}
+                _ = self.interrupt.wait() => return,
+            }
         }
     }
 
@@ -409,6 +493,7 @@ impl<B: Backend> Run<B> {
         }
         let rec = self.backend.send(prepared, rec).await;
         self.live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.note_reach(&rec);
         if !rec.warmup {
             self.live.done.fetch_add(1, Ordering::Relaxed);
             if !rec.ok() {
@@ -449,6 +534,7 @@ async fn slot<B: Backend>(
     queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Item>>>,
 ) {
     let mut free_since = run.t0;
+    let mut backoff = Duration::ZERO;
     loop {
         let was_active = i < run.active.load(Ordering::SeqCst);
         if !run.wait_active(i).await {
@@ -482,7 +568,15 @@ async fn slot<B: Backend>(
         let Some(warmup) = run.admit(item.due.index * run.turns as u64, t_sched) else {
             return;
         };
-        run.send(item, warmup, t_sched, t_slot).await;
+        let unreached = run.send(item, warmup, t_sched, t_slot).await;
+        // A closed loop does not spin on a server it cannot reach (an open
+        // loop's schedule paces it already).
+        if unreached && !run.open {
+            backoff = (backoff * 2).clamp(BACKOFF_FIRST, BACKOFF_MAX);
+            run.back_off(backoff).await;
+        } else {
+            backoff = Duration::ZERO;
+        }
         free_since = Instant::now();
     }
 }
@@ -616,6 +710,10 @@ pub fn run_once<B: Backend>(
             .as_ref()
             .map(|c| c.think_time.as_std())
             .unwrap_or_default(),
+        finished: AtomicU64::new(0),
+        succeeded: AtomicU64::new(0),
+        unreached: AtomicU64::new(0),
+        stopped: Mutex::new(None),
     });
     let mut tasks: JoinSet<()> = JoinSet::new();
 
@@ -737,7 +835,9 @@ pub fn run_once<B: Backend>(
                 };
                 let run = shared.clone();
                 tasks.spawn_on(
-                    async move { run.send(item, warmup, due, due).await },
+                    async move {
+                        run.send(item, warmup, due, due).await;
+                    },
                     &env.handle,
                 );
                 // Reap finished tasks so memory does not grow with the run.
@@ -767,6 +867,7 @@ pub fn run_once<B: Backend>(
         }
     });
     let interrupted = shared.interrupt.is_set();
+    let stopped = shared.stopped.lock().take();
     drop(shared);
     // Every task that held the recorder has ended, so this is the last
     // reference. Were one still held, the whole recorder (windows, steps,
@@ -789,6 +890,7 @@ pub fn run_once<B: Backend>(
         recorder,
         interrupted,
         started: t0,
+        stopped,
     }
 }
 
@@ -863,6 +965,7 @@ mod tests {
                     idle: t,
                     total: t,
                 },
+                limits: Default::default(),
             },
             goodput: Goodput::default(),
             seed: 1,
@@ -1035,5 +1138,80 @@ mod tests {
                 "the phase timeline is kept"
             );
         }
+    }
+
+    fn failing(class: crate::backend::ErrorClass) -> Arc<FakeBackend> {
+        Arc::new(FakeBackend {
+            ttft: Duration::ZERO,
+            fail_every: 1,
+            fail_class: class,
+            ..FakeBackend::default()
+        })
+    }
+
+    #[test]
+    fn a_slot_that_cannot_connect_backs_off() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let cfg = config(Level::Concurrency(1), Arrival::Closed, 1000, None);
+        let started = Instant::now();
+        let out = run_once(
+            failing(crate::backend::ErrorClass::Connect),
+            &cfg,
+            "h",
+            0,
+            &env(&rt),
+        );
+        let sent = out.recorder.stats().requests.sent;
+        // Waits of 10, 20, 40 ... 640 ms: 7 sends in the second, not thousands.
+        assert!((5..STOP_AFTER).contains(&sent), "{sent} sent");
+        assert!(out.stopped.is_none(), "fewer than {STOP_AFTER} requests");
+        assert!(started.elapsed() < Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn a_run_that_reaches_nothing_stops_early_and_says_why() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let cfg = config(Level::Concurrency(4), Arrival::Closed, 30_000, None);
+        let started = Instant::now();
+        let out = run_once(
+            failing(crate::backend::ErrorClass::TimeoutConnect),
+            &cfg,
+            "h",
+            0,
+            &env(&rt),
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let s = out.recorder.stats();
+        assert!(
+            (STOP_AFTER..STOP_AFTER + 8).contains(&s.requests.sent),
+            "{}",
+            s.requests.sent
+        );
+        let why = out.stopped.unwrap();
+        assert!(
+            why.starts_with("the run stopped early: ")
+                && why.ends_with("could not connect to the server and none succeeded"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn failures_that_reached_the_server_are_not_paced_or_stopped() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let cfg = config(Level::Concurrency(1), Arrival::Closed, 300, None);
+        let out = run_once(
+            failing(crate::backend::ErrorClass::Status),
+            &cfg,
+            "h",
+            0,
+            &env(&rt),
+        );
+        let sent = out.recorder.stats().requests.sent;
+        assert!(sent > 100, "{sent} sent");
+        assert!(out.stopped.is_none());
     }
 }

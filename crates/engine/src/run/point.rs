@@ -134,6 +134,7 @@ pub(super) fn run_point(
             &cfg.workload,
             cfg.served_name(),
             cfg.load.timeouts,
+            cfg.load.limits,
         ) {
             Ok(b) => Arc::new(b),
             Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
@@ -158,6 +159,8 @@ pub(super) fn run_point(
     let load_start = LoadMeter::start(tel.host, server.pid());
     // Set when a launched server dies: the runs so far are kept.
     let mut died: Option<String> = None;
+    // Set when a run stopped early because the server could not be reached.
+    let mut stopped: Option<String> = None;
     for run in 0..cfg.load.runs {
         server.begin_run(run);
         telemetry.mark();
@@ -199,6 +202,12 @@ pub(super) fn run_point(
         }
         if out.interrupted {
             return PointOutcome::Interrupted;
+        }
+        if let Some(why) = &out.stopped {
+            if opts.progress != Progress::Quiet {
+                eprintln!("{label}: {why}");
+            }
+            stopped.get_or_insert_with(|| why.clone());
         }
         let stats = out.recorder.stats();
         telemetry.mark();
@@ -259,6 +268,9 @@ pub(super) fn run_point(
             died = Some(msg);
             break;
         }
+        if stopped.is_some() {
+            break; // the later runs would not reach it either
+        }
     }
     let mut pr = finish_point(
         p,
@@ -277,6 +289,16 @@ pub(super) fn run_point(
     pr.client = load_start.finish(tel.host);
     pr.preflight = findings;
     pr.memory = memory(&pr, &timelines, before_server);
+    if let Some(why) = stopped {
+        // The server could not be reached: the point is not measured (exit 3).
+        pr.status = PointStatus::Failed;
+        pr.valid = false;
+        pr.failure = Some(match pr.failure.take() {
+            Some(f) => format!("{f} ({why})"),
+            None => why.clone(),
+        });
+        pr.invalid_reasons.push(why);
+    }
     match died {
         Some(msg) => {
             pr.status = PointStatus::Failed;
