@@ -106,9 +106,15 @@ fn made() -> &'static Made {
 /// what reads writes back readable. Whether it read.
 fn exercise(text: &str) -> bool {
     let m = made();
-    let path = m.dir.join("mutated.json");
+    // Tests run side by side: each call has files of its own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = m.dir.join(format!("case-{n}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mutated.json");
     std::fs::write(&path, text).unwrap();
     let Ok((r, file)) = Results::read(&path) else {
+        let _ = std::fs::remove_dir_all(&dir);
         return false;
     };
     let _ = compare(&m.baseline, &r, &m.settings);
@@ -116,13 +122,14 @@ fn exercise(text: &str) -> bool {
     if let Ok(merged) = infer_bench_engine::merge::merge(vec![(file, r.clone())]) {
         let _ = compare(&m.baseline, &merged, &m.settings);
         let _ = infer_bench_export::summary::table(&merged);
-        let again = m.dir.join("merged.json");
+        let again = dir.join("merged.json");
         merged.write(&again).unwrap();
         Results::read(&again).expect("a merged file reads back");
     }
-    let again = m.dir.join("again.json");
+    let again = dir.join("again.json");
     r.write(&again).unwrap();
     Results::read(&again).expect("what was read writes back readable");
+    let _ = std::fs::remove_dir_all(&dir);
     true
 }
 
@@ -215,7 +222,9 @@ fn the_file_as_written_reads_and_merges() {
     assert!(v["points"][0]["runs"][0]["shard"].is_object());
     // Merge recomputes the point from its shards, the phase timeline
     // (where memory by phase is read) included.
-    let (r, file) = Results::read(&m.dir.join("mutated.json")).unwrap();
+    let file = m.dir.join("as-written.json");
+    std::fs::write(&file, &m.text).unwrap();
+    let (r, file) = Results::read(&file).unwrap();
     let merged = infer_bench_engine::merge::merge(vec![(file, r)]).unwrap();
     let p = &merged.points[0];
     assert!(p.memory.is_some() && !p.runs[0].windows.is_empty());
