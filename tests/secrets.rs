@@ -312,6 +312,7 @@ baseline = "baseline.json"
         &["report", "first", "second", "--output", "report.html"],
     );
     assert_eq!(code, Some(0), "report: {stderr}");
+    step("plan", &["plan", spec_arg, "--format", "json"]);
     for format in ["markdown", "csv", "json"] {
         step(
             &format!("report {format}"),

@@ -104,6 +104,8 @@ struct JsonPoint<'a> {
     config: &'a PointConfig,
 }
 
+/// The plan as JSON: every point's configuration, with URL credentials
+/// masked (header values are never serialized).
 pub fn json(spec: &Spec, plan: &Plan) -> String {
     let (total, unknown) = total_estimate(plan);
     let doc = JsonPlan {
@@ -130,5 +132,5 @@ pub fn json(spec: &Spec, plan: &Plan) -> String {
     };
     let mut s = serde_json::to_string_pretty(&doc).expect("serializes");
     s.push('\n');
-    s
+    infer_bench_results::redact::global().text(&s)
 }

@@ -740,6 +740,58 @@ fn headline(
 mod tests {
     use super::*;
 
+    fn target(headers: &[(&str, &str)], ca_cert: Option<&str>) -> infer_bench_spec::Target {
+        let mut t: infer_bench_spec::Target = serde_json::from_value(serde_json::json!({
+            "name": "t",
+            "kind": "openai",
+            "base_url": "https://api.example:8443/v1",
+            "tls_insecure": true,
+        }))
+        .unwrap();
+        t.headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        t.ca_cert = ca_cert.map(str::to_string);
+        t
+    }
+
+    #[test]
+    fn a_scrape_takes_the_targets_tls_and_credentials_only_to_its_host() {
+        let t = target(
+            &[
+                ("Authorization", "Bearer k"),
+                ("X-Api-Key", "k2"),
+                ("X-Tenant", "a"),
+            ],
+            None,
+        );
+        let same = ScrapeAccess::of_target(
+            &t,
+            "https://api.example:8443/v1",
+            "https://API.example:8443/metrics",
+        )
+        .unwrap();
+        assert!(same.tls_insecure);
+        assert_eq!(same.headers.len(), 3);
+        let other = ScrapeAccess::of_target(
+            &t,
+            "https://api.example:8443/v1",
+            "https://api.example:9090/metrics",
+        )
+        .unwrap();
+        assert!(other.tls_insecure, "TLS settings go everywhere");
+        assert_eq!(other.headers.keys().collect::<Vec<_>>(), ["X-Tenant"]);
+        assert_eq!(other.api_key, None);
+    }
+
+    #[test]
+    fn an_unreadable_ca_cert_stops_the_scraper() {
+        let t = target(&[], Some("/nonexistent/ca.pem"));
+        let e = ScrapeAccess::of_target(&t, "https://h/v1", "https://h/metrics").unwrap_err();
+        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+    }
+
     fn fixture(path: &str) -> Values {
         let text = std::fs::read_to_string(format!(
             "{}/../../tests/fixtures/{path}",
