@@ -109,7 +109,10 @@ requests = 1
         );
         let (s, p) = spec(&text);
         let e = check(&s, &p, true).unwrap_err().to_string();
-        assert!(e.contains("INFER_BENCH_TEST_SURELY_UNSET is not set"), "{e}");
+        assert!(
+            e.contains("INFER_BENCH_TEST_SURELY_UNSET is not set"),
+            "{e}"
+        );
         assert!(e.contains("targets.local.api_key_env"), "{e}");
     }
 }

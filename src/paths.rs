@@ -34,7 +34,9 @@ pub fn inside_cwd(path: &Path) -> Result<PathBuf, String> {
     while !existing.exists() {
         existing = existing.parent().unwrap_or(Path::new("/"));
     }
-    let real = existing.canonicalize().map_err(|e| format!("{}: {e}", existing.display()))?;
+    let real = existing
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", existing.display()))?;
     if !real.starts_with(&cwd) {
         return Err(outside());
     }

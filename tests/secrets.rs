@@ -209,7 +209,7 @@ metrics_url = "http://127.0.0.1:{port}/metrics"
 [targets.d]
 kind = "openai"
 base_url = "http://bench:{{env.{env_var}}}@127.0.0.1:{{port}}/v1"
-launch = {{ command = ["{bin}", "sim-server", "{sim}", "--port", "{{port}}"], env = {{ BENCH_TOKEN = "{{env.{env_var}}}" }}, allow_env = ["{env_var}"], startup_timeout = "30s" }}
+launch = {{ command = ["/bin/sh", "-c", 'echo "starting with BENCH_TOKEN=$BENCH_TOKEN" >&2; exec "$0" sim-server "$1" --port "$2"', "{bin}", "{sim}", "{{port}}"], env = {{ BENCH_TOKEN = "{{env.{env_var}}}" }}, allow_env = ["{env_var}"], startup_timeout = "30s" }}
 
 [models.m]
 served_name = "scripted-model"
@@ -362,6 +362,17 @@ baseline = "baseline.json"
     let mut files = Vec::new();
     files_under(w, &mut files);
     assert!(files.len() >= 10, "{files:?}");
+    // The launched server printed the secret at start-up: its log has the
+    // line, masked.
+    assert!(
+        files
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "log")
+                && std::fs::read_to_string(f)
+                    .unwrap()
+                    .contains("starting with BENCH_TOKEN=<redacted>")),
+        "no server log holds the masked start-up line"
+    );
     // A secret, or its first 14 characters (8 of them random): an excerpt
     // cut off inside a secret gives away its head.
     let secrets: Vec<(&str, String)> = secrets

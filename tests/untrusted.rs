@@ -116,12 +116,18 @@ fn a_spec_that_launches_exits_2_and_creates_nothing_without_consent() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
-        let at = format!("pr.toml:{}:", line_of(&launch_text, "[targets.local.launch]"));
+        let at = format!(
+            "pr.toml:{}:",
+            line_of(&launch_text, "[targets.local.launch]")
+        );
         assert!(err.contains(&at), "the launch block's place: {err}");
         assert!(err.contains("targets.local.launch"), "{err}");
         assert!(err.contains("--allow-launch"), "{err}");
         assert!(!pwned.exists(), "the command ran");
-        assert!(!dir.path().join("out").exists(), "an output folder was made");
+        assert!(
+            !dir.path().join("out").exists(),
+            "an output folder was made"
+        );
     }
     // The workflow's variable is consent too; then the command does run
     // (and, being no server, fails to get ready: exit 3).
@@ -177,7 +183,10 @@ fn env_placeholders_read_only_what_allow_env_lists() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("filled in only for targets with a [launch] block"), "{err}");
+    assert!(
+        err.contains("filled in only for targets with a [launch] block"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -190,8 +199,8 @@ fn bless_refuses_a_baseline_path_outside_the_repository() {
     std::os::unix::fs::symlink(&outside, repo.join("baselines/link")).unwrap();
     // `..` and absolute paths are refused by the compiler, with a place.
     for bad in ["../outside/new-file.json", "/tmp/new-file.json"] {
-        let text = sim_spec("p", "concurrency = [1]")
-            + &format!("\n[regression]\nbaseline = \"{bad}\"\n");
+        let text =
+            sim_spec("p", "concurrency = [1]") + &format!("\n[regression]\nbaseline = \"{bad}\"\n");
         let line = line_of(&text, "baseline =");
         let spec = write(&repo, "bad.toml", &text);
         let o = bin().arg("validate").arg(&spec).output().unwrap();
@@ -209,8 +218,17 @@ fn bless_refuses_a_baseline_path_outside_the_repository() {
         .args(["run", "p.toml", "--out", "run"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = bin().current_dir(&repo).args(["bless", "run"]).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = bin()
+        .current_dir(&repo)
+        .args(["bless", "run"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("outside the current directory"), "{err}");
@@ -223,12 +241,22 @@ fn bless_refuses_a_baseline_path_outside_the_repository() {
         .arg(&mine)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(mine.exists());
 }
 
 /// Runs a two-point spec, waits for the first point, sends `sig`.
-fn interrupted_run(dir: &Path, spec: &Path, sig: libc::c_int, marker: Option<&str>) -> (Option<i32>, String) {
+fn interrupted_run(
+    dir: &Path,
+    spec: &Path,
+    sig: libc::c_int,
+    marker: Option<&str>,
+) -> (Option<i32>, String) {
     let out = dir.join("out");
     let mut child = bin()
         .arg("run")
@@ -241,27 +269,39 @@ fn interrupted_run(dir: &Path, spec: &Path, sig: libc::c_int, marker: Option<&st
         .spawn()
         .unwrap();
     if let Some(m) = marker {
-        wait_for("the launched server's child", Duration::from_secs(60), || {
-            !processes_with(m).is_empty()
-        });
+        wait_for(
+            "the launched server's child",
+            Duration::from_secs(60),
+            || !processes_with(m).is_empty(),
+        );
     }
-    wait_for("the first point", Duration::from_secs(60), || finished_points(&out) >= 1);
+    wait_for("the first point", Duration::from_secs(60), || {
+        finished_points(&out) >= 1
+    });
     signal(&child, sig);
     let o = child.wait_with_output().unwrap();
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn sighup_is_an_interrupt_that_keeps_finished_points() {
     let _t = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let spec = write(dir.path(), "s.toml", &sim_spec("hup", "concurrency = [1, 2, 3, 4]"));
+    let spec = write(
+        dir.path(),
+        "s.toml",
+        &sim_spec("hup", "concurrency = [1, 2, 3, 4]"),
+    );
     let (code, err) = interrupted_run(dir.path(), &spec, libc::SIGHUP, None);
     assert_eq!(code, Some(130), "{err}");
     assert!(err.contains("interrupted (SIGHUP)"), "{err}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/results.json")).unwrap())
-            .unwrap();
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(r["interrupted"], true);
     assert!(!r["points"].as_array().unwrap().is_empty());
 }
@@ -270,9 +310,8 @@ fn sighup_is_an_interrupt_that_keeps_finished_points() {
 /// shell that first forks a grandchild carrying `marker`.
 fn forking_server_spec(dir: &Path, marker: &str) -> PathBuf {
     let served = write(dir, "served.toml", &sim_spec("served", "concurrency = [1]"));
-    let script = format!(
-        "sleep {marker} & exec \\\"$0\\\" sim-server \\\"$1\\\" --port \\\"$2\\\""
-    );
+    let script =
+        format!("sleep {marker} & exec \\\"$0\\\" sim-server \\\"$1\\\" --port \\\"$2\\\"");
     let command = format!(
         "\"/bin/sh\", \"-c\", \"{script}\", \"{}\", \"{}\", \"{{port}}\"",
         env!("CARGO_BIN_EXE_infer-bench"),
@@ -294,12 +333,17 @@ fn sigterm_keeps_finished_points_and_stops_the_whole_server_group() {
     let (code, err) = interrupted_run(dir.path(), &spec, libc::SIGTERM, Some(&marker));
     assert_eq!(code, Some(130), "{err}");
     assert!(err.contains("interrupted (SIGTERM)"), "{err}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/results.json")).unwrap())
-            .unwrap();
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(r["interrupted"], true);
     assert!(!r["points"].as_array().unwrap().is_empty());
-    assert!(processes_with(&marker).is_empty(), "{:?}", processes_with(&marker));
+    assert!(
+        processes_with(&marker).is_empty(),
+        "{:?}",
+        processes_with(&marker)
+    );
     assert!(processes_with("served.toml").is_empty());
 }
 
@@ -312,9 +356,11 @@ fn sigkill_leaves_no_server_behind() {
     let (code, _) = interrupted_run(dir.path(), &spec, libc::SIGKILL, Some(&marker));
     assert_eq!(code, None, "killed by a signal");
     // The watchdog stops the group: SIGTERM, then SIGKILL after the grace (2 s).
-    wait_for("the server group to be gone", Duration::from_secs(10), || {
-        processes_with(&marker).is_empty() && processes_with("served.toml").is_empty()
-    });
+    wait_for(
+        "the server group to be gone",
+        Duration::from_secs(10),
+        || processes_with(&marker).is_empty() && processes_with("served.toml").is_empty(),
+    );
     // Finished points are on disk, in a readable file.
     assert!(finished_points(&dir.path().join("out")) >= 1);
 }

@@ -1,5 +1,6 @@
 //! Managed servers: starts the target's `launch` command (no shell) with
-//! its placeholders filled in, captures its output into the run's folder,
+//! its placeholders filled in, captures its output (redacted) into the
+//! run's folder,
 //! waits until its readiness path answers 200, records what it says about
 //! itself, and stops it (SIGTERM to its process group, SIGKILL after the
 //! grace period) when its group of points is done, on Ctrl-C, SIGTERM or
@@ -8,13 +9,15 @@
 //! server or server's child is left behind.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::engine::Interrupt;
+use infer_bench_results::redact;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::results::ServerInfo;
 
@@ -188,6 +191,26 @@ pub fn redact_command(args: &[String]) -> Vec<String> {
     out
 }
 
+/// Copies a server's output into its log, line by line (a line is cut at
+/// 64 KiB), each through the process-wide redactor.
+fn copy_redacted(from: Box<dyn Read + Send>, to: &Mutex<File>) {
+    let mut reader = BufReader::with_capacity(64 * 1024, from);
+    let mut line = Vec::with_capacity(1024);
+    loop {
+        line.clear();
+        match (&mut reader).take(64 * 1024).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let clean = redact::global().text_cow(&text);
+                if let Ok(mut f) = to.lock() {
+                    let _ = f.write_all(clean.as_bytes());
+                }
+            }
+        }
+    }
+}
+
 /// The last `n` lines of a log file.
 pub fn log_tail(path: &Path, n: usize) -> String {
     let Ok(mut f) = File::open(path) else {
@@ -268,17 +291,14 @@ impl Launched {
                 .unwrap_or_default()
         );
         let log = log_dir.join(format!("{group}.log"));
-        let out =
+        let log_file =
             File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
         let (program, rest) = args.split_first().ok_or("the launch command is empty")?;
         let mut cmd = Command::new(program);
         cmd.args(rest)
             .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .process_group(0);
         for (k, v) in &launch.env {
             cmd.env(k, fill(v, &values, false)?);
@@ -308,8 +328,30 @@ impl Launched {
             };
             format!("cannot start `{program}`: {e}{hint}")
         })?;
-        let watchdog = match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std())
+        // The server's output reaches its log through the redactor: servers
+        // print their arguments and environment (vLLM its --api-key).
+        let log_file = Arc::new(Mutex::new(log_file));
+        let mut child = child;
+        for stream in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
         {
+            let to = log_file.clone();
+            std::thread::Builder::new()
+                .name("server-log".into())
+                .spawn(move || copy_redacted(stream, &to))
+                .map_err(|e| format!("cannot start the server's log writer: {e}"))?;
+        }
+        let watchdog = match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std()) {
             Ok(w) => Some(w),
             Err(e) => {
                 eprintln!(

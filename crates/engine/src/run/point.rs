@@ -205,7 +205,10 @@ pub(super) fn run_point(
         }
         if let Some(why) = &out.stopped {
             if opts.progress != Progress::Quiet {
-                eprintln!("{label}: {why}");
+                eprintln!(
+                    "{label}: {}",
+                    infer_bench_results::redact::global().text_cow(why)
+                );
             }
             stopped.get_or_insert_with(|| why.clone());
         }
