@@ -315,3 +315,16 @@ fn limits_are_knobs_and_only_set_ones_are_recorded() {
     let config = default.point()["config"]["load"].as_object().unwrap();
     assert!(!config.contains_key("limits"), "{config:?}");
 }
+
+#[test]
+fn a_whole_json_body_is_fine_when_no_stream_was_asked_for() {
+    let rt = runtime();
+    let server = rt.block_on(HostileServer::start(Hostility::Json)).unwrap();
+    let text = spec(&server.base_url(), "concurrency = 1\nrequests = 2").replace(
+        "api = \"completions\"",
+        "api = \"completions\"\nstream = false",
+    );
+    let run = run_spec(&text);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.point()["merged"]["requests"]["succeeded"], 2);
+}
