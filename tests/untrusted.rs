@@ -258,7 +258,7 @@ fn interrupted_run(
     marker: Option<&str>,
 ) -> (Option<i32>, String) {
     let out = dir.join("out");
-    let mut child = bin()
+    let child = bin()
         .arg("run")
         .arg(spec)
         .arg("--out")

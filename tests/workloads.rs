@@ -341,6 +341,7 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
         &cfg.workload,
         cfg.served_name(),
         cfg.load.timeouts,
+        cfg.load.limits,
     )
     .unwrap();
     // Two independent loads of the material, two generations of the bodies.
