@@ -210,13 +210,53 @@ impl Locator {
 
     /// The span of the value at `path`, or of the deepest parent found.
     pub fn span(&self, path: &[Seg]) -> Option<Range<usize>> {
-        let (node, key_span, _) = self.walk(path)?;
+        let Some((node, key_span, _)) = self.walk(path) else {
+            return self.scan(path);
+        };
         node.span().or(key_span)
+    }
+
+    /// When the text is TOML to the serde parser but not to the editing
+    /// one (an integer above i64::MAX): the value of `key = ...` under the
+    /// table header of the path's parent, found line by line.
+    fn scan(&self, path: &[Seg]) -> Option<Range<usize>> {
+        let keys: Vec<&str> = path
+            .iter()
+            .filter_map(|s| match s {
+                Seg::Key(k) => Some(k.as_str()),
+                Seg::Index(_) => None,
+            })
+            .collect();
+        let (last, parent) = keys.split_last()?;
+        let parent = parent.join(".");
+        let mut table = String::new();
+        let mut offset = 0;
+        let mut fallback = None;
+        for line in self.source.split_inclusive('\n') {
+            let t = line.trim();
+            if let Some(h) = t.strip_prefix('[') {
+                table = h.trim_matches(['[', ']', ' ']).to_string();
+            } else if let Some((k, _)) = t.split_once('=') {
+                if k.trim() == *last {
+                    let at = offset + line.find('=').unwrap_or(0) + 1;
+                    let at = at + (self.source[at..].len() - self.source[at..].trim_start().len());
+                    let span = at..at + 1;
+                    if table == parent {
+                        return Some(span);
+                    }
+                    fallback.get_or_insert(span);
+                }
+            }
+            offset += line.len();
+        }
+        fallback
     }
 
     /// The span of the key itself (for unknown keys), else of its value.
     pub fn key_span(&self, path: &[Seg]) -> Option<Range<usize>> {
-        let (node, key_span, found) = self.walk(path)?;
+        let Some((node, key_span, found)) = self.walk(path) else {
+            return self.scan(path);
+        };
         if found {
             key_span.or_else(|| node.span())
         } else {

@@ -67,6 +67,9 @@ fn kind_of(ft: std::fs::FileType) -> &'static str {
 pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     let io = |e: std::io::Error| ReadError::Io(io_message(&e));
     let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(ReadError::NotRegular(kind_of(meta.file_type())));
+    }
     // /proc/self/environ is a "regular file" of size 0 that holds every
     // secret of the environment: refuse the kernel's pseudo-files, also
     // behind a symbolic link.
@@ -77,9 +80,6 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
         {
             return Err(ReadError::NotRegular("a file of the kernel"));
         }
-    }
-    if !meta.file_type().is_file() {
-        return Err(ReadError::NotRegular(kind_of(meta.file_type())));
     }
     if meta.len() > limit {
         return Err(ReadError::TooLarge(limit));

@@ -101,8 +101,10 @@ mod tests {
         let mut sources: Vec<(String, String)> = Vec::new();
         for dir in ["specs", "tests/specs", "tests/invalid-specs"] {
             for f in toml_files(&root.join(dir)) {
-                let text = std::fs::read_to_string(&f).unwrap();
-                sources.push((f.display().to_string(), text));
+                // Not text at all (not-utf8.toml): neither sees it.
+                if let Ok(text) = std::fs::read_to_string(&f) {
+                    sources.push((f.display().to_string(), text));
+                }
             }
         }
         // One broken value at a time in every shipped spec.

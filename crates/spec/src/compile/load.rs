@@ -397,6 +397,17 @@ mod tests {
                 "factor",
                 "expected a factor > 1, found 1",
             ),
+            (
+                // 69 million levels before the cap; stops at the cap.
+                ramp(C(1), C(1000), None, Some(1.0000001)),
+                "step",
+                "the ramp has more than 10000 steps",
+            ),
+            (
+                ramp(C(1), C(200_000), Some(C(100)), None),
+                "to",
+                "expected a concurrency of at most 100000, found 200000",
+            ),
         ] {
             assert_eq!(error(&r), (key.to_string(), message.to_string()));
         }
