@@ -272,6 +272,16 @@ pub(super) fn run_point(
             break;
         }
         if stopped.is_some() {
+            // A launched server that stopped answering may be on its way
+            // out: give it a moment, so that the point says it died (with
+            // its log) rather than only that it was unreachable.
+            if server.pid().is_some() {
+                let until = Instant::now() + std::time::Duration::from_secs(2);
+                while died.is_none() && Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    died = server.check_alive().err();
+                }
+            }
             break; // the later runs would not reach it either
         }
     }
