@@ -50,24 +50,7 @@ fn results(out: &Path) -> serde_json::Value {
 
 /// Processes whose command line mentions `needle` (from /proc).
 fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if !e
-            .file_name()
-            .to_string_lossy()
-            .chars()
-            .all(|c| c.is_ascii_digit())
-        {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
+    infer_bench_testkit::procs::with_cmdline(needle)
 }
 
 fn root() -> PathBuf {

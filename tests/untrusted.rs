@@ -56,20 +56,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// Processes whose command line mentions `needle` (from /proc).
 fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = e.file_name();
-        if !name.to_string_lossy().chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                found.push(cmd);
-            }
-        }
-    }
-    found
+    infer_bench_testkit::procs::with_cmdline(needle)
 }
 
 fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {

@@ -3,6 +3,7 @@
 //! what made points invalid or failed.
 
 use super::table::{Align, Table};
+use infer_bench_judge::compare::tls_insecure_targets;
 use infer_bench_spec::results::{PointStatus, Results};
 
 fn f(x: f64, digits: usize) -> String {
@@ -11,20 +12,6 @@ fn f(x: f64, digits: usize) -> String {
     } else {
         "-".into()
     }
-}
-
-/// The targets of `r`'s points reached without checking TLS
-/// certificates (`tls_insecure = true`), each once, in order.
-pub fn tls_insecure_targets(r: &Results) -> Vec<String> {
-    let mut names: Vec<String> = r
-        .points
-        .iter()
-        .filter(|p| p.config.target.tls_insecure)
-        .map(|p| p.config.target.name.clone())
-        .collect();
-    names.sort();
-    names.dedup();
-    names
 }
 
 /// The summary table and notes.

@@ -621,17 +621,7 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
         exit_code: EXIT_OK,
         counts: Counts::default(),
         points,
-        tls_insecure: {
-            let mut names: Vec<String> = results
-                .points
-                .iter()
-                .filter(|p| p.config.target.tls_insecure)
-                .map(|p| p.config.target.name.clone())
-                .collect();
-            names.sort();
-            names.dedup();
-            names
-        },
+        tls_insecure: tls_insecure_targets(results),
     };
     report.finish(false);
     report
@@ -1159,6 +1149,21 @@ fn changed_facts(base: &Environment, new: &Environment) -> Vec<Mismatch> {
             })
         })
         .collect()
+}
+
+/// The targets of `r`'s points reached without checking TLS
+/// certificates (`tls_insecure = true`), each once, in order: said by the
+/// terminal summary and the Markdown verdict.
+pub fn tls_insecure_targets(r: &Results) -> Vec<String> {
+    let mut names: Vec<String> = r
+        .points
+        .iter()
+        .filter(|p| p.config.target.tls_insecure)
+        .map(|p| p.config.target.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 #[cfg(test)]

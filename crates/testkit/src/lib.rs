@@ -2,10 +2,11 @@
 //! only; nothing here is in the release binary): the scripted
 //! OpenAI-compatible server whose timing is known and recorded, the lock
 //! that keeps timing tests from running at the same time, git in a
-//! scratch repository, and a hostile server that answers with endless or
+//! scratch repository, the processes in /proc, and a hostile server that answers with endless or
 //! malformed responses.
 
 pub mod git;
 pub mod hostile;
+pub mod procs;
 pub mod scripted;
 pub mod timing;
