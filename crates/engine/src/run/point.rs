@@ -204,12 +204,8 @@ pub(super) fn run_point(
             return PointOutcome::Interrupted;
         }
         if let Some(why) = &out.stopped {
-            if opts.progress != Progress::Quiet {
-                eprintln!(
-                    "{label}: {}",
-                    infer_bench_results::redact::global().text_cow(why)
-                );
-            }
+            // Said once, in the point's failure (its progress line and the
+            // summary), not also on a line of its own.
             stopped.get_or_insert_with(|| why.clone());
         }
         let stats = out.recorder.stats();
