@@ -624,15 +624,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    // A temporary file is private (0600); the file it becomes is an
-    // ordinary one: the old file's mode when there was one, else 0644.
+    // The file it becomes is an ordinary one: created as 0666 less the
+    // umask, like any file a program writes (a temporary file would be
+    // 0600, unreadable to the rest of a shared filesystem or a volume),
+    // and given the old file's mode when it replaces one.
+    let mut builder = tempfile::Builder::new();
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o777);
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir)?;
+    #[cfg(unix)]
+    if let Ok(old) = std::fs::metadata(path) {
+        tmp.as_file().set_permissions(old.permissions())?;
     }
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
