@@ -216,7 +216,7 @@ fn blessing_writes_a_stable_baseline_that_keeps_other_points() {
             "bless",
             &results,
             "--points",
-            "sim.llama-8b",
+            "sim.llama-8b.*",
             "--baseline",
             "copy.json",
         ],

@@ -58,7 +58,7 @@ pub struct Blessed {
 pub trait Bless {
     /// Writes the selected points of `results` into the baseline (all
     /// points when `selectors` is empty; otherwise IDs, slugs or slug
-    /// prefixes, as `--only` takes them), replacing any entry with the same
+    /// prefixes ending in `*`, as `--only` takes them), replacing any entry with the same
     /// slug and keeping the others. Refuses, changing nothing, when a
     /// selected point failed or is INVALID, when a selector matches
     /// nothing, or when the results come from another spec or metric
@@ -90,7 +90,7 @@ impl Bless for Baseline {
                 results: results.metrics_version,
             });
         }
-        let matches = |p: &PointResult, s: &str| p.id == s || p.slug == s || p.slug.starts_with(s);
+        let matches = |p: &PointResult, s: &str| infer_bench_spec::plan::selects(s, &p.id, &p.slug);
         for s in selectors {
             if !results.points.iter().any(|p| matches(p, s)) {
                 return Err(BlessError::NoMatch {
@@ -309,8 +309,11 @@ mod tests {
         let good = results(vec![point(&plan, &[100.0; 3], &[])]);
         let err = b.bless(&good, &["nope".into()], "now").unwrap_err();
         assert!(matches!(err, BlessError::NoMatch { .. }), "{err}");
-        // A slug prefix selects, as --only does.
-        b.bless(&good, &["sim".into()], "now").unwrap();
+        // A slug prefix selects when written as one, as --only does; a
+        // bare prefix is not a name.
+        let err = b.bless(&good, &["sim".into()], "now").unwrap_err();
+        assert!(matches!(err, BlessError::NoMatch { .. }), "{err}");
+        b.bless(&good, &["sim*".into()], "now").unwrap();
         assert_eq!(b.points.len(), 1);
     }
 

@@ -366,15 +366,20 @@ impl Plan {
             .into_iter()
             .enumerate()
             .filter(|(i, p)| partition.is_none_or(|part| part.contains(*i, p)))
-            .filter(|(_, p)| {
-                only.is_empty()
-                    || only
-                        .iter()
-                        .any(|o| p.id == *o || p.slug == *o || p.slug.starts_with(o.as_str()))
-            })
+            .filter(|(_, p)| only.is_empty() || only.iter().any(|o| selects(o, &p.id, &p.slug)))
             .map(|(_, p)| p)
             .collect();
         Plan { points }
+    }
+}
+
+/// Whether a selector (`--only`, `bless --points`) names a point: its ID,
+/// its slug, or a slug prefix written with a final `*` (`sim.llama-8b.*`).
+/// A bare name is exact: `...c1` does not select `...c16`.
+pub fn selects(selector: &str, id: &str, slug: &str) -> bool {
+    match selector.strip_suffix('*') {
+        Some(prefix) => slug.starts_with(prefix) || id.starts_with(prefix),
+        None => selector == id || selector == slug,
     }
 }
 
@@ -885,6 +890,16 @@ mod github_rules {
             ("node", "16"),
             ("npm", "6")
         ])));
+    }
+
+    #[test]
+    fn a_selector_is_exact_unless_it_ends_in_a_star() {
+        use super::selects;
+        assert!(selects("s.m.c1", "s.m.c1-abc", "s.m.c1"));
+        assert!(!selects("s.m.c1", "s.m.c16-abc", "s.m.c16"));
+        assert!(selects("s.m.c1*", "s.m.c16-abc", "s.m.c16"));
+        assert!(selects("s.m.c16-abc", "s.m.c16-abc", "s.m.c16"));
+        assert!(selects("*", "x-1", "x"));
     }
 
     #[test]
