@@ -18,6 +18,13 @@ pub fn execute(command: Command) -> Result<Outcome> {
         } => {
             let spec = spec::load(&spec)?;
             let plan = Plan::build(&spec)?.select(select.partition, &select.only);
+            if plan.points.is_empty() && !select.only.is_empty() {
+                // As `run` says it: a name that matches nothing is a typo.
+                return Err(Error::Usage(format!(
+                    "no point of the plan matches --only {}",
+                    select.only.join(" ")
+                )));
+            }
             let text = match format {
                 PlanFormat::Table => export::plan::table(&spec, &plan),
                 PlanFormat::Json => export::plan::json(&spec, &plan),
@@ -35,6 +42,25 @@ pub fn execute(command: Command) -> Result<Outcome> {
             Ok(Outcome(EXIT_OK))
         }
         Command::SimServer { spec, select, port } => sim_server(&spec, &select, port),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <crate::cli::Cli as clap::CommandFactory>::command(),
+                "infer-bench",
+                &mut out,
+            );
+            write_stdout(&String::from_utf8_lossy(&out))?;
+            Ok(Outcome(EXIT_OK))
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(<crate::cli::Cli as clap::CommandFactory>::command())
+                .render(&mut out)
+                .map_err(|e| Error::Infra(format!("cannot render the manual page: {e}")))?;
+            write_stdout(&String::from_utf8_lossy(&out))?;
+            Ok(Outcome(EXIT_OK))
+        }
         Command::Catalog => {
             write_stdout(&export::catalog())?;
             Ok(Outcome(EXIT_OK))
@@ -143,7 +169,7 @@ fn merge(
 ) -> Result<Outcome> {
     let mut inputs = Vec::with_capacity(paths.len());
     for path in paths {
-        let (results, file) = crate::results::Results::read(path)?;
+        let (results, file) = read_results(path)?;
         inputs.push((file, results));
     }
     let merged = crate::merge::merge(inputs)?;
@@ -162,6 +188,26 @@ fn write_stdout(text: &str) -> Result<()> {
     export::stdout(text).map_err(|e| Error::io("<stdout>", e))
 }
 
+/// A results file given on the command line (`diff`, `bless`, `merge`,
+/// `report`): a path that holds none is a usage error (exit 2) that says
+/// what was expected, not a bare "No such file or directory".
+pub fn read_results(
+    path: &std::path::Path,
+) -> Result<(crate::results::Results, std::path::PathBuf)> {
+    let file = if path.is_dir() {
+        path.join("results.json")
+    } else {
+        path.to_path_buf()
+    };
+    if !file.is_file() {
+        return Err(Error::Usage(format!(
+            "no results at {}: expected a results.json file or a run directory that holds one (`infer-bench run SPEC --out DIR` writes DIR/results.json)",
+            path.display()
+        )));
+    }
+    Ok(crate::results::Results::read(path)?)
+}
+
 /// `report`: reads every results file (or run directory), labels them,
 /// renders one report and writes it to `output` or stdout.
 fn report(
@@ -172,18 +218,7 @@ fn report(
     use crate::cli::ReportFormat;
     let mut inputs = Vec::with_capacity(paths.len());
     for path in paths {
-        let file = if path.is_dir() {
-            path.join("results.json")
-        } else {
-            path.clone()
-        };
-        if !file.is_file() {
-            return Err(Error::Usage(format!(
-                "no results at {}: expected a results.json file or a run directory that holds one (`infer-bench run SPEC --out DIR` writes DIR/results.json)",
-                path.display()
-            )));
-        }
-        let (results, file) = crate::results::Results::read(path)?;
+        let (results, file) = read_results(path)?;
         inputs.push((file, results));
     }
     let sources = crate::analysis::label_sources(inputs);
@@ -311,7 +346,9 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             std::process::exit(130);
         });
     }
-    let progress = if std::io::stderr().is_terminal() {
+    let progress = if args.quiet {
+        Progress::Quiet
+    } else if std::io::stderr().is_terminal() {
         Progress::Live
     } else {
         Progress::Lines
@@ -346,7 +383,9 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             crate::cli::OutputFormat::Json => export::verdict::json(&report),
         };
         write_stdout(&text)?;
-        eprintln!("results: {}", crate::run::results_path(&out_dir).display());
+        if !args.quiet {
+            eprintln!("results: {}", crate::run::results_path(&out_dir).display());
+        }
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
         if args.strict && results.points.iter().any(|p| !p.preflight.is_empty()) {
             eprintln!("--strict: a pre-flight check found something (see each point's findings)");
@@ -359,7 +398,9 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         crate::cli::OutputFormat::Json => results.to_json(),
     };
     write_stdout(&text)?;
-    eprintln!("results: {}", crate::run::results_path(&out_dir).display());
+    if !args.quiet {
+        eprintln!("results: {}", crate::run::results_path(&out_dir).display());
+    }
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     if results.interrupted {
         return Err(Error::Interrupted(format!(

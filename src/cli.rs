@@ -52,7 +52,8 @@ pub enum Command {
     Bless {
         /// A results file (results.json) or a run directory.
         results: PathBuf,
-        /// Only these points (IDs or slugs); others in the baseline are kept.
+        /// Only these points (IDs, slugs, or slug prefixes ending in `*`);
+        /// others in the baseline are kept.
         #[arg(long, num_args = 1..)]
         points: Vec<String>,
         /// The baseline file (default: the spec's `regression.baseline`).
@@ -102,6 +103,14 @@ pub enum Command {
     },
     /// List the simulator's GPUs and model presets.
     Catalog,
+    /// Print a shell completion script, e.g.
+    /// `infer-bench completions bash > ~/.local/share/bash-completion/completions/infer-bench`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `infer-bench man > infer-bench.1`.
+    Man,
     /// Measure the client's own cost against a fast local server in another
     /// process: CPU per SSE event, concurrent streams, highest request rate.
     SelfBench {
@@ -142,7 +151,8 @@ pub struct ProbeArgs {
 /// Which points to run.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Select {
-    /// Only these points: IDs, slugs or slug prefixes.
+    /// Only these points: IDs, slugs, or slug prefixes ending in `*`
+    /// (quoted in a shell: 'sim.llama-8b.*'). A bare name is exact.
     #[arg(long, num_args = 1..)]
     pub only: Vec<String>,
     /// This machine's share of the points: slice:K/N (round robin) or hash:K/N (by point).
@@ -185,6 +195,10 @@ pub struct RunArgs {
     /// Also write every request to requests.jsonl, streamed to disk.
     #[arg(long)]
     pub requests: bool,
+    /// No progress on stderr (errors and warnings are still said); the
+    /// summary or verdict still goes to stdout.
+    #[arg(short, long)]
+    pub quiet: bool,
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
@@ -265,6 +279,7 @@ pub enum OutputFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DiffFormat {
     Table,
+    #[value(alias = "md")]
     Markdown,
     Json,
     Junit,
@@ -273,6 +288,7 @@ pub enum DiffFormat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
     Html,
+    #[value(alias = "markdown")]
     Md,
     Csv,
     Json,

@@ -27,7 +27,7 @@ use crate::spec::{self, Regression, Spec};
 
 /// `bless RESULTS [--points ...] [--baseline FILE]`.
 pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Result<Outcome> {
-    let (results, file) = Results::read(results)?;
+    let (results, file) = crate::app::read_results(results)?;
     let regression = regression_of(&results)?;
     let path = baseline_path(baseline, &regression);
     if baseline.is_none_or(|b| b.as_os_str().is_empty()) {
@@ -69,7 +69,7 @@ pub struct Outputs<'a> {
 
 /// `diff RESULTS [--baseline FILE] [--baseline-ref REF]`.
 pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
-    let (results, file) = Results::read(&args.results)?;
+    let (results, file) = crate::app::read_results(&args.results)?;
     let regression = regression_of(&results)?;
     let (path, baseline) = load_baseline(
         Path::new(&results.spec.path),
