@@ -135,6 +135,11 @@ pub struct RequestRecord {
     /// Times the request was re-sent because the server closed a kept-alive
     /// connection as it went out.
     pub retries: u32,
+    /// Time spent opening a new connection for this request (TCP and TLS),
+    /// 0 when it went out on a connection already open.
+    pub connect_ns: u64,
+    /// The response's `id`, as the server named it (joins with its logs).
+    pub response_id: Option<String>,
 }
 
 impl RequestRecord {
@@ -158,6 +163,8 @@ impl RequestRecord {
             reply: None,
             server_timing: None,
             retries: 0,
+            connect_ns: 0,
+            response_id: None,
         }
     }
 
