@@ -2,11 +2,12 @@
 //! only; nothing here is in the release binary): the scripted
 //! OpenAI-compatible server whose timing is known and recorded, the lock
 //! that keeps timing tests from running at the same time, git in a
-//! scratch repository, the processes in /proc, and a hostile server that answers with endless or
-//! malformed responses.
+//! scratch repository, the processes in /proc, a hostile server that answers with endless or
+//! malformed responses, and a relay that counts the connections a client opens.
 
 pub mod git;
 pub mod hostile;
 pub mod procs;
+pub mod proxy;
 pub mod scripted;
 pub mod timing;

@@ -64,4 +64,9 @@ impl Backend for FakeBackend {
         rec.t_done = Instant::now();
         rec
     }
+
+    /// No connections to open.
+    async fn warm(&self, _n: usize) -> Result<(), String> {
+        Ok(())
+    }
 }

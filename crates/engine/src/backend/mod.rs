@@ -39,4 +39,11 @@ pub trait Backend: Send + Sync + 'static {
     /// returns early without a verdict on the request.
     fn send(&self, req: Prepared, rec: RequestRecord)
     -> impl Future<Output = RequestRecord> + Send;
+
+    /// Opens up to `n` keep-alive connections before a run's clock starts,
+    /// so that no measured request pays for a connect, and leaves them in
+    /// the pool. Bounded by the connect timeout; a failure is not fatal
+    /// (the run opens connections as it goes) and comes back as one
+    /// sentence for the point's warnings.
+    fn warm(&self, n: usize) -> impl Future<Output = Result<(), String>> + Send;
 }

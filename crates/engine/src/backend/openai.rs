@@ -170,6 +170,9 @@ pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<ChunkInfo, S
 pub struct OpenAi {
     client: reqwest::Client,
     url: reqwest::Url,
+    /// `{base_url}/models`: what [`Backend::warm`] asks to open connections.
+    models_url: reqwest::Url,
+    connect_timeout: Duration,
     api: Api,
     stream: bool,
     model: String,
@@ -253,6 +256,9 @@ impl OpenAi {
         let url = reqwest::Url::parse(&base)
             .and_then(|u| u.join(path))
             .map_err(|e| format!("invalid base_url \"{}\": {e}", o.base_url))?;
+        let models_url = reqwest::Url::parse(&base)
+            .and_then(|u| u.join("models"))
+            .map_err(|e| format!("invalid base_url \"{}\": {e}", o.base_url))?;
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert(
             reqwest::header::CONTENT_TYPE,
@@ -279,6 +285,8 @@ impl OpenAi {
         Ok(OpenAi {
             client,
             url,
+            models_url,
+            connect_timeout: o.connect_timeout,
             api: workload.api,
             stream: workload.stream,
             model: model.to_string(),
@@ -800,6 +808,24 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Most of a `/models` body read while opening connections: read to its
+/// end, the connection goes back to the pool; a longer body is dropped with
+/// its connection.
+const WARM_BODY_BYTES: usize = 256 * 1024;
+
+/// One `GET /models` on a connection of the pool (opened if none is idle),
+/// its body read to the end so that the connection stays open.
+async fn warm_one(client: reqwest::Client, url: reqwest::Url) -> Result<(), String> {
+    let mut response = client.get(url).send().await.map_err(|e| error_chain(&e))?;
+    let mut left = WARM_BODY_BYTES;
+    while let Some(b) = response.chunk().await.map_err(|e| error_chain(&e))? {
+        left = left
+            .checked_sub(b.len())
+            .ok_or_else(|| format!("its body was over {WARM_BODY_BYTES} bytes"))?;
+    }
+    Ok(())
+}
+
 impl Backend for OpenAi {
     fn prepare(&self, prompt: &Prompt) -> Prepared {
         Prepared {
@@ -819,6 +845,41 @@ impl Backend for OpenAi {
             rec.t_done = Instant::now();
         }
         rec
+    }
+
+    /// `n` concurrent `GET {base_url}/models` (any status will do): each
+    /// holds a connection of the pool until its body is read, so together
+    /// they leave `n` connections open, idle, in the pool; connections a
+    /// previous run left there are reused, not reopened.
+    async fn warm(&self, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + self.connect_timeout;
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let one = warm_one(self.client.clone(), self.models_url.clone());
+            set.spawn(async move {
+                tokio::time::timeout_at(deadline, one)
+                    .await
+                    .unwrap_or_else(|_| Err("no answer within timeouts.connect".into()))
+            });
+        }
+        let mut failed = 0usize;
+        let mut example = None;
+        while let Some(r) = set.join_next().await {
+            if let Err(e) = r.map_err(|e| e.to_string()).and_then(|r| r) {
+                failed += 1;
+                example.get_or_insert(e);
+            }
+        }
+        match example {
+            None => Ok(()),
+            Some(e) => Err(format!(
+                "{failed} of {n} connections could not be opened before the run (GET {}: {e}); the run opened the rest as it went",
+                self.models_url.path()
+            )),
+        }
     }
 }
 

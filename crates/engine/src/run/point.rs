@@ -16,8 +16,8 @@ use super::options::{Progress, RunOptions};
 use super::recorder::Tally;
 use super::requests::{RequestLog, request_line};
 use super::servers::Server;
-use crate::backend::RequestRecord;
 use crate::backend::openai::{ClientOptions, OpenAi};
+use crate::backend::{Backend, RequestRecord};
 use crate::telemetry::gpu::GpuSource;
 use crate::telemetry::scrape::HttpMetrics;
 use crate::telemetry::session::{self, RunTimes, ScrapePlan, Session};
@@ -113,10 +113,7 @@ pub(super) fn run_point(
         Some(Ok(pem)) => Some(pem),
         None => None,
     };
-    let pool = match cfg.load.level {
-        Level::Concurrency(c) => super::engine::agent_share(c as u64, opts.agent).max(1) as usize,
-        Level::Rate(_) => cfg.load.max_concurrency.unwrap_or(64) as usize,
-    };
+    let conns = Connections::of(&cfg.load, opts.agent);
     let base_url = server.base_url();
     let options = ClientOptions {
         base_url: &base_url,
@@ -124,7 +121,7 @@ pub(super) fn run_point(
         headers: &cfg.target.headers,
         tls_insecure: cfg.target.tls_insecure,
         ca_cert_pem: ca,
-        pool_size: pool,
+        pool_size: conns.idle,
         connect_timeout: cfg.load.timeouts.connect.as_std(),
     };
     let backend = {
@@ -161,8 +158,14 @@ pub(super) fn run_point(
     let mut died: Option<String> = None;
     // Set when a run stopped early because the server could not be reached.
     let mut stopped: Option<String> = None;
+    // Set when connections could not all be opened before a run (said once).
+    let mut warm_failed: Option<String> = None;
     for run in 0..cfg.load.runs {
         server.begin_run(run);
+        // Every run starts with its connections open, none measured.
+        if let Err(e) = rt.block_on(backend.warm(conns.warm)) {
+            warm_failed.get_or_insert_with(|| format!("run {}: {e}", run + 1));
+        }
         telemetry.mark();
         let live = Arc::new(Live::default());
         let started_at = now_rfc3339();
@@ -294,6 +297,7 @@ pub(super) fn run_point(
     pr.telemetry = Some(telemetry.finish());
     workload(&mut pr, &turns);
     pr.warnings.extend(late_starts);
+    pr.warnings.extend(warm_failed);
     pr.mix = mix_results(cfg, &parts, merged_window_s, open);
     pr.client = load_start.finish(tel.host);
     pr.preflight = findings;
@@ -318,6 +322,82 @@ pub(super) fn run_point(
             PointOutcome::ServerDied(msg, Box::new(pr))
         }
         None => PointOutcome::Done(Box::new(pr)),
+    }
+}
+
+/// The connections of a point's client: how many are opened before each
+/// run (its slots), and how many the pool keeps open between requests.
+///
+/// The pool keeps twice the slots: a slot's next request goes out before
+/// its previous connection is back in the pool (the pool takes it back on
+/// a task of its own once the body's end is read), finds none idle, and
+/// starts a connect; the returning connection wins, and the connect goes
+/// on in the background into the pool. Kept, such spare connections end
+/// the churn within the first run; dropped, every run would open them
+/// again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Connections {
+    pub(super) warm: usize,
+    pub(super) idle: usize,
+}
+
+/// The most connections opened before a run of an open loop without
+/// `max_concurrency` (whose in-flight count is only known as it runs).
+pub const MAX_WARM_OPEN: usize = 1024;
+
+impl Connections {
+    /// A closed loop's slots (this agent's share, the largest of a ramp);
+    /// an open loop's `max_concurrency`; an open loop without one, what
+    /// one second of its highest rate sends (at most [`MAX_WARM_OPEN`]),
+    /// and a pool that keeps whatever was once in flight, so that a load
+    /// above any fixed pool size does not open and close connections all
+    /// the time (idle ones close after 90 s).
+    pub(super) fn of(load: &infer_bench_spec::Load, agent: Option<(u32, u32)>) -> Connections {
+        let levels = || {
+            load.ramp
+                .as_ref()
+                .map(|r| r.levels.clone())
+                .unwrap_or_else(|| vec![load.level])
+        };
+        let share = |c: u64| super::engine::agent_share(c, agent).max(1) as usize;
+        match (load.level, load.max_concurrency) {
+            (Level::Concurrency(_), _) => {
+                let c = levels()
+                    .iter()
+                    .map(|l| match l {
+                        Level::Concurrency(c) => *c,
+                        Level::Rate(_) => 0,
+                    })
+                    .max()
+                    .unwrap_or(1);
+                let n = share(c.into());
+                Connections {
+                    warm: n,
+                    idle: n.saturating_mul(2),
+                }
+            }
+            (Level::Rate(_), Some(m)) => {
+                let n = share(m.into());
+                Connections {
+                    warm: n,
+                    idle: n.saturating_mul(2),
+                }
+            }
+            (Level::Rate(_), None) => {
+                let per_s = levels()
+                    .iter()
+                    .map(|l| match l {
+                        Level::Rate(r) => r.as_per_second(),
+                        Level::Concurrency(_) => 0.0,
+                    })
+                    .fold(0.0, f64::max);
+                let n = share(per_s.ceil() as u64);
+                Connections {
+                    warm: n.min(MAX_WARM_OPEN),
+                    idle: usize::MAX,
+                }
+            }
+        }
     }
 }
 
@@ -368,3 +448,53 @@ impl LoadMeter {
 
 /// An agent that began a run later than this after its agreed start says so.
 const LATE_START_MS: f64 = 10.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The load of a one-point spec with this `[load]`.
+    fn load(keys: &str) -> infer_bench_spec::Load {
+        let text = format!(
+            "name = \"t\"\n[targets.s]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 8\noutput_tokens = 8\n[load]\n{keys}\n"
+        );
+        let spec = infer_bench_spec::compile("t.toml", &text, std::path::Path::new(".")).unwrap();
+        let plan = infer_bench_spec::plan::Plan::build(&spec).unwrap();
+        plan.points[0].config.load.clone()
+    }
+
+    fn of(keys: &str, agent: Option<(u32, u32)>) -> (usize, usize) {
+        let c = Connections::of(&load(keys), agent);
+        (c.warm, c.idle)
+    }
+
+    #[test]
+    fn connections_follow_the_slots() {
+        assert_eq!(of("concurrency = 8\nrequests = 10", None), (8, 16));
+        // Agent 1 of 2 runs 5 of 9 slots, agent 2 the other 4.
+        assert_eq!(of("concurrency = 9\nrequests = 10", Some((1, 2))), (5, 10));
+        assert_eq!(of("concurrency = 9\nrequests = 10", Some((2, 2))), (4, 8));
+        assert_eq!(
+            of(
+                "rate = \"50/s\"\nmax_concurrency = 100\nrequests = 10",
+                None
+            ),
+            (100, 200)
+        );
+        // Uncapped: one second of the rate, a pool that keeps all.
+        assert_eq!(of("rate = \"20/s\"\nrequests = 10", None), (20, usize::MAX));
+        assert_eq!(of("rate = \"0.5/s\"\nrequests = 10", None), (1, usize::MAX));
+        assert_eq!(
+            of("rate = \"5000/s\"\nrequests = 10", None),
+            (MAX_WARM_OPEN, usize::MAX)
+        );
+        // A ramp: its largest step.
+        assert_eq!(
+            of(
+                "ramp = { from = 2, to = 32, step = 10, every = \"1s\" }",
+                None
+            ),
+            (32, 64)
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! The client's connections, end to end: the real binary against the
+//! scripted loopback server behind a relay that counts the connections it
+//! accepts. A point's connections are opened before each run's clock
+//! starts and kept across its runs; `cold_connections` opens one per
+//! request.
+
+use std::process::Command;
+
+use infer_bench_testkit::proxy::CountingProxy;
+use infer_bench_testkit::scripted::{Script, ScriptedServer};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A spec with one openai target at `url`.
+fn spec(url: &str, load: &str) -> String {
+    format!(
+        "name = \"connections-test\"\nseed = 3\n\n[targets.t]\nkind = \"openai\"\nbase_url = \"{url}\"\n\n[models.m]\nserved_name = \"scripted-model\"\n\n[workloads.w]\napi = \"completions\"\ninput_tokens = 8\noutput_tokens = 4\nignore_eos = true\n\n[load]\n{load}\n\n[validity]\nmin_requests = 1\nmin_duration = \"1ms\"\n"
+    )
+}
+
+struct Run {
+    results: serde_json::Value,
+    code: Option<i32>,
+    stderr: String,
+}
+
+impl Run {
+    fn point(&self) -> &serde_json::Value {
+        &self.results["points"][0]
+    }
+}
+
+fn run_spec(text: &str) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let results = std::fs::read_to_string(dir.path().join("out/results.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    Run {
+        results,
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Concurrency 8, three runs: the 8 connections are open before the first
+/// completion request arrives, and all three runs reuse them. A slot's next
+/// request can go out before its last connection is back in the pool (the
+/// pool takes it back on a task of its own): it then starts a connect, the
+/// returning connection wins, and the connect finishes in the background
+/// as a spare; the pool keeps such spares (twice the slots), so at most 8
+/// more are ever opened, whatever the number of runs.
+#[test]
+fn a_closed_loop_opens_its_slots_before_the_clock_and_keeps_them() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::default()))
+        .unwrap();
+    let proxy = rt.block_on(CountingProxy::start(server.addr())).unwrap();
+    let run = run_spec(&spec(
+        &proxy.base_url(),
+        "concurrency = 8\nrequests = 80\nruns = 3",
+    ));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    rt.block_on(server.wait_idle());
+    let records = server.records();
+    assert_eq!(records.len(), 3 * 80);
+    let accepts = proxy.accept_times();
+    let before_first = accepts.iter().filter(|t| **t < records[0].received).count();
+    eprintln!(
+        "connections: {} accepted, {before_first} before the first completion request",
+        accepts.len()
+    );
+    assert_eq!(before_first, 8, "{accepts:?}");
+    assert!((8..=16).contains(&accepts.len()), "{}", accepts.len());
+    assert_eq!(run.point()["warnings"], serde_json::json!([]));
+}
