@@ -28,10 +28,15 @@ pub use error::{Error, Result};
 pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
 
 pub const FORMAT: &str = "infer-bench-results";
-/// Version of this file format.
-pub const VERSION: u32 = 1;
+/// Version of this file format. 2: tallies carry the work counted inside
+/// their measurement window (`TallyData::in_window`), shards the window's
+/// end. Files of version 1 are read as they are.
+pub const VERSION: u32 = 2;
 /// Version of the metric definitions (METRICS.md) the numbers follow.
-pub const METRICS_VERSION: u32 = 1;
+/// 2: throughput counts the tokens, requests and time in flight that fall
+/// inside the measurement window (by each event's arrival), and a run that
+/// ran for its duration has that duration as its window.
+pub const METRICS_VERSION: u32 = 2;
 
 /// A results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -344,6 +349,10 @@ pub struct RunShard {
     /// Start of the measurement window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_start_ns: Option<i64>,
+    /// End of the measurement window, when the run ran for its duration
+    /// (otherwise the window ends at the last measured completion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_end_ns: Option<i64>,
     /// Length of the windows that stand in for runs (ns).
     pub window_len_ns: u64,
     /// The most requests this agent had in flight at once.
@@ -420,6 +429,45 @@ pub struct TallyData {
     pub last_sched_ns: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_done_ns: Option<i64>,
+    /// The work that fell inside the measurement window, which rates are
+    /// computed from; absent in files of version 1 and for tallies that
+    /// split requests by completion (windows, steps, turns, parts), whose
+    /// rates come from their totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_window: Option<InWindow>,
+}
+
+/// What a set of requests did inside a measurement window, counted by
+/// when it happened rather than by which request it belonged to: output
+/// tokens by their event's arrival, a request's input tokens at its first
+/// output, a request at its completion, time in flight clipped to the
+/// window. Every request counts here, warm-up included, and only
+/// successful requests' tokens and completions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InWindow {
+    pub requests: u64,
+    pub good: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub good_output_tokens: u64,
+    /// Sum over requests of their time in flight inside the window (ns).
+    pub in_flight_ns: u64,
+}
+
+impl InWindow {
+    /// Adds another count (saturating: a count may come from a file).
+    pub fn add(&mut self, o: &InWindow) {
+        for (a, b) in [
+            (&mut self.requests, o.requests),
+            (&mut self.good, o.good),
+            (&mut self.input_tokens, o.input_tokens),
+            (&mut self.output_tokens, o.output_tokens),
+            (&mut self.good_output_tokens, o.good_output_tokens),
+            (&mut self.in_flight_ns, o.in_flight_ns),
+        ] {
+            *a = a.saturating_add(b);
+        }
+    }
 }
 
 /// One ramp step.

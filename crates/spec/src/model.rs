@@ -444,7 +444,26 @@ impl Validity {
         &self,
         latency_ms: &BTreeMap<String, infer_bench_results::hist::Summary>,
     ) -> Option<LateClient> {
-        let lag = latency_ms.get("dispatch_lag").filter(|s| s.count > 0)?;
+        self.late_in("dispatch_lag", latency_ms)
+    }
+
+    /// The same budget held against the client's read delay (how long the
+    /// bytes of a response waited for the client to stamp them): a client
+    /// late on the read side distorts TTFT and ITL as much as one late on
+    /// the send side.
+    pub fn late_reader(
+        &self,
+        latency_ms: &BTreeMap<String, infer_bench_results::hist::Summary>,
+    ) -> Option<LateClient> {
+        self.late_in("read_delay", latency_ms)
+    }
+
+    fn late_in(
+        &self,
+        name: &str,
+        latency_ms: &BTreeMap<String, infer_bench_results::hist::Summary>,
+    ) -> Option<LateClient> {
+        let lag = latency_ms.get(name).filter(|s| s.count > 0)?;
         if let Some(fixed) = self.max_dispatch_lag_p99 {
             return (lag.p99 > fixed.as_millis_f64()).then(|| LateClient {
                 stat: "p99",

@@ -65,6 +65,12 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
                 late.stat, late.lag_ms, late.budget_ms, late.rule
             ));
         }
+        if let Some(late) = v.late_reader(&s.latency_ms) {
+            reasons.push(format!(
+                "{tag}the client itself was late reading: read delay {} {:.3} ms is above the budget of {:.3} ms ({})",
+                late.stat, late.lag_ms, late.budget_ms, late.rule
+            ));
+        }
         if s.requests.unfinished > 0 {
             reasons.push(format!(
                 "{tag}{} requests did not finish",

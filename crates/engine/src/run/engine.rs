@@ -1,7 +1,10 @@
 //! The load engine: one run of one point. One dispatch loop serves every
-//! load mode. A pacer on its own OS thread walks the arrival schedule,
-//! builds each request ahead of time and, for an open loop, waits
-//! precisely until it is due (tokio's timer has millisecond granularity).
+//! load mode. A builder thread turns the arrival schedule into requests
+//! ahead of their time (bounded by [`LOOKAHEAD`]); a pacer on its own OS
+//! thread takes them in order and, for an open loop, waits precisely until
+//! each is due (tokio's timer has millisecond granularity). Finished
+//! requests go to a recorder thread over a channel: nothing on the tokio
+//! workers that stamp arrivals takes a lock to record.
 //! Requests then go out through one of two gates: without a concurrency
 //! limit, each is spawned the moment it is due; with one (a closed loop's
 //! slots, an open loop's cap), a fixed set of slot tasks takes them, each
@@ -12,12 +15,14 @@
 //! excluded; the run drains its in-flight requests before it ends.
 //!
 //! Conversations fit the same loop: an arrival starts a *session*, and the
-//! session is the unit a slot or a spawned task runs. The pacer builds its
+//! session is the unit a slot or a spawned task runs. The builder makes its
 //! first turn ahead like any request (with every later turn's new message,
 //! which depends only on the seed); the task sends it, then builds each
-//! later turn from the history (earlier messages and the server's replies)
-//! while the think time runs, and sends it at (previous reply's end + think
-//! time), which is that turn's scheduled time: its TTFT counts from there.
+//! later turn from the history (earlier messages and the server's replies,
+//! grown in place, never copied) while the think time runs, and sends it
+//! at (previous reply's end + think time), which is that turn's scheduled
+//! time: its TTFT counts from there. The alarm thread (`alarm.rs`) wakes
+//! the task at that instant, so no worker spins waiting for it.
 //! A closed loop of concurrency N is therefore N users, each with one
 //! conversation at a time. A failed turn ends its session. Request `k` of
 //! session `s` has index `s * turns + k`, so warm-up by count, request
@@ -131,7 +136,7 @@ fn unreached(rec: &RequestRecord) -> bool {
 const LOOKAHEAD: usize = 256;
 
 /// Lets this thread sleep with microsecond precision (Linux: 1 ns timer slack).
-fn tighten_timer_slack() {
+pub(super) fn tighten_timer_slack() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only this thread.
     unsafe {
@@ -274,6 +279,73 @@ struct Window {
     measure_end: Option<Instant>,
     measured: u64,
     ended: bool,
+    /// Ended because the request count was reached.
+    by_count: bool,
+}
+
+/// What the load engine tells the recorder thread.
+enum Note {
+    /// A request finished.
+    Done(Box<RequestRecord>),
+    /// The measurement window starts here (warm-up by count).
+    WindowStart(Instant),
+    /// The run is over; `true` when it ran for its whole duration.
+    Close(bool),
+}
+
+/// The recorder on a thread of its own: requests are recorded (and
+/// written to the request log) there, so a worker that finishes a request
+/// hands its record over without a lock and goes back to reading streams.
+struct RecorderThread {
+    tx: std::sync::mpsc::Sender<Note>,
+    thread: std::thread::JoinHandle<Recorder>,
+}
+
+impl RecorderThread {
+    fn start(mut recorder: Recorder, sink: Option<Sink>) -> RecorderThread {
+        let (tx, rx) = std::sync::mpsc::channel::<Note>();
+        let thread = std::thread::Builder::new()
+            .name("recorder".into())
+            .spawn(move || {
+                for note in rx {
+                    match note {
+                        Note::Done(r) => {
+                            recorder.record(&r);
+                            if let Some(s) = &sink {
+                                s(&r);
+                            }
+                        }
+                        Note::WindowStart(t) => recorder.set_window_start(t),
+                        Note::Close(full) => {
+                            recorder.close(full);
+                            break;
+                        }
+                    }
+                }
+                recorder
+            })
+            .expect("a thread can be started");
+        RecorderThread { tx, thread }
+    }
+
+    /// Closes the run and takes the recorder back.
+    fn finish(self, ran_full: bool) -> Recorder {
+        let _ = self.tx.send(Note::Close(ran_full));
+        drop(self.tx);
+        self.thread
+            .join()
+            .expect("the recorder thread does not panic")
+    }
+}
+
+/// What a task needs of a request it sent (the record itself went to the
+/// recorder).
+struct Sent {
+    ok: bool,
+    unreached: bool,
+    t_done: Instant,
+    output_tokens: u32,
+    reply: Option<String>,
 }
 
 /// State shared by the pacer and every request of one run.
@@ -288,15 +360,19 @@ struct Run<B> {
     /// point's `requests` under load sharding).
     request_limit: Option<u64>,
     window: Mutex<Window>,
-    recorder: Arc<Mutex<Recorder>>,
+    /// To the recorder thread: finished requests and the window's start.
+    notes: std::sync::mpsc::Sender<Note>,
+    /// The most measured requests in flight at once.
+    concurrency_max: AtomicU64,
     live: Arc<Live>,
-    sink: Option<Sink>,
     interrupt: Arc<Interrupt>,
     /// Closed-loop ramps: how many slots are active now.
     active: AtomicU32,
     active_changed: Notify,
     /// Turns per session (1 without a conversation) and the think time.
     turns: u32,
+    /// Wakes a conversation's next turn at its instant.
+    alarms: Option<super::alarm::Alarms>,
     think: Duration,
     slow_client: Option<Duration>,
     /// Requests finished, those that succeeded, those that could not
@@ -327,12 +403,13 @@ impl<B: Backend> Run<B> {
         if !warmup {
             if self.request_limit.is_some_and(|n| w.measured >= n) {
                 w.ended = true;
+                w.by_count = true;
                 return None;
             }
             if w.warmup_end.is_none() {
                 w.warmup_end = Some(t_sched);
                 w.measure_end = self.load.duration.map(|d| t_sched + d.as_std());
-                self.recorder.lock().set_window_start(t_sched);
+                let _ = self.notes.send(Note::WindowStart(t_sched));
             }
             w.measured += 1;
         }
@@ -354,19 +431,21 @@ impl<B: Backend> Run<B> {
         let mut rec = self
             .send_one(base, 0, item.prepared, warmup, t_sched, t_slot)
             .await;
-        let Some(session) = item.session else {
-            return unreached(&rec);
+        let Some(mut session) = item.session else {
+            return rec.unreached;
         };
-        let mut history: Vec<Message> = session[0].history.clone();
+        let mut history: Vec<Message> = std::mem::take(&mut session[0].history);
         let mut history_tokens = 0u32;
         for k in 1..session.len() {
-            if !rec.ok() || self.ended() {
-                return unreached(&rec);
+            if !rec.ok || self.ended() {
+                return rec.unreached;
             }
-            let before = &session[k - 1];
+            // The history grows in place: each turn's prompt borrows it for
+            // the body and gives it back, so no turn copies it.
+            let before = &mut session[k - 1];
             history.push(Message {
                 role: Role::User,
-                content: before.text.clone(),
+                content: std::mem::take(&mut before.text),
             });
             history.push(Message {
                 role: Role::Assistant,
@@ -374,15 +453,18 @@ impl<B: Backend> Run<B> {
             });
             // What the client knows of the history's length: the messages as
             // built, and each reply as the server counted it.
-            history_tokens += before.input_tokens + rec.output_tokens().0;
-            let now = &session[k];
-            let prepared = self.backend.prepare(&Prompt {
-                history: history.clone(),
-                text: now.text.clone(),
+            history_tokens += before.input_tokens + rec.output_tokens;
+            let now = &mut session[k];
+            let prompt = Prompt {
+                history,
+                text: std::mem::take(&mut now.text),
                 input_tokens: history_tokens + now.input_tokens,
                 output_tokens: now.output_tokens,
                 part: now.part,
-            });
+            };
+            let prepared = self.backend.prepare(&prompt);
+            history = prompt.history;
+            now.text = prompt.text;
             let due = rec.t_done + self.think;
             if !self.wait_until(due).await {
                 return false;
@@ -395,7 +477,7 @@ impl<B: Backend> Run<B> {
                 .send_one(index, k as u32, prepared, warmup, due, due)
                 .await;
         }
-        unreached(&rec)
+        rec.unreached
     }
 
     /// Counts a finished request towards the early stop, and stops the run
@@ -424,6 +506,14 @@ impl<B: Backend> Run<B> {
         }
     }
 
+    /// Whether the run went on until its duration was up.
+    fn ran_full(&self) -> bool {
+        self.load.duration.is_some()
+            && !self.window.lock().by_count
+            && !self.interrupt.is_set()
+            && self.stopped.lock().is_none()
+    }
+
     /// A slot's wait after a request that could not connect: `d`, cut
     /// short when the run ends (by time, count, early stop or Ctrl-C).
     async fn back_off(&self, d: Duration) {
@@ -443,23 +533,19 @@ impl<B: Backend> Run<B> {
         }
     }
 
-    /// Waits until `due`: tokio's timer most of the way (it fires up to a
-    /// millisecond late), then yields until the instant.
+    /// Waits until `due`, woken by the alarm thread at the instant (tokio's
+    /// timer fires up to a millisecond late); false if interrupted first.
     async fn wait_until(&self, due: Instant) -> bool {
-        let coarse = due.checked_sub(Duration::from_millis(2)).unwrap_or(due);
-        if coarse > Instant::now() {
-            tokio::select! {
-                _ = tokio::time::sleep_until(coarse.into()) => {}
-                _ = self.interrupt.wait() => return false,
+        let alarm = async {
+            match &self.alarms {
+                Some(a) => a.at(due).await,
+                None => tokio::time::sleep_until(due.into()).await,
             }
+        };
+        tokio::select! {
+            _ = alarm => !self.interrupt.is_set(),
+            _ = self.interrupt.wait() => false,
         }
-        while Instant::now() < due {
-            if self.interrupt.is_set() {
-                return false;
-            }
-            tokio::task::yield_now().await;
-        }
-        true
     }
 
     /// Sends one admitted request, records it and returns its record.
@@ -471,7 +557,7 @@ impl<B: Backend> Run<B> {
         warmup: bool,
         t_sched: Instant,
         t_slot: Instant,
-    ) -> RequestRecord {
+    ) -> Sent {
         let warmup_end = self.window.lock().warmup_end.unwrap_or(self.t0);
         let step = step_at(
             &self.load,
@@ -489,9 +575,9 @@ impl<B: Backend> Run<B> {
         }
         let in_flight = self.live.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         if !warmup {
-            self.recorder.lock().note_in_flight(in_flight);
+            self.concurrency_max.fetch_max(in_flight, Ordering::Relaxed);
         }
-        let rec = self.backend.send(prepared, rec).await;
+        let mut rec = self.backend.send(prepared, rec).await;
         self.live.in_flight.fetch_sub(1, Ordering::Relaxed);
         self.note_reach(&rec);
         if !rec.warmup {
@@ -500,11 +586,15 @@ impl<B: Backend> Run<B> {
                 self.live.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.recorder.lock().record(&rec);
-        if let Some(s) = &self.sink {
-            s(&rec);
-        }
-        rec
+        let sent = Sent {
+            ok: rec.ok(),
+            unreached: unreached(&rec),
+            t_done: rec.t_done,
+            output_tokens: rec.output_tokens().0,
+            reply: rec.reply.take(),
+        };
+        let _ = self.notes.send(Note::Done(Box::new(rec)));
+        sent
     }
 
     /// Waits until slot `i` is active (closed-loop ramps); false once the run ends.
@@ -632,18 +722,66 @@ pub fn run_once<B: Backend>(
     let limit = limit.map(share);
     let first_active = share(first_active);
 
-    // Build the first requests before the clock starts.
-    let mut arrivals = arrivals.filter(|d| {
+    // A builder thread turns arrivals into requests ahead of their time
+    // (a tokenizer-exact prompt can take milliseconds), so the pacer below
+    // only waits and hands over.
+    let arrivals = arrivals.filter(|d| {
         env.agent
             .is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64)
     });
-    let build = |d: Due| build(&*backend, &prompts, d);
+    let turns = prompts.turns();
+    let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<Item>(LOOKAHEAD);
+    let builder_backend = backend.clone();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for d in arrivals {
+                if built_tx
+                    .send(build(&*builder_backend, &prompts, d))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let out = pace(
+            backend,
+            cfg,
+            run,
+            env,
+            open,
+            limit,
+            first_active,
+            turns,
+            &built_rx,
+        );
+        // The builder may be waiting to hand over one more: let it go.
+        drop(built_rx);
+        out
+    })
+}
+
+/// The run itself, once requests are being built: starts the clock, the
+/// recorder thread and the gate, paces the arrivals, drains.
+#[allow(clippy::too_many_arguments)]
+fn pace<B: Backend>(
+    backend: Arc<B>,
+    cfg: &PointConfig,
+    run: u32,
+    env: &RunEnv,
+    open: bool,
+    limit: Option<u32>,
+    first_active: u32,
+    turns: u32,
+    built: &std::sync::mpsc::Receiver<Item>,
+) -> RunOutcome {
+    let load = &cfg.load;
+    // The first requests are built before the clock starts.
     let mut ahead: VecDeque<Item> = VecDeque::new();
     let initial = limit.map(|l| l as usize).unwrap_or(16).min(LOOKAHEAD);
     while ahead.len() < initial {
-        match arrivals.next() {
-            Some(d) => ahead.push_back(build(d)),
-            None => break,
+        match built.recv() {
+            Ok(item) => ahead.push_back(item),
+            Err(_) => break,
         }
     }
 
@@ -656,23 +794,28 @@ pub fn run_once<B: Backend>(
         Warmup::None => Some(t0),
         Warmup::Requests(_) => None,
     };
-    let recorder = Arc::new(Mutex::new(Recorder::new(
+    let mut recorder = Recorder::new(
         cfg.workload.stream,
         cfg.goodput.clone(),
         open,
         load.window,
         load.ramp.is_some(),
-    )));
-    if let Some(w) = warmup_end {
-        recorder.lock().set_window_start(w);
+    );
+    if let Some(d) = load.duration {
+        recorder.set_duration(d.as_std());
     }
-    if prompts.turns() > 1 {
-        recorder.lock().track_turns();
+    if let Some(w) = warmup_end {
+        recorder.set_window_start(w);
+    }
+    if turns > 1 {
+        recorder.track_turns();
     }
     if !cfg.workload.mix.is_empty() {
-        recorder.lock().track_parts();
+        recorder.track_parts();
     }
-    recorder.lock().track_phases(t0);
+    recorder.track_phases(t0);
+    let recorder = RecorderThread::start(recorder, env.sink.clone());
+    let probe = super::probe::ReadProbe::start(&env.handle);
     let shared = Arc::new(Run {
         backend: backend.clone(),
         load: load.clone(),
@@ -695,15 +838,17 @@ pub fn run_once<B: Backend>(
             measure_end: warmup_end.and_then(|w| load.duration.map(|d| w + d.as_std())),
             measured: 0,
             ended: false,
+            by_count: false,
         }),
-        recorder: recorder.clone(),
+        notes: recorder.tx.clone(),
+        concurrency_max: AtomicU64::new(0),
         live: env.live.clone(),
-        sink: env.sink.clone(),
         interrupt: env.interrupt.clone(),
         active: AtomicU32::new(first_active),
         active_changed: Notify::new(),
         slow_client: env.slow_client,
-        turns: prompts.turns(),
+        turns,
+        alarms: (turns > 1).then(super::alarm::Alarms::start),
         think: cfg
             .workload
             .conversation
@@ -750,86 +895,48 @@ pub fn run_once<B: Backend>(
     };
 
     // The pacer.
-    let mut exhausted = false;
     loop {
-        if ahead.is_empty() {
-            match arrivals.next() {
-                Some(d) => ahead.push_back(build(d)),
-                None => exhausted = true,
-            }
-        }
-        let Some(front) = ahead.front() else { break };
-        // Nothing goes out before the clock starts.
-        if front.due.at_ns.is_none() && !pace_until(t0, &shared.interrupt) {
+        let item = match ahead.pop_front() {
+            Some(item) => item,
+            None => match built.recv() {
+                Ok(item) => item,
+                Err(_) => break,
+            },
+        };
+        let due = item.due.at_ns.map(|ns| t0 + Duration::from_nanos(ns));
+        // Nothing goes out before the clock starts; an arrival goes out
+        // at its time.
+        if !pace_until(due.unwrap_or(t0), &shared.interrupt) || shared.ended() {
             break;
         }
-        if let Some(ns) = front.due.at_ns {
-            let due = t0 + Duration::from_nanos(ns);
-            // Use the wait to build later requests.
-            while !exhausted
-                && ahead.len() < LOOKAHEAD
-                && due.saturating_duration_since(Instant::now()) > Duration::from_millis(1)
-            {
-                match arrivals.next() {
-                    Some(d) => ahead.push_back(build(d)),
-                    None => exhausted = true,
-                }
-            }
-            if !pace_until(due, &shared.interrupt) {
-                break;
-            }
-        }
-        if shared.ended() {
-            break;
-        }
-        let item = ahead.pop_front().expect("not empty");
         match &queue_tx {
             Some(tx) => {
                 // Hand over without blocking while there is room; when the
-                // slots are all busy, build ahead, then wait.
-                let mut item = item;
-                loop {
-                    match tx.try_send(item) {
-                        Ok(()) => break,
-                        Err(mpsc::error::TrySendError::Closed(_)) => {
-                            shared.window.lock().ended = true;
-                            break;
-                        }
-                        Err(mpsc::error::TrySendError::Full(back)) => {
-                            item = back;
-                            if !exhausted && ahead.len() < LOOKAHEAD {
-                                match arrivals.next() {
-                                    Some(d) => ahead.push_back(build(d)),
-                                    None => exhausted = true,
-                                }
-                                continue;
+                // slots are all busy, wait for one.
+                let sent = match tx.try_send(item) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                    Err(mpsc::error::TrySendError::Full(item)) => {
+                        let tx = tx.clone();
+                        let run = shared.clone();
+                        env.handle.block_on(async move {
+                            tokio::select! {
+                                r = tx.send(item) => r.is_ok(),
+                                _ = run.interrupt.wait() => false,
+                                _ = async { loop { tokio::time::sleep(Duration::from_millis(20)).await; if run.ended() { break; } } } => false,
                             }
-                            let tx = tx.clone();
-                            let run = shared.clone();
-                            let sent = env.handle.block_on(async move {
-                                tokio::select! {
-                                    r = tx.send(item) => r.is_ok(),
-                                    _ = run.interrupt.wait() => false,
-                                    _ = async { loop { tokio::time::sleep(Duration::from_millis(20)).await; if run.ended() { break; } } } => false,
-                                }
-                            });
-                            if !sent {
-                                shared.window.lock().ended = true;
-                            }
-                            break;
-                        }
+                        })
                     }
+                };
+                if !sent {
+                    shared.window.lock().ended = true;
                 }
                 if shared.ended() {
                     break;
                 }
             }
             None => {
-                let due = item
-                    .due
-                    .at_ns
-                    .map(|ns| t0 + Duration::from_nanos(ns))
-                    .unwrap_or_else(Instant::now);
+                let due = due.unwrap_or_else(Instant::now);
                 let Some(warmup) = shared.admit(item.due.index * shared.turns as u64, due) else {
                     break;
                 };
@@ -847,8 +954,8 @@ pub fn run_once<B: Backend>(
     }
     // No more arrivals: the slots finish what is queued, then stop.
     drop(queue_tx);
-    // The ramp task holds a clone of `shared` (and so of the recorder):
-    // aborting only asks it to stop, so wait until it has.
+    // The ramp task holds a clone of `shared`: aborting only asks it to
+    // stop, so wait until it has.
     if let Some(t) = ramp_task {
         t.abort();
         let _ = env.handle.block_on(t);
@@ -867,24 +974,17 @@ pub fn run_once<B: Backend>(
         }
     });
     let interrupted = shared.interrupt.is_set();
+    let ran_full = shared.ran_full();
     let stopped = shared.stopped.lock().take();
+    let concurrency_max = shared.concurrency_max.load(Ordering::Relaxed);
     drop(shared);
-    // Every task that held the recorder has ended, so this is the last
-    // reference. Were one still held, the whole recorder (windows, steps,
-    // turns, phases and all) is taken out of it, never a part of it.
-    let mut recorder = match Arc::try_unwrap(recorder) {
-        Ok(m) => m.into_inner(),
-        Err(arc) => std::mem::replace(
-            &mut *arc.lock(),
-            Recorder::new(
-                cfg.workload.stream,
-                cfg.goodput.clone(),
-                open,
-                load.window,
-                load.ramp.is_some(),
-            ),
-        ),
-    };
+    // Every request has been handed to the recorder thread (the tasks
+    // have all ended): close it and take the recorder back.
+    let mut recorder = recorder.finish(ran_full);
+    recorder.note_in_flight(concurrency_max);
+    if let Some(p) = probe {
+        recorder.add_read_delays(&p.finish(&env.handle));
+    }
     recorder.unfinished(unfinished);
     RunOutcome {
         recorder,

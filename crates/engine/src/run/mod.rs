@@ -6,6 +6,7 @@
 //! (`assess`), and the request log (`requests`).
 
 pub mod agent;
+pub mod alarm;
 pub mod assemble;
 pub mod assess;
 pub mod engine;
@@ -16,6 +17,7 @@ pub mod options;
 pub mod plan;
 pub mod point;
 pub mod preflight;
+pub mod probe;
 pub mod progress;
 pub mod recorder;
 pub mod requests;

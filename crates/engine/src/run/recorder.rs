@@ -15,7 +15,7 @@ use infer_bench_results::hist::{Hist, Summary, decode, encode, new_hist};
 use infer_bench_results::metric::{Kind, Metric};
 use infer_bench_spec::Goodput;
 use infer_bench_spec::results::{
-    Counts, PhaseTimeline, RunShard, Stats, TallyData, TokenStats, WindowStats,
+    Counts, InWindow, PhaseTimeline, RunShard, Stats, TallyData, TokenStats, WindowStats,
 };
 
 /// The histograms a tally keeps: the per-request distributions of
@@ -39,10 +39,14 @@ pub enum Series {
     RequestedInput,
     /// `max_tokens` of every request sent.
     RequestedOutput,
+    /// The client's read delay (µs): how long bytes the kernel held waited
+    /// for the engine to stamp them, from the run's probe (`probe.rs`), not
+    /// from requests.
+    ReadDelay,
 }
 
 impl Series {
-    pub const ALL: [Series; 12] = [
+    pub const ALL: [Series; 13] = [
         Series::Ttft,
         Series::TtftFromSend,
         Series::Tpot,
@@ -55,6 +59,7 @@ impl Series {
         Series::OutputTokens,
         Series::RequestedInput,
         Series::RequestedOutput,
+        Series::ReadDelay,
     ];
 
     /// The metric this series records, where it is one.
@@ -69,7 +74,10 @@ impl Series {
             Series::DispatchLag => Metric::DispatchLag,
             Series::InputTokens => Metric::InputTokens,
             Series::OutputTokens => Metric::OutputTokens,
-            Series::QueueWait | Series::RequestedInput | Series::RequestedOutput => return None,
+            Series::QueueWait
+            | Series::RequestedInput
+            | Series::RequestedOutput
+            | Series::ReadDelay => return None,
         })
     }
 
@@ -80,6 +88,7 @@ impl Series {
             Series::QueueWait => "queue_wait",
             Series::RequestedInput => "requested_input",
             Series::RequestedOutput => "requested_output",
+            Series::ReadDelay => "read_delay",
             s => s.metric().expect("the other series are metrics").name(),
         }
     }
@@ -88,7 +97,7 @@ impl Series {
     pub fn is_latency(self) -> bool {
         match self.metric() {
             Some(m) => m.kind() == Kind::Latency,
-            None => self == Series::QueueWait,
+            None => matches!(self, Series::QueueWait | Series::ReadDelay),
         }
     }
 
@@ -149,6 +158,13 @@ pub struct Tally {
     first_sched: Option<Instant>,
     last_sched: Option<Instant>,
     last_done: Option<Instant>,
+    /// The work inside the measurement window, which rates come from: set
+    /// on a run's tally (and what runs merge into); `None` for tallies that
+    /// split requests by completion, whose rates come from their totals.
+    in_window: Option<InWindow>,
+    /// Merged from a tally without `in_window` (an older file): rates come
+    /// from totals.
+    totals_only: bool,
 }
 
 fn rec_us(h: &mut Hist, ns: u64) {
@@ -315,6 +331,34 @@ impl Tally {
         add(&mut self.reported_input_n, o.reported_input_n);
         add(&mut self.reported_input_exact, o.reported_input_exact);
         self.in_flight_ns = self.in_flight_ns.saturating_add(o.in_flight_ns);
+        self.merge_in_window(o.in_window.as_ref(), o.totals_only, o.counts.sent);
+    }
+
+    /// Adds another tally's in-window work: a tally with none (an older
+    /// file's) makes the sum fall back on totals, unless it sent nothing.
+    fn merge_in_window(&mut self, o: Option<&InWindow>, o_totals_only: bool, o_sent: u64) {
+        match o {
+            Some(w) => self.in_window.get_or_insert_default().add(w),
+            None if o_sent > 0 => self.totals_only = true,
+            None => {}
+        }
+        self.totals_only |= o_totals_only;
+    }
+
+    /// The work rates are computed from: the in-window counts where the
+    /// tally has them, else the totals of the requests it holds.
+    fn rate_basis(&self) -> InWindow {
+        match self.in_window {
+            Some(w) if !self.totals_only => w,
+            _ => InWindow {
+                requests: self.counts.succeeded,
+                good: self.good,
+                input_tokens: self.input_total,
+                output_tokens: self.output_total,
+                good_output_tokens: self.good_output_total,
+                in_flight_ns: self.in_flight_ns.min(u64::MAX as u128) as u64,
+            },
+        }
     }
 
     /// The statistics over a window of `window_s` seconds. `open_rate`:
@@ -322,6 +366,7 @@ impl Tally {
     pub fn stats(&self, window_s: f64, open: bool, concurrency_max: u64) -> Stats {
         let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
         let n = self.counts.succeeded.saturating_add(self.counts.failed);
+        let basis = self.rate_basis();
         let latency_ms = Series::latencies()
             .filter(|s| !self.hists[*s].is_empty())
             .map(|s| (s.name().to_string(), Summary::of(&self.hists[s], 1000.0)))
@@ -363,11 +408,11 @@ impl Tally {
                 reported_input_exact: (self.reported_input_n > 0)
                     .then(|| self.reported_input_exact as f64 / self.reported_input_n as f64),
             },
-            request_throughput: per_s(self.counts.succeeded as f64),
-            input_tokens_per_s: per_s(self.input_total as f64),
-            output_tokens_per_s: per_s(self.output_total as f64),
-            total_tokens_per_s: per_s(self.input_total as f64 + self.output_total as f64),
-            goodput: per_s(self.good as f64),
+            request_throughput: per_s(basis.requests as f64),
+            input_tokens_per_s: per_s(basis.input_tokens as f64),
+            output_tokens_per_s: per_s(basis.output_tokens as f64),
+            total_tokens_per_s: per_s(basis.input_tokens as f64 + basis.output_tokens as f64),
+            goodput: per_s(basis.good as f64),
             goodput_ratio: if n > 0 {
                 self.good as f64 / n as f64
             } else {
@@ -389,7 +434,7 @@ impl Tally {
                 None
             },
             concurrency_mean: if window_s > 0.0 {
-                self.in_flight_ns as f64 / 1e9 / window_s
+                basis.in_flight_ns as f64 / 1e9 / window_s
             } else {
                 0.0
             },
@@ -502,6 +547,8 @@ impl Tally {
             first_sched_ns: off(self.first_sched),
             last_sched_ns: off(self.last_sched),
             last_done_ns: off(self.last_done),
+            // A sum that fell back on totals says so by having none.
+            in_window: self.in_window.filter(|_| !self.totals_only),
         }
     }
 
@@ -535,6 +582,8 @@ impl Tally {
             first_sched: at(d.first_sched_ns),
             last_sched: at(d.last_sched_ns),
             last_done: at(d.last_done_ns),
+            in_window: d.in_window,
+            totals_only: d.in_window.is_none() && d.counts.sent > 0,
         })
     }
 
@@ -566,6 +615,15 @@ pub struct Recorder {
     pub run: Tally,
     /// Start of the measurement window, once known.
     window_start: Option<Instant>,
+    /// The run's measurement duration, if it has one: the window ends this
+    /// long after its start (see `close`).
+    duration_ns: Option<u64>,
+    /// The run went on until its duration was up (rather than ending by a
+    /// request count, an interruption or an early stop).
+    ran_full: bool,
+    /// Warm-up requests that finished before the window's start was known
+    /// (warm-up by count): counted into it once it is.
+    pending: Vec<RequestRecord>,
     window_len_ns: u64,
     current_window: Option<(u64, Tally)>,
     /// Closed windows by index, as plain data: histograms encoded,
@@ -591,6 +649,9 @@ pub struct Phases {
     pub prefill_s: Vec<f64>,
     pub decode_s: Vec<f64>,
 }
+
+/// Warm-up requests kept, at most, until the window's start is known.
+const MAX_PENDING: usize = 10_000;
 
 /// Width of a phase bucket.
 pub const PHASE_BUCKET_NS: u64 = 100_000_000;
@@ -682,6 +743,9 @@ impl Recorder {
             open,
             run: Tally::default(),
             window_start: None,
+            duration_ns: None,
+            ran_full: false,
+            pending: Vec::new(),
             window_len_ns: window.as_nanos().max(1),
             current_window: None,
             windows: Vec::new(),
@@ -726,8 +790,84 @@ impl Recorder {
         self.phases.as_ref()
     }
 
+    /// The run measures for this long from its window's start.
+    pub fn set_duration(&mut self, d: std::time::Duration) {
+        self.duration_ns = Some(d.as_nanos() as u64);
+    }
+
     pub fn set_window_start(&mut self, t: Instant) {
-        self.window_start.get_or_insert(t);
+        if self.window_start.is_some() {
+            return;
+        }
+        self.window_start = Some(t);
+        for r in std::mem::take(&mut self.pending) {
+            let d = derive(&r, self.stream, &self.goodput);
+            self.count_in_window(&r, &d);
+        }
+    }
+
+    /// The run is over: `ran_full` when it went on until its duration was
+    /// up, so its window is that duration.
+    pub fn close(&mut self, ran_full: bool) {
+        self.ran_full = ran_full && self.duration_ns.is_some();
+    }
+
+    /// The end of the window where it is known before the run ends.
+    fn window_end(&self) -> Option<Instant> {
+        let start = self.window_start?;
+        start.checked_add(std::time::Duration::from_nanos(self.duration_ns?))
+    }
+
+    /// Adds what request `r` did inside the window to the run's in-window
+    /// counts: output tokens by their event's arrival, input tokens at the
+    /// first output (prefill done), the request at its completion, and its
+    /// time in flight clipped to the window. Only successful requests'
+    /// tokens and completions count; warm-up requests count like any.
+    fn count_in_window(&mut self, r: &RequestRecord, d: &Derived) {
+        let Some(start) = self.window_start else {
+            return;
+        };
+        let end = self.window_end();
+        let inside = |t: Instant| t >= start && end.is_none_or(|e| t < e);
+        let w = self.run.in_window.get_or_insert_default();
+        let lo = r.t_send.max(start);
+        let hi = end.map_or(r.t_done, |e| r.t_done.min(e));
+        w.in_flight_ns += ns(lo, hi);
+        if !r.ok() {
+            return;
+        }
+        if inside(r.t_done) {
+            w.requests += 1;
+            if d.good {
+                w.good += 1;
+                w.good_output_tokens += d.output as u64;
+            }
+        }
+        let first = r.events.first().map_or(r.t_done, |e| {
+            r.t_send + std::time::Duration::from_nanos(e.at_ns)
+        });
+        if inside(first) {
+            w.input_tokens += d.input as u64;
+        }
+        let at = |e: &crate::backend::record::OutputEvent| {
+            r.t_send + std::time::Duration::from_nanos(e.at_ns)
+        };
+        // Most requests lie wholly inside or outside the window: count
+        // them without spreading tokens over events.
+        match (r.events.first(), r.events.last()) {
+            (Some(f), Some(l)) if inside(at(f)) && inside(at(l)) => {
+                w.output_tokens += d.output as u64;
+            }
+            (Some(f), Some(l)) if at(l) < start || end.is_some_and(|e| at(f) >= e) => {}
+            _ => {
+                let per_event = r.tokens_per_event();
+                for (e, k) in r.events.iter().zip(per_event) {
+                    if inside(at(e)) {
+                        w.output_tokens += k as u64;
+                    }
+                }
+            }
+        }
     }
 
     pub fn window_start(&self) -> Option<Instant> {
@@ -743,11 +883,16 @@ impl Recorder {
         if let Some((origin, p)) = &mut self.phases {
             p.record(*origin, r);
         }
+        let d = derive(r, self.stream, &self.goodput);
+        if self.window_start.is_some() {
+            self.count_in_window(r, &d);
+        } else if r.warmup && self.pending.len() < MAX_PENDING {
+            self.pending.push(r.clone());
+        }
         if r.warmup {
             self.run.counts.warmup += 1;
             return;
         }
-        let d = derive(r, self.stream, &self.goodput);
         self.run.add(r, &d);
         if self.ramp {
             self.steps.entry(r.step).or_default().add(r, &d);
@@ -776,14 +921,23 @@ impl Recorder {
         }
     }
 
+    /// Adds the read delays (µs) the run's probe saw.
+    pub fn add_read_delays(&mut self, h: &Hist) {
+        let _ = self.run.hists[Series::ReadDelay].add(h);
+    }
+
     /// Counts requests that never finished (run cut short).
     pub fn unfinished(&mut self, n: u64) {
         self.run.counts.unfinished += n;
     }
 
-    /// The length of the measurement window: from its start to the last
-    /// measured completion.
+    /// The length of the measurement window: the run's duration when it
+    /// ran for all of it, otherwise from its start to the last measured
+    /// completion.
     pub fn window_s(&self) -> f64 {
+        if let (true, Some(d), Some(_)) = (self.ran_full, self.duration_ns, self.window_start) {
+            return d as f64 / 1e9;
+        }
         match (self.window_start, self.run.last_done()) {
             (Some(s), Some(e)) if e > s => e.duration_since(s).as_secs_f64(),
             _ => 0.0,
@@ -849,6 +1003,10 @@ impl Recorder {
             agreed_start,
             start_late_ms,
             window_start_ns: self.window_start.map(|w| offset_ns(t0, w)),
+            window_end_ns: self
+                .window_end()
+                .filter(|_| self.ran_full)
+                .map(|e| offset_ns(t0, e)),
             window_len_ns: self.window_len_ns,
             concurrency_max: self.concurrency_max,
             tally: self.run.to_data(t0),
@@ -880,6 +1038,9 @@ impl Recorder {
             open,
             run: Tally::default(),
             window_start: None,
+            duration_ns: None,
+            ran_full: false,
+            pending: Vec::new(),
             window_len_ns: first.window_len_ns.max(1),
             current_window: None,
             windows: Vec::new(),
@@ -892,6 +1053,8 @@ impl Recorder {
             concurrency_max: 0,
         };
         let mut windows: BTreeMap<u64, Tally> = BTreeMap::new();
+        let mut ends: Option<Instant> = None;
+        let mut s_first = true;
         for s in shards {
             if s.window_len_ns != first.window_len_ns {
                 return Err("the agents used different window lengths".into());
@@ -900,6 +1063,14 @@ impl Recorder {
             if let Some(w) = s.window_start_ns.map(|ns| at_offset(base, ns)) {
                 r.window_start = Some(r.window_start.map_or(w, |x| x.min(w)));
             }
+            // The window ends at the latest agent's end when every agent
+            // ran for its duration.
+            ends = match (ends, s.window_end_ns.map(|ns| at_offset(base, ns))) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (None, b) if s_first => b,
+                _ => None,
+            };
+            s_first = false;
             r.concurrency_max = r.concurrency_max.saturating_add(s.concurrency_max);
             for (i, t) in &s.windows {
                 windows
@@ -934,6 +1105,10 @@ impl Recorder {
                     .1
                     .add_all(&Phases::from_data(p));
             }
+        }
+        if let (Some(start), Some(end)) = (r.window_start, ends) {
+            r.duration_ns = Some(end.saturating_duration_since(start).as_nanos() as u64);
+            r.ran_full = true;
         }
         r.windows = windows
             .into_iter()
@@ -1002,6 +1177,7 @@ mod tests {
                 "output_tokens",
                 "requested_input",
                 "requested_output",
+                "read_delay",
             ]
         );
     }
@@ -1148,5 +1324,92 @@ mod tests {
             20
         );
         assert_eq!(rec.stats().requests.succeeded, 30);
+    }
+
+    /// Throughput counts what happened inside the window: a request that
+    /// streams across the window's end contributes the tokens that arrived
+    /// before it, a warm-up request those that arrived after the start,
+    /// and the window of a run that ran its whole duration is that
+    /// duration, not the time to the last completion.
+    #[test]
+    fn throughput_counts_tokens_where_they_arrive() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            infer_bench_spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_duration(Duration::from_secs(1));
+        // Warm-up by count: the window's start is learnt later.
+        let mut warm = request(t0, 0, 0, &[400, 800, 1200, 1600], Some(4));
+        warm.warmup = true;
+        rec.record(&warm);
+        rec.set_window_start(t0 + Duration::from_millis(1000));
+        // Wholly inside: 3 tokens, done inside.
+        rec.record(&request(t0, 1100, 0, &[100, 200, 300], Some(3)));
+        // Across the end (2 s): events at 1.5, 1.9, 2.3, 2.7 s: 2 inside.
+        rec.record(&request(t0, 1400, 0, &[100, 500, 900, 1300], Some(4)));
+        rec.close(true);
+        let s = rec.stats();
+        assert_eq!(s.window_s, 1.0);
+        // 1 (warm-up's 1.2 s; its 1.6 s too) -> 2, + 3 + 2.
+        assert_eq!(s.output_tokens_per_s, 7.0);
+        // Completions inside: the warm-up (1.6 s) and the short one (1.4 s).
+        assert_eq!(s.request_throughput, 2.0);
+        // Input at the first output: the short one and the long one (1.5 s).
+        assert_eq!(s.input_tokens_per_s, 20.0);
+        // Per-request statistics are the measured requests', as before.
+        assert_eq!(s.requests.succeeded, 2);
+        assert_eq!(s.tokens.output_total, 7);
+        // In flight inside the window: 0.6 + 0.3 + 0.6 s.
+        assert!(
+            (s.concurrency_mean - 1.5).abs() < 1e-9,
+            "{}",
+            s.concurrency_mean
+        );
+
+        // Cut short (an interruption, a request count): the window ends at
+        // the last measured completion, 2.7 s.
+        let mut short = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            infer_bench_spec::Duration::from_secs(10),
+            false,
+        );
+        short.set_window_start(t0 + Duration::from_millis(1000));
+        short.record(&request(t0, 1400, 0, &[100, 500, 900, 1300], Some(4)));
+        short.close(false);
+        let s = short.stats();
+        assert!((s.window_s - 1.7).abs() < 1e-9, "{}", s.window_s);
+        assert!((s.output_tokens_per_s - 4.0 / 1.7).abs() < 1e-9);
+    }
+
+    /// A tally from a file written before in-window counting (version 1)
+    /// keeps its rates from totals, also once merged with a newer one.
+    #[test]
+    fn tallies_without_in_window_counts_fall_back_on_totals() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            infer_bench_spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_window_start(t0);
+        rec.record(&request(t0, 0, 0, &[10, 20], Some(2)));
+        let mut old = rec.run.to_data(t0);
+        assert!(old.in_window.is_some());
+        old.in_window = None;
+        let back = Tally::from_data(&old, t0).unwrap();
+        assert_eq!(back.rate_basis().output_tokens, 2);
+        let mut merged = Tally::default();
+        merged.merge(&rec.run);
+        merged.merge(&back);
+        assert!(merged.to_data(t0).in_window.is_none());
+        assert_eq!(merged.stats(1.0, false, 1).output_tokens_per_s, 4.0);
     }
 }
