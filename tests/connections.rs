@@ -5,7 +5,15 @@
 //! request.
 
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use infer_bench::backend::openai::{ClientOptions, OpenAi};
+use infer_bench::backend::{Backend, RequestRecord};
+use infer_bench::plan::Plan;
+use infer_bench::run::engine::{Interrupt, Live, RunEnv, Sink, run_once};
+use infer_bench::run::point::Connections;
+use infer_bench::workload::Material;
 use infer_bench_testkit::proxy::CountingProxy;
 use infer_bench_testkit::scripted::{Script, ScriptedServer};
 
@@ -89,4 +97,109 @@ fn a_closed_loop_opens_its_slots_before_the_clock_and_keeps_them() {
     assert_eq!(before_first, 8, "{accepts:?}");
     assert!((8..=16).contains(&accepts.len()), "{}", accepts.len());
     assert_eq!(run.point()["warnings"], serde_json::json!([]));
+}
+
+/// The engine's own records of a point's runs against `url`: each run
+/// preceded by opening its connections (`warm`) or not, as `point` does.
+fn records(url: &str, load: &str, warm: bool) -> Vec<Vec<RequestRecord>> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.toml");
+    std::fs::write(&path, spec(url, load)).unwrap();
+    let s = infer_bench::spec::load(&path).unwrap();
+    let plan = Plan::build(&s).unwrap();
+    let p = &plan.points[0];
+    let cfg = &p.config;
+    let conns = Connections::of(&cfg.load, None);
+    let rt = runtime();
+    let headers = Default::default();
+    let options = ClientOptions {
+        base_url: url,
+        api_key: None,
+        headers: &headers,
+        tls_insecure: false,
+        ca_cert_pem: None,
+        pool_size: conns.idle,
+        connect_timeout: Duration::from_secs(2),
+    };
+    let backend = {
+        let _guard = rt.enter();
+        Arc::new(
+            OpenAi::new(
+                &options,
+                &cfg.workload,
+                cfg.served_name(),
+                cfg.load.timeouts,
+                cfg.load.limits,
+            )
+            .unwrap(),
+        )
+    };
+    let material = Arc::new(Material::load(&cfg.workload, &cfg.model, s.base_dir()).unwrap());
+    (0..cfg.load.runs)
+        .map(|run| {
+            if warm {
+                rt.block_on(backend.warm(conns.warm)).unwrap();
+            }
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let into = got.clone();
+            let sink: Sink =
+                Arc::new(move |r: &RequestRecord| into.lock().unwrap().push(r.clone()));
+            let env = RunEnv {
+                handle: rt.handle().clone(),
+                interrupt: Arc::new(Interrupt::default()),
+                live: Arc::new(Live::default()),
+                sink: Some(sink),
+                agent: None,
+                start_at: None,
+                material: material.clone(),
+                slow_client: None,
+            };
+            let out = run_once(backend.clone(), cfg, &p.hash, run, &env);
+            assert!(out.stopped.is_none());
+            let mut recs = std::mem::take(&mut *got.lock().unwrap());
+            recs.sort_by_key(|r| r.t_send);
+            recs
+        })
+        .collect()
+}
+
+/// The first wave of every run goes out on connections already open (no
+/// connect time); without them, each of the first wave opens its own.
+#[test]
+fn the_first_requests_of_every_run_pay_no_connect() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::default()))
+        .unwrap();
+    let proxy = rt.block_on(CountingProxy::start(server.addr())).unwrap();
+    let runs = records(
+        &proxy.base_url(),
+        "concurrency = 8\nrequests = 40\nruns = 3",
+        true,
+    );
+    assert_eq!(runs.len(), 3);
+    for (run, recs) in runs.iter().enumerate() {
+        assert_eq!(recs.len(), 40, "run {run}");
+        assert!(recs.iter().all(|r| r.ok()), "run {run}");
+        let first: Vec<u64> = recs[..8].iter().map(|r| r.connect_ns).collect();
+        assert_eq!(first, vec![0; 8], "run {run}: the first wave's connect_ns");
+        let paid = recs.iter().filter(|r| r.connect_ns > 0).count();
+        eprintln!("run {run}: {paid} of 40 requests waited for a connect");
+    }
+    let opened = proxy.accepted();
+    assert!((8..=16).contains(&opened), "{opened}");
+
+    // The same without opening them first: the first wave connects.
+    let proxy = rt.block_on(CountingProxy::start(server.addr())).unwrap();
+    let runs = records(
+        &proxy.base_url(),
+        "concurrency = 8\nrequests = 40\nruns = 1",
+        false,
+    );
+    let first: Vec<u64> = runs[0][..8].iter().map(|r| r.connect_ns).collect();
+    eprintln!("without warming, the first wave's connect_ns: {first:?}");
+    assert!(first.iter().all(|&ns| ns > 0), "{first:?}");
+    // Loopback: well under the connect timeout.
+    assert!(first.iter().all(|&ns| ns < 1_000_000_000), "{first:?}");
 }

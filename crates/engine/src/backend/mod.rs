@@ -1,11 +1,13 @@
 //! Backends: how a prepared request reaches a server and how its response is
 //! timed. `openai` speaks the OpenAI-compatible HTTP API (every target kind
 //! ends up there: the simulator is an in-process server of the same API);
-//! `sse` is its incremental stream parser; `record` holds what one request
-//! measured. The `Backend` trait is the seam the load engine drives, and
-//! `fake` is its deterministic in-memory stand-in for engine tests (compiled
-//! for tests only).
+//! `sse` is its incremental stream parser; `connect` times the connects
+//! each request waited for; `record` holds what one request measured. The
+//! `Backend` trait is the seam the load engine drives, and `fake` is its
+//! deterministic in-memory stand-in for engine tests (compiled for tests
+//! only).
 
+pub mod connect;
 #[cfg(test)]
 pub mod fake;
 pub mod openai;

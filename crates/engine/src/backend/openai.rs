@@ -219,6 +219,13 @@ fn install_crypto() {
 /// Builds the pooled HTTP/1.1 client: keep-alive, no Nagle, no proxies
 /// (a benchmark must not be routed through whatever the environment says).
 pub fn http_client(o: &ClientOptions) -> Result<reqwest::Client, String> {
+    builder(o)?
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// [`http_client`]'s settings, before it is built.
+fn builder(o: &ClientOptions) -> Result<reqwest::ClientBuilder, String> {
     install_crypto();
     let mut b = reqwest::Client::builder()
         .http1_only()
@@ -235,8 +242,7 @@ pub fn http_client(o: &ClientOptions) -> Result<reqwest::Client, String> {
             .map_err(|e| format!("invalid CA certificate: {e}"))?;
         b = b.add_root_certificate(cert);
     }
-    b.build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+    Ok(b)
 }
 
 impl OpenAi {
@@ -247,7 +253,12 @@ impl OpenAi {
         timeouts: Timeouts,
         limits: Limits,
     ) -> Result<OpenAi, String> {
-        let client = http_client(o)?;
+        // Every connect is timed and charged to the request that waited
+        // for it (`connect`).
+        let client = builder(o)?
+            .connector_layer(super::connect::ConnectTimer)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let path = match workload.api {
             Api::Chat => "chat/completions",
             Api::Completions => "completions",
@@ -358,8 +369,14 @@ impl OpenAi {
             rec.t_send = Instant::now();
             let total_deadline = rec.t_send + t.total.as_std();
             let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
-            match tokio::time::timeout_at(first_deadline.into(), self.client.execute(request)).await
-            {
+            let sent = super::connect::timed(self.client.execute(request));
+            let sent = tokio::time::timeout_at(first_deadline.into(), sent)
+                .await
+                .map(|(r, connect_ns)| {
+                    rec.connect_ns += connect_ns;
+                    r
+                });
+            match sent {
                 Err(_) => {
                     let (class, detail) = if first_deadline == total_deadline {
                         (

@@ -336,9 +336,9 @@ pub(super) fn run_point(
 /// the churn within the first run; dropped, every run would open them
 /// again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Connections {
-    pub(super) warm: usize,
-    pub(super) idle: usize,
+pub struct Connections {
+    pub warm: usize,
+    pub idle: usize,
 }
 
 /// The most connections opened before a run of an open loop without
@@ -352,7 +352,7 @@ impl Connections {
     /// and a pool that keeps whatever was once in flight, so that a load
     /// above any fixed pool size does not open and close connections all
     /// the time (idle ones close after 90 s).
-    pub(super) fn of(load: &infer_bench_spec::Load, agent: Option<(u32, u32)>) -> Connections {
+    pub fn of(load: &infer_bench_spec::Load, agent: Option<(u32, u32)>) -> Connections {
         let levels = || {
             load.ramp
                 .as_ref()
