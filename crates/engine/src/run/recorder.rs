@@ -39,6 +39,9 @@ pub enum Series {
     RequestedInput,
     /// `max_tokens` of every request sent.
     RequestedOutput,
+    /// Opening a new connection for a request (µs): requests that went out
+    /// on a connection already open are not recorded.
+    Connect,
     /// The client's read delay (µs): how long bytes the kernel held waited
     /// for the engine to stamp them, from the run's probe (`probe.rs`), not
     /// from requests.
@@ -46,7 +49,7 @@ pub enum Series {
 }
 
 impl Series {
-    pub const ALL: [Series; 13] = [
+    pub const ALL: [Series; 14] = [
         Series::Ttft,
         Series::TtftFromSend,
         Series::Tpot,
@@ -59,6 +62,7 @@ impl Series {
         Series::OutputTokens,
         Series::RequestedInput,
         Series::RequestedOutput,
+        Series::Connect,
         Series::ReadDelay,
     ];
 
@@ -77,6 +81,7 @@ impl Series {
             Series::QueueWait
             | Series::RequestedInput
             | Series::RequestedOutput
+            | Series::Connect
             | Series::ReadDelay => return None,
         })
     }
@@ -88,6 +93,7 @@ impl Series {
             Series::QueueWait => "queue_wait",
             Series::RequestedInput => "requested_input",
             Series::RequestedOutput => "requested_output",
+            Series::Connect => "connect",
             Series::ReadDelay => "read_delay",
             s => s.metric().expect("the other series are metrics").name(),
         }
@@ -97,7 +103,10 @@ impl Series {
     pub fn is_latency(self) -> bool {
         match self.metric() {
             Some(m) => m.kind() == Kind::Latency,
-            None => matches!(self, Series::QueueWait | Series::ReadDelay),
+            None => matches!(
+                self,
+                Series::QueueWait | Series::Connect | Series::ReadDelay
+            ),
         }
     }
 
@@ -189,7 +198,11 @@ struct Derived {
     good: bool,
 }
 
-fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput) -> Derived {
+/// `connect_in_latency`: whether time spent opening a connection counts
+/// in TTFT and E2E (`[load] cold_connections`); otherwise it is left out,
+/// since connections are opened before the run and a request that still
+/// had to open one measured the client's pool, not the server.
+fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput, connect_in_latency: bool) -> Derived {
     let (output, source) = r.output_tokens();
     let input = r.usage.prompt_tokens.unwrap_or(r.requested_input);
     let mut d = Derived {
@@ -209,8 +222,9 @@ fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput) -> Derived {
     if !r.ok() || r.events.is_empty() {
         return d;
     }
-    let first = r.events[0].at_ns;
-    let last = r.events[r.events.len() - 1].at_ns;
+    let connect = if connect_in_latency { 0 } else { r.connect_ns };
+    let first = r.events[0].at_ns.saturating_sub(connect);
+    let last = r.events[r.events.len() - 1].at_ns.saturating_sub(connect);
     let send_offset = ns(r.t_sched, r.t_send);
     d.e2e = Some(send_offset + last);
     if stream {
@@ -239,6 +253,9 @@ fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput) -> Derived {
 impl Tally {
     fn add(&mut self, r: &RequestRecord, d: &Derived) {
         rec_us(&mut self.hists[Series::DispatchLag], d.dispatch);
+        if r.connect_ns > 0 {
+            rec_us(&mut self.hists[Series::Connect], r.connect_ns);
+        }
         rec_us(&mut self.hists[Series::QueueWait], d.queue);
         self.counts.sent += 1;
         self.counts.resent += r.retries as u64;
@@ -621,6 +638,8 @@ pub struct Recorder {
     /// The run went on until its duration was up (rather than ending by a
     /// request count, an interruption or an early stop).
     ran_full: bool,
+    /// Connect time counts in TTFT and E2E (`[load] cold_connections`).
+    connect_in_latency: bool,
     /// Warm-up requests that finished before the window's start was known
     /// (warm-up by count): counted into it once it is.
     pending: Vec<RequestRecord>,
@@ -745,6 +764,7 @@ impl Recorder {
             window_start: None,
             duration_ns: None,
             ran_full: false,
+            connect_in_latency: false,
             pending: Vec::new(),
             window_len_ns: window.as_nanos().max(1),
             current_window: None,
@@ -790,6 +810,11 @@ impl Recorder {
         self.phases.as_ref()
     }
 
+    /// Connect time counts in TTFT and E2E (`[load] cold_connections`).
+    pub fn keep_connect_in_latency(&mut self) {
+        self.connect_in_latency = true;
+    }
+
     /// The run measures for this long from its window's start.
     pub fn set_duration(&mut self, d: std::time::Duration) {
         self.duration_ns = Some(d.as_nanos() as u64);
@@ -801,7 +826,7 @@ impl Recorder {
         }
         self.window_start = Some(t);
         for r in std::mem::take(&mut self.pending) {
-            let d = derive(&r, self.stream, &self.goodput);
+            let d = derive(&r, self.stream, &self.goodput, self.connect_in_latency);
             self.count_in_window(&r, &d);
         }
     }
@@ -883,7 +908,7 @@ impl Recorder {
         if let Some((origin, p)) = &mut self.phases {
             p.record(*origin, r);
         }
-        let d = derive(r, self.stream, &self.goodput);
+        let d = derive(r, self.stream, &self.goodput, self.connect_in_latency);
         if self.window_start.is_some() {
             self.count_in_window(r, &d);
         } else if r.warmup && self.pending.len() < MAX_PENDING {
@@ -1040,6 +1065,7 @@ impl Recorder {
             window_start: None,
             duration_ns: None,
             ran_full: false,
+            connect_in_latency: false,
             pending: Vec::new(),
             window_len_ns: first.window_len_ns.max(1),
             current_window: None,
@@ -1177,6 +1203,7 @@ mod tests {
                 "output_tokens",
                 "requested_input",
                 "requested_output",
+                "connect",
                 "read_delay",
             ]
         );
@@ -1209,6 +1236,46 @@ mod tests {
         assert!((l("dispatch_lag").p50 - 1.0).abs() < 0.01);
         assert_eq!(s.requests.succeeded, 1);
         assert_eq!(s.tokens.output_total, 5);
+    }
+
+    /// A request that had to open a connection: the connect time is left
+    /// out of TTFT and E2E (and recorded on its own), unless the spec asks
+    /// for cold connections.
+    #[test]
+    fn connect_time_is_kept_out_of_latency_unless_asked_for() {
+        let t0 = Instant::now();
+        let mut r = request(t0, 0, 0, &[50, 60, 70], Some(3));
+        r.connect_ns = 20_000_000;
+        let stats = |cold: bool| {
+            let mut rec = Recorder::new(
+                true,
+                Goodput::default(),
+                false,
+                infer_bench_spec::Duration::from_secs(1),
+                false,
+            );
+            if cold {
+                rec.keep_connect_in_latency();
+            }
+            rec.set_window_start(t0);
+            rec.record(&r);
+            rec.stats()
+        };
+        // Within the histograms' resolution.
+        let near = |s: &Stats, m: &str, ms: f64| {
+            let p50 = s.latency_ms[m].p50;
+            assert!((p50 - ms).abs() < 0.1, "{m} p50 {p50} ms, expected {ms}");
+        };
+        let warm = stats(false);
+        near(&warm, "ttft", 30.0);
+        near(&warm, "ttft_from_send", 30.0);
+        near(&warm, "e2e", 50.0);
+        near(&warm, "connect", 20.0);
+        near(&warm, "tpot", 10.0);
+        let cold = stats(true);
+        near(&cold, "ttft", 50.0);
+        near(&cold, "e2e", 70.0);
+        near(&cold, "connect", 20.0);
     }
 
     #[test]
