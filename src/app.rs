@@ -355,7 +355,8 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     };
     let opts = RunOptions {
         out_dir: out_dir.clone(),
-        requests_jsonl: args.requests,
+        requests_jsonl: args.requests.is_some(),
+        request_events: args.requests == Some(crate::cli::RequestDetail::Events),
         progress,
         partition: args.select.partition.map(|p| p.to_string()),
         agent,

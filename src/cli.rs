@@ -192,9 +192,18 @@ pub struct RunArgs {
     /// Give it for specs you trust, never for a pull request's own spec.
     #[arg(long, env = "INFER_BENCH_ALLOW_LAUNCH", value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_launch: bool,
-    /// Also write every request to requests.jsonl, streamed to disk.
-    #[arg(long)]
-    pub requests: bool,
+    /// Also write every request to requests.jsonl, streamed to disk, with
+    /// its response id and Unix send time to join with a server's logs;
+    /// `--requests=events` adds each output event's time (`event_ms`).
+    #[arg(
+        long,
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "lines",
+        value_name = "DETAIL"
+    )]
+    pub requests: Option<RequestDetail>,
     /// No progress on stderr (errors and warnings are still said); the
     /// summary or verdict still goes to stdout.
     #[arg(short, long)]
@@ -234,6 +243,15 @@ pub struct RunArgs {
     /// JUnit XML verdict file (with --baseline).
     #[arg(long)]
     pub junit: Option<PathBuf>,
+}
+
+/// What `run --requests` writes for each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RequestDetail {
+    /// One line per request with its times, counts and ids (`--requests`).
+    Lines,
+    /// The same, and every output event's time from the scheduled instant.
+    Events,
 }
 
 #[derive(Debug, Clone, clap::Args)]

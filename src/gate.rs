@@ -184,6 +184,7 @@ impl RunGate {
             let again = RunOptions {
                 out_dir: opts.out_dir.join(format!("confirm-{round}")),
                 requests_jsonl: false,
+                request_events: false,
                 progress: opts.progress,
                 partition: None,
                 agent: opts.agent,

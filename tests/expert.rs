@@ -323,6 +323,7 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
     let opts = infer_bench::run::RunOptions {
         out_dir: dir.path().join("out"),
         requests_jsonl: false,
+        request_events: false,
         progress: infer_bench::run::Progress::Quiet,
         partition: None,
         agent: None,

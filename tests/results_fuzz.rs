@@ -65,6 +65,7 @@ fn made() -> &'static Made {
         let opts = RunOptions {
             out_dir: dir.join("run"),
             requests_jsonl: false,
+            request_events: false,
             progress: Progress::Quiet,
             partition: None,
             agent: Some((1, 1)),

@@ -210,6 +210,7 @@ requests = 6
     let opts = RunOptions {
         out_dir: dir.path().join("out"),
         requests_jsonl: false,
+        request_events: false,
         progress: Progress::Quiet,
         partition: None,
         agent: None,

@@ -349,6 +349,7 @@ workload = [{list}]
     let opts = RunOptions {
         out_dir: tmp.path().join("out"),
         requests_jsonl: true,
+        request_events: false,
         progress: Progress::Quiet,
         partition: None,
         agent: None,

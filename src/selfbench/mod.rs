@@ -140,6 +140,7 @@ fn run_point(
     let opts = RunOptions {
         out_dir: dir.path().to_path_buf(),
         requests_jsonl: false,
+        request_events: false,
         progress: Progress::Quiet,
         partition: None,
         agent: None,

@@ -2,6 +2,16 @@
 //! line for every request sent, warm-up included, in the order requests
 //! finish. Times are milliseconds. Fields are declared in alphabetical
 //! order, and so written: the order the log has always had.
+//!
+//! Lines join with a server's own logs by `response_id` (the `id` the
+//! server gave the response) and by absolute time: `t0_unix_ns` is the
+//! Unix time of the instant `sched_ms` counts from (the same for every
+//! line of a run) and `send_unix_ns` that of the request's send, both
+//! converted from the monotonic clock through one (monotonic, wall)
+//! pair read when the run began. Fields added after the first format
+//! (`connect_ms`, `done_ms`, `event_ms`, `resends`, `response_id`,
+//! `send_unix_ns`, `t0_unix_ns`) are left out when absent, so a log
+//! written before them still reads, with them `None`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -9,9 +19,17 @@ use serde::{Deserialize, Serialize};
 /// One finished request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RequestLine {
+    /// Time spent opening a new connection for this request (TCP and TLS);
+    /// 0 when it went out on a connection already open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<f64>,
     /// From a free concurrency slot to the request handed to the HTTP
     /// client: the client's own lateness.
     pub dispatch_lag_ms: f64,
+    /// From the scheduled instant to the end of the response (`[DONE]`,
+    /// the stream closed, or the failure), to the microsecond.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_ms: Option<f64>,
     /// From the scheduled instant to the last output event; none without
     /// output.
     pub e2e_ms: Option<f64>,
@@ -20,6 +38,11 @@ pub struct RequestLine {
     pub error: Option<String>,
     /// What went wrong, as the client saw it.
     pub error_detail: Option<String>,
+    /// Every output event's arrival, from the scheduled instant, to the
+    /// microsecond (one per `events`, in order); only with
+    /// `run --requests=events`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_ms: Option<Vec<f64>>,
     /// Output events received (stream chunks that carried output).
     pub events: u64,
     /// The request's index in its run's schedule.
@@ -36,14 +59,32 @@ pub struct RequestLine {
     pub point: String,
     /// From the scheduled instant to a free concurrency slot.
     pub queue_ms: f64,
+    /// Times the request was sent again because the server closed a
+    /// kept-alive connection as it went out (its TTFT includes the lost
+    /// attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resends: Option<u32>,
+    /// The response's `id` as the server gave it, where it gave one: the
+    /// key to the server's own log of the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// The run of the point (0 first).
     pub run: u32,
     /// When the schedule said the request was due, from the run's start.
     pub sched_ms: f64,
+    /// When the request was handed to the HTTP client, as Unix time in
+    /// nanoseconds (`t0_unix_ns + (sched_ms + queue_ms + dispatch_lag_ms)
+    /// * 1e6`, to the nanosecond).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_unix_ns: Option<u64>,
     /// The server's own timings of the request, where it reports them.
     pub server_timing: Option<ServerTiming>,
     /// The ramp step (0 without a ramp).
     pub step: u32,
+    /// The instant `sched_ms` counts from (the run's start), as Unix time
+    /// in nanoseconds: the same on every line of a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t0_unix_ns: Option<u64>,
     /// Where `output_tokens` came from.
     pub token_source: TokenSource,
     /// From the first output event to the last, per output token after the
@@ -110,10 +151,13 @@ mod tests {
 
     fn line() -> RequestLine {
         RequestLine {
+            connect_ms: None,
             dispatch_lag_ms: 0.25,
+            done_ms: None,
             e2e_ms: Some(120.5),
             error: None,
             error_detail: None,
+            event_ms: None,
             events: 3,
             index: 7,
             input_tokens: Some(12),
@@ -122,8 +166,11 @@ mod tests {
             output_tokens_requested: 3,
             point: "sim.m.w.c4-0123abcd".into(),
             queue_ms: 0.0,
+            resends: None,
+            response_id: None,
             run: 1,
             sched_ms: 5.0,
+            send_unix_ns: None,
             server_timing: Some(ServerTiming {
                 predicted_ms: Some(80.0),
                 predicted_n: Some(3),
@@ -131,6 +178,7 @@ mod tests {
                 prompt_n: Some(12),
             }),
             step: 0,
+            t0_unix_ns: None,
             token_source: TokenSource::TokenIds,
             tpot_ms: Some(1.0 / 3.0),
             ttft_from_send_ms: Some(40.0),
@@ -141,7 +189,9 @@ mod tests {
     }
 
     /// The bytes of a line: keys sorted at every level, absent values as
-    /// `null`, floats in their shortest round-trip form.
+    /// `null` (the newer fields left out), floats in their shortest
+    /// round-trip form. Being the first format's bytes, it is also a line
+    /// written before the newer fields, read back with them `None`.
     #[test]
     fn lines_keep_their_bytes() {
         let text = serde_json::to_string(&line()).unwrap();
@@ -159,6 +209,37 @@ mod tests {
         );
         let back: RequestLine = serde_json::from_str(&text).unwrap();
         assert_eq!(back, line());
+    }
+
+    /// A line with every newer field: written in alphabetical order among
+    /// the others, and read back whole.
+    #[test]
+    fn newer_fields_sort_among_the_others_and_round_trip() {
+        let full = RequestLine {
+            connect_ms: Some(0.0),
+            done_ms: Some(121.0),
+            event_ms: Some(vec![40.25, 80.5, 120.5]),
+            resends: Some(1),
+            response_id: Some("cmpl-7".into()),
+            send_unix_ns: Some(1_796_218_489_000_250_000),
+            t0_unix_ns: Some(1_796_218_489_000_000_000),
+            ..line()
+        };
+        let text = serde_json::to_string(&full).unwrap();
+        // serde_json's map sorts its keys: read their order off the text.
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let at: Vec<usize> = v
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| text.find(&format!(r#""{k}":"#)).unwrap())
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+        assert!(text.contains(r#""event_ms":[40.25,80.5,120.5],"events":3"#));
+        assert!(text.contains(r#""resends":1,"response_id":"cmpl-7","run":1"#));
+        assert!(text.contains(r#""step":0,"t0_unix_ns":1796218489000000000,"token_source""#));
+        let back: RequestLine = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, full);
     }
 
     #[test]

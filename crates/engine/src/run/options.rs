@@ -8,6 +8,9 @@ use std::path::PathBuf;
 pub struct RunOptions {
     pub out_dir: PathBuf,
     pub requests_jsonl: bool,
+    /// With `requests_jsonl`: every line also carries each output event's
+    /// time (`event_ms`; `run --requests=events`).
+    pub request_events: bool,
     pub progress: Progress,
     pub partition: Option<String>,
     /// Load sharding: this process is agent K of N.

@@ -14,7 +14,7 @@ use super::engine::{Interrupt, Live, RunEnv, Sink, run_once};
 use super::host::HostProbe;
 use super::options::{Progress, RunOptions};
 use super::recorder::Tally;
-use super::requests::{RequestLog, request_line};
+use super::requests::{LineOptions, RequestLog, RunClock, request_line};
 use super::servers::Server;
 use crate::backend::openai::{ClientOptions, OpenAi};
 use crate::backend::{Backend, RequestRecord};
@@ -173,8 +173,15 @@ pub(super) fn run_point(
         let sink: Option<Sink> = requests.map(|log| {
             let tx = log.sender();
             let id = p.id.clone();
+            // The run's one reading of the wall clock: every line's Unix
+            // times are converted through it.
+            let clock = RunClock::new(run_start);
+            let line = LineOptions {
+                events: opts.request_events,
+                connect_in_latency: false,
+            };
             let sink: Sink = Arc::new(move |r: &RequestRecord| {
-                let _ = tx.send(request_line(&id, r, run_start));
+                let _ = tx.send(request_line(&id, r, &clock, line));
             });
             sink
         });
