@@ -203,3 +203,43 @@ fn the_first_requests_of_every_run_pay_no_connect() {
     // Loopback: well under the connect timeout.
     assert!(first.iter().all(|&ns| ns < 1_000_000_000), "{first:?}");
 }
+
+/// `cold_connections`: nothing opened ahead, nothing kept: one connection
+/// per request, and every request's connect time recorded.
+#[test]
+fn cold_connections_open_one_connection_per_request() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::default()))
+        .unwrap();
+    let proxy = rt.block_on(CountingProxy::start(server.addr())).unwrap();
+    let load = "concurrency = 4\nrequests = 20\nruns = 2\ncold_connections = true";
+    let run = run_spec(&spec(&proxy.base_url(), load));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    rt.block_on(server.wait_idle());
+    assert_eq!(server.records().len(), 40);
+    assert_eq!(proxy.accepted(), 40, "one connection per request");
+    assert_eq!(run.point()["config"]["load"]["cold_connections"], true);
+
+    let proxy = rt.block_on(CountingProxy::start(server.addr())).unwrap();
+    let runs = records(&proxy.base_url(), load, true);
+    let ns: Vec<u64> = runs.iter().flatten().map(|r| r.connect_ns).collect();
+    assert_eq!(ns.len(), 40);
+    assert!(ns.iter().all(|&ns| ns > 0), "{ns:?}");
+    assert_eq!(proxy.accepted(), 40);
+}
+
+/// Without the key, a point's config does not mention it (baselines
+/// written before it compare unchanged).
+#[test]
+fn warm_connections_are_the_default_and_not_written() {
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::default()))
+        .unwrap();
+    let run = run_spec(&spec(&server.base_url(), "concurrency = 1\nrequests = 2"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let load = run.point()["config"]["load"].as_object().unwrap();
+    assert!(!load.contains_key("cold_connections"), "{load:?}");
+}

@@ -335,6 +335,11 @@ pub struct Load {
     pub timeouts: Timeouts,
     #[serde(default, skip_serializing_if = "Limits::is_default")]
     pub limits: Limits,
+    /// A new connection for every request, none kept alive: connect time
+    /// counts in the latencies. Not written when false (configs from
+    /// before the key compare unchanged).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cold_connections: bool,
 }
 
 /// One SLO gate.
@@ -630,6 +635,7 @@ pub struct LoadDefaults {
     pub window: Duration,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    pub cold_connections: bool,
 }
 
 /// A compiled spec.

@@ -728,6 +728,7 @@ fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
         window: d.window,
         timeouts: d.timeouts,
         limits: d.limits,
+        cold_connections: d.cold_connections,
     })
 }
 

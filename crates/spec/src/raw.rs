@@ -428,6 +428,9 @@ pub struct RawLoad {
     /// Most a server's response may cost the client; a request that breaks one fails as `oversized`.
     #[serde(default)]
     pub limits: Option<RawLimits>,
+    /// Open a new connection for every request and keep none alive, so that connect time (TCP, TLS) counts in TTFT and E2E. Default false: connections are opened before each run and reused.
+    #[serde(default)]
+    pub cold_connections: Option<bool>,
 }
 
 /// A staircase: from `from`, add `step` every `every`, up to `to`.

@@ -163,6 +163,7 @@ mod tests {
                 total: t,
             },
             limits: Default::default(),
+            cold_connections: false,
         }
     }
 

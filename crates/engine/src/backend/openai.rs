@@ -12,6 +12,7 @@
 //! runs between *events*: comments and partial lines do not reset it.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -192,6 +193,8 @@ pub struct ClientOptions<'a> {
     pub headers: &'a std::collections::BTreeMap<String, String>,
     pub tls_insecure: bool,
     pub ca_cert_pem: Option<Vec<u8>>,
+    /// Idle connections kept per host; 0 keeps none (every request opens
+    /// its own connection).
     pub pool_size: usize,
     pub connect_timeout: Duration,
 }
@@ -231,7 +234,7 @@ fn builder(o: &ClientOptions) -> Result<reqwest::ClientBuilder, String> {
         .http1_only()
         .no_proxy()
         .tcp_nodelay(true)
-        .pool_max_idle_per_host(o.pool_size.max(1))
+        .pool_max_idle_per_host(o.pool_size)
         .pool_idle_timeout(Duration::from_secs(90))
         .connect_timeout(o.connect_timeout);
     if o.tls_insecure {
@@ -832,8 +835,30 @@ const WARM_BODY_BYTES: usize = 256 * 1024;
 
 /// One `GET /models` on a connection of the pool (opened if none is idle),
 /// its body read to the end so that the connection stays open.
-async fn warm_one(client: reqwest::Client, url: reqwest::Url) -> Result<(), String> {
-    let mut response = client.get(url).send().await.map_err(|e| error_chain(&e))?;
+///
+/// Its first poll takes an idle connection or starts a connect; it then
+/// waits until all `n` have had theirs (`started` counts them). Until then
+/// no `GET` can have finished and given its connection back, so none takes
+/// another's: each holds an idle one or has started a connect, and a
+/// started connect ends in the pool even if its `GET` is served on a
+/// connection that came back first. So `n` of them leave `n` connections.
+async fn warm_one(
+    client: reqwest::Client,
+    url: reqwest::Url,
+    started: Arc<tokio::sync::watch::Sender<usize>>,
+    n: usize,
+) -> Result<(), String> {
+    let mut get = std::pin::pin!(client.get(url).send());
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(get.as_mut().poll(cx))).await;
+    started.send_modify(|s| *s += 1);
+    let sent = match first {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => {
+            let _ = started.subscribe().wait_for(|s| *s >= n).await;
+            get.await
+        }
+    };
+    let mut response = sent.map_err(|e| error_chain(&e))?;
     let mut left = WARM_BODY_BYTES;
     while let Some(b) = response.chunk().await.map_err(|e| error_chain(&e))? {
         left = left
@@ -873,9 +898,15 @@ impl Backend for OpenAi {
             return Ok(());
         }
         let deadline = tokio::time::Instant::now() + self.connect_timeout;
+        let started = Arc::new(tokio::sync::watch::Sender::new(0usize));
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..n {
-            let one = warm_one(self.client.clone(), self.models_url.clone());
+            let one = warm_one(
+                self.client.clone(),
+                self.models_url.clone(),
+                started.clone(),
+                n,
+            );
             set.spawn(async move {
                 tokio::time::timeout_at(deadline, one)
                     .await

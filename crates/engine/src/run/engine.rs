@@ -1066,6 +1066,7 @@ mod tests {
                     total: t,
                 },
                 limits: Default::default(),
+                cold_connections: false,
             },
             goodput: Goodput::default(),
             seed: 1,

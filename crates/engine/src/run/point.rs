@@ -353,12 +353,13 @@ pub struct Connections {
 pub const MAX_WARM_OPEN: usize = 1024;
 
 impl Connections {
-    /// A closed loop's slots (this agent's share, the largest of a ramp);
-    /// an open loop's `max_concurrency`; an open loop without one, what
-    /// one second of its highest rate sends (at most [`MAX_WARM_OPEN`]),
-    /// and a pool that keeps whatever was once in flight, so that a load
-    /// above any fixed pool size does not open and close connections all
-    /// the time (idle ones close after 90 s).
+    /// None with `cold_connections`. Otherwise a closed loop's slots (this
+    /// agent's share, the largest of a ramp); an open loop's
+    /// `max_concurrency`; an open loop without one, what one second of its
+    /// highest rate sends (at most [`MAX_WARM_OPEN`]), and a pool that
+    /// keeps whatever was once in flight, so that a load above any fixed
+    /// pool size does not open and close connections all the time (idle
+    /// ones close after 90 s).
     pub fn of(load: &infer_bench_spec::Load, agent: Option<(u32, u32)>) -> Connections {
         let levels = || {
             load.ramp
@@ -367,6 +368,10 @@ impl Connections {
                 .unwrap_or_else(|| vec![load.level])
         };
         let share = |c: u64| super::engine::agent_share(c, agent).max(1) as usize;
+        if load.cold_connections {
+            // Every request opens its own connection, as the user asked.
+            return Connections { warm: 0, idle: 0 };
+        }
         match (load.level, load.max_concurrency) {
             (Level::Concurrency(_), _) => {
                 let c = levels()
@@ -494,6 +499,14 @@ mod tests {
         assert_eq!(
             of("rate = \"5000/s\"\nrequests = 10", None),
             (MAX_WARM_OPEN, usize::MAX)
+        );
+        // Cold: none opened ahead, none kept.
+        assert_eq!(
+            of(
+                "concurrency = 8\nrequests = 10\ncold_connections = true",
+                None
+            ),
+            (0, 0)
         );
         // A ramp: its largest step.
         assert_eq!(

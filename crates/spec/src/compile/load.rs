@@ -141,6 +141,7 @@ impl Cx<'_> {
             window,
             timeouts,
             limits,
+            cold_connections: l.cold_connections.unwrap_or(false),
         }
     }
 
