@@ -243,3 +243,96 @@ fn warm_connections_are_the_default_and_not_written() {
     let load = run.point()["config"]["load"].as_object().unwrap();
     assert!(!load.contains_key("cold_connections"), "{load:?}");
 }
+
+/// The client's own descriptor limit reached: the binary, run with an
+/// open-file limit of 40 it cannot raise (hard limit lowered, and a root
+/// child loses CAP_SYS_RESOURCE), against a server that holds every
+/// connection for 300 ms, at concurrency 64. The connects it cannot open
+/// fail as `client_limit`, never as `connect`, and the point is INVALID.
+#[test]
+fn a_client_out_of_descriptors_fails_as_client_limit_not_connect() {
+    use std::os::unix::process::CommandExt;
+    let rt = runtime();
+    let script = Script {
+        ttft: Duration::from_millis(300),
+        ..Script::default()
+    };
+    let server = rt.block_on(ScriptedServer::start(script)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.toml");
+    std::fs::write(
+        &path,
+        spec(&server.base_url(), "concurrency = 64\nrequests = 128"),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infer-bench"));
+    cmd.arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path().join("out"));
+    // SAFETY: setrlimit and prctl are async-signal-safe system calls on
+    // the child's own process, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 40,
+                rlim_max: 40,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Without CAP_SYS_RESOURCE (not root, or dropped here) the
+            // hard limit cannot be raised again; failing is fine.
+            libc::prctl(
+                libc::PR_CAPBSET_DROP,
+                24, /* CAP_SYS_RESOURCE */
+                0,
+                0,
+                0,
+            );
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).expect(&stderr),
+    )
+    .unwrap();
+    let point = &results["points"][0];
+    let errors = point["merged"]["errors"].as_object().unwrap();
+    eprintln!(
+        "exit {:?}; errors {errors:?}; succeeded {}; warnings {}; invalid {}",
+        out.status.code(),
+        point["merged"]["requests"]["succeeded"],
+        point["warnings"],
+        point["invalid_reasons"]
+    );
+    let limited = errors["client_limit"].as_u64().unwrap();
+    assert!(limited > 0);
+    assert_eq!(errors.keys().collect::<Vec<_>>(), vec!["client_limit"]);
+    let example = point["merged"]["error_examples"]["client_limit"]
+        .as_str()
+        .unwrap();
+    assert!(example.contains("os error 24"), "{example}");
+    assert!(point["merged"]["requests"]["succeeded"].as_u64().unwrap() > 0);
+    assert_eq!(point["valid"], false);
+    let reasons = point["invalid_reasons"].as_array().unwrap();
+    assert!(
+        reasons.iter().any(|r| r.as_str().unwrap().starts_with(&format!(
+            "{limited} request(s) failed because the client ran out of file descriptors (client_limit)"
+        ))),
+        "{reasons:?}"
+    );
+    // Opening the 64 connections before the run failed too: one line.
+    let warnings = point["warnings"].as_array().unwrap();
+    let warm: Vec<_> = warnings
+        .iter()
+        .filter(|w| {
+            w.as_str()
+                .unwrap()
+                .contains("could not be opened before the run")
+        })
+        .collect();
+    assert_eq!(warm.len(), 1, "{warnings:?}");
+}

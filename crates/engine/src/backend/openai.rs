@@ -407,7 +407,9 @@ impl OpenAi {
                     continue;
                 }
                 Ok(Err(e)) => {
-                    let class = if e.is_timeout() && e.is_connect() {
+                    let class = if out_of_descriptors(&e) {
+                        ErrorClass::ClientLimit
+                    } else if e.is_timeout() && e.is_connect() {
                         ErrorClass::TimeoutConnect
                     } else if e.is_connect() {
                         ErrorClass::Connect
@@ -765,6 +767,29 @@ fn closed_before_response(e: &reqwest::Error) -> bool {
     false
 }
 
+/// Whether an error comes from this process running out of file
+/// descriptors (EMFILE: its own limit; ENFILE: the system's): an
+/// `io::Error` with either code anywhere in its chain. Such a request never
+/// reached the server, and saying it could not connect would blame it.
+fn out_of_descriptors(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                return true;
+            }
+            // A custom io::Error's source skips the error it wraps.
+            if let Some(inner) = io.get_ref() {
+                if out_of_descriptors(inner) {
+                    return true;
+                }
+            }
+        }
+        cur = err.source();
+    }
+    false
+}
+
 /// Bytes of a body that is not an event stream shown in the `not_sse` message.
 const NOT_SSE_SHOWN: usize = 80;
 
@@ -1018,5 +1043,42 @@ mod tests {
         let info = interpret(&std::fs::read(path).unwrap(), None).unwrap();
         assert!(info.output && info.finished);
         assert_eq!(info.usage.unwrap().completion_tokens, Some(8));
+    }
+
+    /// An error that wraps another, as hyper and reqwest wrap a connect's.
+    #[derive(Debug)]
+    struct Wrapped(&'static str, Box<dyn std::error::Error + Send + Sync>);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&*self.1)
+        }
+    }
+
+    #[test]
+    fn running_out_of_descriptors_is_found_anywhere_in_the_chain() {
+        let os = |code| Box::new(std::io::Error::from_raw_os_error(code));
+        let chain = |code| {
+            Wrapped(
+                "client error (Connect)",
+                Box::new(Wrapped("tcp open error", os(code))),
+            )
+        };
+        assert!(out_of_descriptors(&chain(libc::EMFILE)));
+        assert!(out_of_descriptors(&chain(libc::ENFILE)));
+        assert!(!out_of_descriptors(&chain(libc::ECONNREFUSED)));
+        assert!(!out_of_descriptors(&chain(libc::ETIMEDOUT)));
+        // Inside a custom io::Error, whose source() skips what it wraps.
+        let custom = std::io::Error::other(std::io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(out_of_descriptors(&Wrapped("dns error", Box::new(custom))));
+        let plain = std::io::Error::other("too many open files");
+        assert!(!out_of_descriptors(&plain));
+        assert_eq!(ErrorClass::ClientLimit.name(), "client_limit");
     }
 }

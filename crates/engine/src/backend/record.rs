@@ -32,6 +32,10 @@ pub enum ErrorClass {
     /// A stream was asked for and the server answered 200 with another
     /// content type (an HTML page, a whole JSON body).
     NotSse,
+    /// The client itself ran out of file descriptors (EMFILE, ENFILE) when
+    /// opening a connection: its own limit, not the server's, so never
+    /// `Connect`; a point with any is INVALID.
+    ClientLimit,
 }
 
 impl ErrorClass {
@@ -48,6 +52,7 @@ impl ErrorClass {
         ErrorClass::TimeoutTotal,
         ErrorClass::Oversized,
         ErrorClass::NotSse,
+        ErrorClass::ClientLimit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +69,7 @@ impl ErrorClass {
             ErrorClass::TimeoutTotal => "timeout_total",
             ErrorClass::Oversized => "oversized",
             ErrorClass::NotSse => "not_sse",
+            ErrorClass::ClientLimit => "client_limit",
         }
     }
 }

@@ -81,6 +81,12 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
     if pr.merged.requests.succeeded == 0 {
         reasons.push("no request succeeded".into());
     }
+    let client_limit = crate::backend::ErrorClass::ClientLimit.name();
+    if let Some(&n) = pr.merged.errors.get(client_limit).filter(|&&n| n > 0) {
+        reasons.push(format!(
+            "{n} request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load"
+        ));
+    }
     if let Some(lost) = simulator_time_lost(pr) {
         if lost > MAX_SIMULATOR_TIME_LOST {
             reasons.push(format!(
@@ -288,6 +294,24 @@ mod tests {
                 "dispatch lag p50 8.000 ms is above the budget of 5.000 ms (5% of TTFT p50 100.0 ms"
             ),
             "{r}"
+        );
+    }
+
+    /// A request the client could not open a connection for, out of file
+    /// descriptors, makes the point INVALID: one is enough.
+    #[test]
+    fn a_client_out_of_descriptors_makes_the_point_invalid() {
+        let spec = infer_bench_spec::compile("t.toml", SPEC, std::path::Path::new(".")).unwrap();
+        let mut p = judged("", 1.0, 100.0);
+        assert!(p.valid, "{:?}", p.invalid_reasons);
+        p.merged.errors.insert("client_limit".into(), 1);
+        assess(&spec, &mut p);
+        assert!(!p.valid);
+        assert_eq!(
+            p.invalid_reasons,
+            vec![
+                "1 request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load"
+            ]
         );
     }
 

@@ -88,6 +88,9 @@ pub fn run_plan_on(
         gpus,
     )
     .map_err(Error::Infra)?;
+    // Every stream is a socket: allow as many as the system lets us (the
+    // command line does it too; a library caller gets it here).
+    super::raise_fd_limit();
     let tel = TelemetryEnv {
         config: &spec.telemetry,
         gpus,
