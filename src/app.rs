@@ -66,11 +66,29 @@ pub fn execute(command: Command) -> Result<Outcome> {
             Ok(Outcome(EXIT_OK))
         }
         Command::Run(args) => run(args),
-        Command::SelfBench { quick } => {
-            let text = crate::selfbench::run(quick)?;
-            write_stdout(&text)?;
-            Ok(Outcome(EXIT_OK))
+        Command::SelfBench { quick, only } => {
+            let report = crate::selfbench::run(quick, &only)?;
+            write_stdout(&report.text)?;
+            Ok(Outcome(if report.failed {
+                crate::error::EXIT_FAILED
+            } else {
+                EXIT_OK
+            }))
         }
+        Command::SelfBenchFloor {
+            url,
+            streams,
+            warmup,
+            requests,
+            output_tokens,
+        } => crate::selfbench::serve_floor(&crate::selfbench::FloorLoad {
+            base_url: url,
+            streams,
+            warmup,
+            requests,
+            output_tokens,
+        })
+        .map(|_| Outcome(EXIT_OK)),
         Command::ScriptedServer { ttft_ms, itl_ms } => {
             crate::selfbench::serve_scripted(ttft_ms, itl_ms).map(|_| Outcome(EXIT_OK))
         }

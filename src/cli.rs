@@ -18,6 +18,21 @@ Exit codes:
      missing; --allow-unjudged makes these advisory), the spec's rules differ
      from the baseline's, or with --strict an INCONCLUSIVE verdict";
 
+const SELF_BENCH_HELP: &str = "\
+A row passes when every request succeeded, the client's TTFT and ITL (p50
+and p99) are within 1 ms of the script (1% of it above 100 ms) and its
+dispatch lag p99 is under 1 ms; the idle check when the process uses under
+0.5% of a core at 1 request/s; the floor check when the client's CPU per
+event is within 1.3x the minimal client's. In a ladder (streams, rate) the
+first load that fails above one that held is the machine's limit, not a
+failure.
+
+Exit status:
+  0  every check held
+  1  a check failed: its row says why
+  2  the command line is wrong (an unknown check)
+  3  the scripted server or the floor client could not start";
+
 /// Benchmarks LLM inference servers from declarative TOML specs, and judges
 /// the results against baselines kept in version control.
 #[derive(Debug, Parser)]
@@ -111,12 +126,35 @@ pub enum Command {
     },
     /// Print the manual page (roff), e.g. `infer-bench man > infer-bench.1`.
     Man,
-    /// Measure the client's own cost against a fast local server in another
-    /// process: CPU per SSE event, concurrent streams, highest request rate.
+    /// Check that the client measures truly on this machine, and what it
+    /// costs, against a scripted server in another process: TTFT and ITL
+    /// held to the script at paced load, CPU per SSE event (unpaced, paced,
+    /// and against a minimal reqwest client), CPU while idle, and how many
+    /// streams and requests/s hold.
+    #[command(after_help = SELF_BENCH_HELP)]
     SelfBench {
-        /// A shorter run (about 20 s) with smaller loads.
+        /// A shorter run (about 40 s) with smaller loads.
         #[arg(long)]
         quick: bool,
+        /// Only these checks: unpaced, paced, floor, idle, streams, rate
+        /// (comma-separated).
+        #[arg(long, value_delimiter = ',', value_name = "CHECKS")]
+        only: Vec<String>,
+    },
+    /// The floor client self-bench compares the client's CPU with: a
+    /// one-thread reqwest + serde_json closed loop; prints one JSON line.
+    #[command(hide = true)]
+    SelfBenchFloor {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        streams: u32,
+        #[arg(long, default_value_t = 0)]
+        warmup: u32,
+        #[arg(long)]
+        requests: u32,
+        #[arg(long)]
+        output_tokens: u32,
     },
     /// Serve the scripted test server on 127.0.0.1 until stdin closes
     /// (used by self-bench and tests).

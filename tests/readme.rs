@@ -182,15 +182,35 @@ fn the_read_only_commands_work() {
 
 #[test]
 fn self_bench_measures_the_client() {
-    let text = ok(bin().args(["self-bench", "--quick"]));
-    assert!(text.contains("client CPU per SSE event"), "{text}");
-    assert!(text.contains("concurrent streams"), "{text}");
-    // Every stream of the concurrent-streams check completed.
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("concurrent streams"))
-        .unwrap();
-    assert!(line.contains("2000 of 2000"), "{line}");
+    // Structural only: whether a check holds depends on the machine.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
+    let out = bin().args(["self-bench", "--quick"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let failed = text.lines().any(|l| l.contains(" FAIL "));
+    assert_eq!(
+        out.status.code(),
+        Some(if failed { 1 } else { 0 }),
+        "{text}"
+    );
+    for column in [
+        "TTFT p50 / p99 ms",
+        "ITL p50 / p99 ms",
+        "lag p99 ms",
+        "client CPU",
+        "verdict",
+    ] {
+        assert!(text.contains(column), "{column}: {text}");
+    }
+    for check in ["unpaced", "paced", "floor", "idle", "streams", "rate"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(check)),
+            "{check}: {text}"
+        );
+    }
+    assert!(
+        text.contains("us/event") && text.contains("% of a core"),
+        "{text}"
+    );
 }
 
 #[test]

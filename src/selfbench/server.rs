@@ -3,15 +3,31 @@
 //! streamed completions whose first token comes `ttft` after the request
 //! and every further one `itl` later (absolute deadlines, so lateness does
 //! not accumulate), ending with usage and `[DONE]`. Nothing else: no fault
-//! scripts and no recorded truth, which the test kit's scripted server has.
+//! scripts and no recorded truth per request, which the test kit's
+//! scripted server has.
+//!
+//! Its writes keep to the script within a fraction of a millisecond, so
+//! that a client's measurements can be held to the script itself: tokio's
+//! timer fires on the next whole millisecond and its driver's wait rounds
+//! up again (up to ~2 ms late), so deadlines are kept by [`Timer`], one
+//! thread that sleeps with 1 ns timer slack until the earliest (it never
+//! spins). What it actually wrote, when, is kept ([`Truth`]) and reported
+//! on request, so a row that fails can say whether the server itself fell
+//! behind or the client was off what it wrote.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use infer_bench_sim::http::{self, Request, Response, ServerHandle};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+use tokio::sync::oneshot;
 
 /// The model id the server answers to.
 pub const MODEL: &str = "scripted-model";
@@ -29,30 +45,198 @@ struct CompletionRequest {
     stream: bool,
 }
 
+/// A deadline waiting in [`Timer`]'s heap, in order of time, then arrival.
+struct Due {
+    at: Instant,
+    seq: u64,
+    done: oneshot::Sender<()>,
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Due {}
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// Deadlines kept to within tens of microseconds: one thread holds them in
+/// a heap and sleeps until the earliest or until a new one comes.
+#[derive(Clone)]
+pub struct Timer {
+    tx: std::sync::mpsc::Sender<(Instant, oneshot::Sender<()>)>,
+}
+
+impl Timer {
+    fn start() -> Timer {
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, oneshot::Sender<()>)>();
+        std::thread::Builder::new()
+            .name("scripted-timer".into())
+            .spawn(move || {
+                #[cfg(target_os = "linux")]
+                // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only this thread.
+                unsafe {
+                    libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+                }
+                let mut heap: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
+                let mut seq = 0u64;
+                loop {
+                    let now = Instant::now();
+                    while heap.peek().is_some_and(|Reverse(d)| d.at <= now) {
+                        if let Some(Reverse(d)) = heap.pop() {
+                            let _ = d.done.send(());
+                        }
+                    }
+                    let next = match heap.peek() {
+                        Some(Reverse(d)) => rx.recv_timeout(d.at.saturating_duration_since(now)),
+                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    let mut add = |(at, done)| {
+                        seq += 1;
+                        heap.push(Reverse(Due { at, seq, done }));
+                    };
+                    match next {
+                        Ok(entry) => add(entry),
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                    while let Ok(entry) = rx.try_recv() {
+                        add(entry);
+                    }
+                }
+            })
+            .expect("a thread can be started");
+        Timer { tx }
+    }
+
+    /// Resolves at `at` (at once if it has passed).
+    async fn at(&self, at: Instant) {
+        if at <= Instant::now() {
+            return;
+        }
+        let (done, wait) = oneshot::channel();
+        if self.tx.send((at, done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+/// What the server actually did, in microseconds: each response's TTFT
+/// (first write - request received), each gap between its writes, and
+/// how late each write was against its deadline. The writes are the
+/// moments the events were handed to the connection.
+#[derive(Default)]
+pub struct Truth {
+    ttft_us: Mutex<Vec<u32>>,
+    itl_us: Mutex<Vec<u32>>,
+    late_us: Mutex<Vec<u32>>,
+}
+
+/// What [`Truth::take`] reports, ms.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct TruthStats {
+    /// Content events written.
+    pub events: u64,
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: f64,
+    pub itl_p50_ms: f64,
+    pub itl_p99_ms: f64,
+    /// Writes behind their deadline.
+    pub late_p99_ms: f64,
+    pub late_max_ms: f64,
+}
+
+fn micros(d: Duration) -> u32 {
+    d.as_micros().min(u32::MAX as u128) as u32
+}
+
+fn take_sorted(m: &Mutex<Vec<u32>>) -> Vec<u32> {
+    let mut v = std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner()));
+    v.sort_unstable();
+    v
+}
+
+impl Truth {
+    fn note(&self, m: &Mutex<Vec<u32>>, d: Duration) {
+        m.lock().unwrap_or_else(|e| e.into_inner()).push(micros(d));
+    }
+
+    /// The figures since the last call, and a fresh start.
+    pub fn take(&self) -> TruthStats {
+        let (ttft, itl, late) = (
+            take_sorted(&self.ttft_us),
+            take_sorted(&self.itl_us),
+            take_sorted(&self.late_us),
+        );
+        let at = |v: &[u32], p: f64| match v.len() {
+            0 => 0.0,
+            n => v[((n - 1) as f64 * p).round() as usize] as f64 / 1e3,
+        };
+        TruthStats {
+            events: late.len() as u64,
+            ttft_p50_ms: at(&ttft, 0.5),
+            ttft_p99_ms: at(&ttft, 0.99),
+            itl_p50_ms: at(&itl, 0.5),
+            itl_p99_ms: at(&itl, 0.99),
+            late_p99_ms: at(&late, 0.99),
+            late_max_ms: at(&late, 1.0),
+        }
+    }
+}
+
 /// Starts the server on a port of 127.0.0.1 the OS picks; it runs on the
-/// current tokio runtime until the handle is dropped.
-pub async fn start(ttft: Duration, itl: Duration) -> std::io::Result<ServerHandle> {
-    let ids = std::sync::Arc::new(AtomicU64::new(0));
+/// current tokio runtime until the handle is dropped. What it writes,
+/// when, goes to `truth`.
+pub async fn start(
+    ttft: Duration,
+    itl: Duration,
+    truth: Arc<Truth>,
+) -> std::io::Result<ServerHandle> {
+    let ids = Arc::new(AtomicU64::new(0));
+    let timer = Timer::start();
     http::bind(move |req| {
         let id = ids.fetch_add(1, Ordering::Relaxed);
-        answer(req, id, ttft, itl)
+        answer(req, id, ttft, itl, timer.clone(), truth.clone())
     })
     .await
 }
 
-async fn answer(req: Request, id: u64, ttft: Duration, itl: Duration) -> Response {
+async fn answer(
+    req: Request,
+    id: u64,
+    ttft: Duration,
+    itl: Duration,
+    timer: Timer,
+    truth: Arc<Truth>,
+) -> Response {
     match (&req.method, req.path.as_str()) {
         (&Method::GET, "/health") => Response::json(StatusCode::OK, r#"{"status":"ok"}"#),
         (&Method::GET, "/v1/models") => Response::json(
             StatusCode::OK,
             format!(r#"{{"object":"list","data":[{{"id":"{MODEL}","object":"model"}}]}}"#),
         ),
-        (&Method::POST, "/v1/completions") => complete(req, id, ttft, itl).await,
+        (&Method::POST, "/v1/completions") => complete(req, id, ttft, itl, timer, truth).await,
         _ => http::error_response(StatusCode::NOT_FOUND, "not found"),
     }
 }
 
-async fn complete(req: Request, id: u64, ttft: Duration, itl: Duration) -> Response {
+async fn complete(
+    req: Request,
+    id: u64,
+    ttft: Duration,
+    itl: Duration,
+    timer: Timer,
+    truth: Arc<Truth>,
+) -> Response {
     let Ok(body) = serde_json::from_slice::<CompletionRequest>(&req.body) else {
         return http::error_response(
             StatusCode::BAD_REQUEST,
@@ -68,9 +252,9 @@ async fn complete(req: Request, id: u64, ttft: Duration, itl: Duration) -> Respo
         r#"{{"prompt_tokens":{prompt_tokens},"completion_tokens":{n},"total_tokens":{}}}"#,
         prompt_tokens + n as usize
     );
-    let start = tokio::time::Instant::from_std(req.received);
+    let start = req.received;
     if !body.stream {
-        tokio::time::sleep_until(start + ttft + itl * (n - 1)).await;
+        timer.at(start + ttft + itl * (n - 1)).await;
         let text = " tok".repeat(n as usize);
         return Response::json(
             StatusCode::OK,
@@ -81,8 +265,10 @@ async fn complete(req: Request, id: u64, ttft: Duration, itl: Duration) -> Respo
     }
     let (response, tx) = Response::stream(StatusCode::OK, "text/event-stream");
     tokio::spawn(async move {
+        let mut previous: Option<Instant> = None;
         for i in 0..n {
-            tokio::time::sleep_until(start + ttft + itl * i).await;
+            let due = start + ttft + itl * i;
+            timer.at(due).await;
             let last = i + 1 == n;
             let finish = if last { r#""length""# } else { "null" };
             let tail = if last {
@@ -96,6 +282,13 @@ async fn complete(req: Request, id: u64, ttft: Duration, itl: Duration) -> Respo
             if tx.send(Bytes::from(event)).await.is_err() {
                 return;
             }
+            let now = Instant::now();
+            match previous {
+                None => truth.note(&truth.ttft_us, now - start),
+                Some(p) => truth.note(&truth.itl_us, now - p),
+            }
+            truth.note(&truth.late_us, now.saturating_duration_since(due));
+            previous = Some(now);
         }
         let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
     });

@@ -1,0 +1,222 @@
+//! The floor `self-bench` holds the client's CPU cost to: the least a
+//! streaming benchmark client can do, written plainly with reqwest and
+//! serde_json on one thread (a tokio `current_thread` runtime), without the
+//! engine. It runs in a process of its own (`infer-bench self-bench-floor`)
+//! so that its CPU time (getrusage, every thread of that process, around
+//! the load) is measured as the engine's is.
+//!
+//! It does what any honest client must and nothing more: a closed loop of
+//! `streams` slots, each sending its next request when the previous one
+//! ends; per response, every read stamped with `Instant::now()` when it
+//! returns, every SSE event's JSON parsed, and the stamp of each event that
+//! carries text kept (so TTFT and inter-token gaps can be computed, as the
+//! engine does). No recording beyond that: no histograms, no windows, no
+//! failure classes, no timeouts.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// The floor's load: a closed loop.
+#[derive(Debug, Clone)]
+pub struct FloorLoad {
+    /// The OpenAI base URL, `http://HOST:PORT/v1`.
+    pub base_url: String,
+    pub streams: u32,
+    /// Requests sent first and not measured (their CPU counts).
+    pub warmup: u32,
+    /// Measured requests.
+    pub requests: u32,
+    pub output_tokens: u32,
+}
+
+/// What the floor measured, printed by its process as one JSON line.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FloorReport {
+    pub cpu_s: f64,
+    pub wall_s: f64,
+    /// Requests sent, warm-up included, and those that failed.
+    pub sent: u64,
+    pub failed: u64,
+    /// Output events received, warm-up included.
+    pub events: u64,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
+    /// The first failure's reason, if any failed.
+    pub error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    prompt: &'a str,
+    max_tokens: u32,
+    stream: bool,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<Choice<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Default)]
+struct Tally {
+    events: u64,
+    failed: u64,
+    error: Option<String>,
+    ttft_us: Vec<u64>,
+    itl_us: Vec<u64>,
+}
+
+/// Runs the load and measures this process's CPU around it.
+pub fn run(load: &FloorLoad) -> Result<FloorReport, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // reqwest is built with rustls and no provider (the engine's choice):
+    // it needs one installed, as the engine does, even for http://.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(load.streams as usize)
+        .build()
+        .map_err(|e| format!("cannot build the client: {e}"))?;
+    let url = format!("{}/completions", load.base_url.trim_end_matches('/'));
+    let total = u64::from(load.warmup) + u64::from(load.requests);
+    let next = Rc::new(Cell::new(0u64));
+    let tally = Rc::new(RefCell::new(Tally::default()));
+    let cpu0 = super::cpu_seconds();
+    let t0 = Instant::now();
+    rt.block_on(async {
+        let local = tokio::task::LocalSet::new();
+        for _ in 0..load.streams {
+            let (client, url, next, tally) =
+                (client.clone(), url.clone(), next.clone(), tally.clone());
+            let (warmup, tokens) = (u64::from(load.warmup), load.output_tokens);
+            local.spawn_local(async move {
+                loop {
+                    let i = next.get();
+                    if i >= total {
+                        return;
+                    }
+                    next.set(i + 1);
+                    let stamps = one(&client, &url, tokens).await;
+                    let mut t = tally.borrow_mut();
+                    match stamps {
+                        Ok((sched, at)) => {
+                            t.events += at.len() as u64;
+                            if i >= warmup {
+                                if let Some(first) = at.first() {
+                                    t.ttft_us.push((*first - sched).as_micros() as u64);
+                                }
+                                for w in at.windows(2) {
+                                    t.itl_us.push((w[1] - w[0]).as_micros() as u64);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            t.failed += 1;
+                            t.error.get_or_insert(e);
+                        }
+                    }
+                }
+            });
+        }
+        local.await;
+    });
+    let wall_s = t0.elapsed().as_secs_f64();
+    let cpu_s = super::cpu_seconds() - cpu0;
+    let mut t = tally.take();
+    let pct = |v: &mut Vec<u64>, p: f64| {
+        v.sort_unstable();
+        v.get(((v.len().max(1) - 1) as f64 * p).round() as usize)
+            .map(|&us| us as f64 / 1e3)
+    };
+    Ok(FloorReport {
+        cpu_s,
+        wall_s,
+        sent: total,
+        failed: t.failed,
+        events: t.events,
+        ttft_p50_ms: pct(&mut t.ttft_us, 0.5),
+        ttft_p99_ms: pct(&mut t.ttft_us, 0.99),
+        itl_p50_ms: pct(&mut t.itl_us, 0.5),
+        itl_p99_ms: pct(&mut t.itl_us, 0.99),
+        error: t.error,
+    })
+}
+
+/// One streamed completion: its scheduled instant (the slot freed) and the
+/// arrival stamp of every event that carried text; why, if it failed.
+async fn one(
+    client: &reqwest::Client,
+    url: &str,
+    tokens: u32,
+) -> Result<(Instant, Vec<Instant>), String> {
+    let sched = Instant::now();
+    let body = serde_json::to_vec(&Body {
+        model: super::server::MODEL,
+        prompt: "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen",
+        max_tokens: tokens,
+        stream: true,
+    })
+    .map_err(|e| e.to_string())?;
+    let mut resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    if !resp.status().is_success() {
+        return Err(format!("status {}", resp.status()));
+    }
+    let mut at = Vec::with_capacity(tokens as usize);
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut done = false;
+    while let Some(bytes) = resp.chunk().await.map_err(|e| e.to_string())? {
+        let now = Instant::now();
+        buf.extend_from_slice(&bytes);
+        let mut used = 0;
+        while let Some(end) = find(&buf[used..], b"\n\n") {
+            let event = &buf[used..used + end];
+            used += end + 2;
+            let Some(data) = event.strip_prefix(b"data: ") else {
+                continue;
+            };
+            if data == b"[DONE]" {
+                done = true;
+                continue;
+            }
+            let chunk: Chunk = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+            if chunk
+                .choices
+                .iter()
+                .any(|c| c.text.as_deref().is_some_and(|t| !t.is_empty()))
+            {
+                at.push(now);
+            }
+        }
+        buf.drain(..used);
+    }
+    if done {
+        Ok((sched, at))
+    } else {
+        Err("the stream ended without [DONE]".into())
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
