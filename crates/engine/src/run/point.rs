@@ -178,7 +178,7 @@ pub(super) fn run_point(
             let clock = RunClock::new(run_start);
             let line = LineOptions {
                 events: opts.request_events,
-                connect_in_latency: false,
+                connect_in_latency: cfg.load.cold_connections,
             };
             let sink: Sink = Arc::new(move |r: &RequestRecord| {
                 let _ = tx.send(request_line(&id, r, &clock, line));
