@@ -371,7 +371,8 @@ struct Run<B> {
     active_changed: Notify,
     /// Turns per session (1 without a conversation) and the think time.
     turns: u32,
-    /// Wakes a conversation's next turn at its instant.
+    /// Wakes a closed loop's first wave at `t0`, and a conversation's next
+    /// turn at its instant.
     alarms: Option<super::alarm::Alarms>,
     think: Duration,
     slow_client: Option<Duration>,
@@ -618,13 +619,23 @@ impl<B: Backend> Run<B> {
 
 /// One concurrency slot: takes the next request as soon as its previous
 /// one ends, so a closed loop's next send follows without a hand-off.
+///
+/// A closed loop's first wave is handed out before the clock starts: each
+/// slot holds its first request and is woken at `t0` by the alarm thread,
+/// so the first requests go out like the rest instead of one after another
+/// through the shared queue (which made them 1-4 ms late, and light points
+/// INVALID).
 async fn slot<B: Backend>(
     i: u32,
     run: Arc<Run<B>>,
     queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Item>>>,
+    mut first: Option<Item>,
 ) {
     let mut free_since = run.t0;
     let mut backoff = Duration::ZERO;
+    if first.is_some() && !run.wait_until(run.t0).await {
+        return;
+    }
     loop {
         let was_active = i < run.active.load(Ordering::SeqCst);
         if !run.wait_active(i).await {
@@ -636,11 +647,14 @@ async fn slot<B: Backend>(
         if !run.open && run.measure_end().is_some_and(|end| free_since >= end) {
             return;
         }
-        let item = {
-            let mut q = queue.lock().await;
-            tokio::select! {
-                item = q.recv() => item,
-                _ = run.interrupt.wait() => None,
+        let item = match first.take() {
+            Some(item) => Some(item),
+            None => {
+                let mut q = queue.lock().await;
+                tokio::select! {
+                    item = q.recv() => item,
+                    _ = run.interrupt.wait() => None,
+                }
             }
         };
         let Some(item) = item else { return };
@@ -785,10 +799,10 @@ fn pace<B: Backend>(
         }
     }
 
-    // Start a little ahead so the first arrivals are not already late.
-    let t0 = env
-        .start_at
-        .unwrap_or_else(|| Instant::now() + Duration::from_millis(5));
+    // Start a little ahead so the first arrivals are not already late:
+    // 5 ms, and time to start every slot's task.
+    let lead = Duration::from_millis(5) + Duration::from_micros(10) * limit.unwrap_or(0);
+    let t0 = env.start_at.unwrap_or_else(|| Instant::now() + lead);
     let warmup_end = match load.warmup {
         Warmup::Time(d) => Some(t0 + d.as_std()),
         Warmup::None => Some(t0),
@@ -803,6 +817,9 @@ fn pace<B: Backend>(
     );
     if let Some(d) = load.duration {
         recorder.set_duration(d.as_std());
+    }
+    if load.cold_connections {
+        recorder.keep_connect_in_latency();
     }
     if let Some(w) = warmup_end {
         recorder.set_window_start(w);
@@ -848,7 +865,7 @@ fn pace<B: Backend>(
         active_changed: Notify::new(),
         slow_client: env.slow_client,
         turns,
-        alarms: (turns > 1).then(super::alarm::Alarms::start),
+        alarms: Some(super::alarm::Alarms::start()),
         think: cfg
             .workload
             .conversation
@@ -867,7 +884,11 @@ fn pace<B: Backend>(
         let (tx, rx) = mpsc::channel::<Item>(LOOKAHEAD);
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         for i in 0..n {
-            tasks.spawn_on(slot(i, shared.clone(), rx.clone()), &env.handle);
+            // A closed loop's active slots take their first request now.
+            let first = (!open && i < first_active)
+                .then(|| ahead.pop_front())
+                .flatten();
+            tasks.spawn_on(slot(i, shared.clone(), rx.clone(), first), &env.handle);
         }
         tx
     });
