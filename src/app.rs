@@ -107,7 +107,8 @@ pub fn execute(command: Command) -> Result<Outcome> {
             results,
             out,
             format,
-        } => merge(&results, &out, format),
+            allow_partial,
+        } => merge(&results, &out, format, allow_partial),
         Command::TelemetryProbe(args) => telemetry_probe(args),
     }
 }
@@ -184,6 +185,7 @@ fn merge(
     paths: &[std::path::PathBuf],
     out: &std::path::Path,
     format: crate::cli::OutputFormat,
+    allow_partial: bool,
 ) -> Result<Outcome> {
     let mut inputs = Vec::with_capacity(paths.len());
     for path in paths {
@@ -199,6 +201,22 @@ fn merge(
     };
     write_stdout(&text)?;
     eprintln!("results: {}", path.display());
+    if !merged.complete && !allow_partial {
+        let shown: Vec<&str> = merged.pending.iter().take(8).map(String::as_str).collect();
+        let more = merged.pending.len().saturating_sub(shown.len());
+        eprintln!(
+            "error: the merged results are incomplete: {} point(s) pending{}{}{}; merge every shard of the split, or pass --allow-partial to accept what finished",
+            merged.pending.len(),
+            if shown.is_empty() { "" } else { " (" },
+            shown.join(", "),
+            match (shown.is_empty(), more) {
+                (true, _) => String::new(),
+                (false, 0) => ")".into(),
+                (false, n) => format!(" and {n} more)"),
+            }
+        );
+        return Ok(Outcome(crate::error::EXIT_INFRA));
+    }
     Ok(Outcome(run_exit_code(&merged, false)))
 }
 

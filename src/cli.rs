@@ -98,6 +98,11 @@ pub enum Command {
         /// Summary format on stdout.
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
+        /// Accept an incomplete set: shards missing from the split (their
+        /// points listed as pending) or shards that did not finish. Without
+        /// it such a merge writes its file and exits 3.
+        #[arg(long)]
+        allow_partial: bool,
     },
     /// Print a JSON Schema: of specs (default), results or baseline files.
     Schema {

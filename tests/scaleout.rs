@@ -398,6 +398,34 @@ percentile_sample_check = false
         );
         assert!((x / y - 1.0).abs() < 0.1, "{}: {x} vs {y}", a["id"]);
     }
+    // Half of the shards: merged as incomplete, the other half's points
+    // pending, and a failure (exit 3) unless --allow-partial says so.
+    let half = dir.path().join("half");
+    let err = check(&merge(&[one.clone()], &half), 3);
+    assert!(err.contains("incomplete"), "{err}");
+    let h = read(&half);
+    assert_eq!(h["complete"], false);
+    let pending: Vec<String> = h["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pending, ids(&read(&two)), "slice 2's points are pending");
+    assert_eq!(ids(&h), ids(&read(&one)));
+    check(
+        &bin()
+            .args(["merge", "--allow-partial", "--out"])
+            .arg(dir.path().join("half2"))
+            .arg(&one)
+            .output()
+            .unwrap(),
+        0,
+    );
+    // Shards of different splits do not add up to the plan.
+    let quarter = run(&["--partition", "slice:2/4"], &dir.path().join("quarter"));
+    let err = check(&merge(&[one.clone(), quarter], &dir.path().join("q")), 2);
+    assert!(err.contains("different splits"), "{err}");
     // Overlapping shards, and shards of another spec, are refused.
     let err = check(
         &merge(&[one.clone(), whole.clone()], &dir.path().join("x")),

@@ -13,7 +13,10 @@
 //! results carry. Both kinds combine: agents of several partitions.
 //!
 //! Files of different specs, seeds or agent counts are refused, naming
-//! what differs.
+//! what differs; so are point shards of different splits (`slice:1/4` with
+//! `slice:2/8`). Every point shard records its partition, so a set that
+//! misses one (2 of 4 shards) is merged as incomplete: the missing
+//! partitions' points are listed as pending and `complete` is false.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,7 +86,7 @@ pub fn merge(inputs: Vec<(PathBuf, Results)>) -> Result<Results> {
     points.sort_by_key(|p| position[p.id.as_str()]);
 
     let present: std::collections::BTreeSet<&str> = points.iter().map(|p| p.id.as_str()).collect();
-    let mut pending: Vec<String> = Vec::new();
+    let mut pending: Vec<String> = missing_partitions(&inputs, &plan)?;
     for (_, r) in &inputs {
         for id in &r.pending {
             if !present.contains(id.as_str()) && !pending.contains(id) {
@@ -128,6 +131,64 @@ pub fn merge(inputs: Vec<(PathBuf, Results)>) -> Result<Results> {
             })
             .collect(),
     })
+}
+
+/// The points of the partitions no input ran: every point shard records
+/// its partition (`run --partition`), so the inputs must be shards of one
+/// split (one kind, one N); the partitions of it that none of them ran
+/// are missing, and so are their points. Inputs without a partition (each
+/// ran the whole plan, or its `--only` selection) say nothing of the rest.
+fn missing_partitions(inputs: &[(PathBuf, Results)], plan: &Plan) -> Result<Vec<String>> {
+    use infer_bench_spec::plan::Partition;
+    let mut split: Option<(&Path, Partition)> = None;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut whole: Option<&Path> = None;
+    for (path, r) in inputs {
+        let Some(text) = &r.partition else {
+            whole.get_or_insert(path);
+            continue;
+        };
+        let part: Partition = text.parse().map_err(|e| Error::Format {
+            path: path.clone(),
+            message: format!("partition: {e}"),
+        })?;
+        let (kind, k, n) = part.parts();
+        if let Some((first_path, first)) = split {
+            let (first_kind, _, first_n) = first.parts();
+            if (first_kind, first_n) != (kind, n) {
+                return Err(Error::Usage(format!(
+                    "{} ran {first} and {} ran {part}: shards of different splits do not add up to the plan (run every shard of one split, --partition {first_kind}:K/{first_n} for K = 1..{first_n})",
+                    first_path.display(),
+                    path.display()
+                )));
+            }
+        } else {
+            split = Some((path, part));
+        }
+        seen.insert(k);
+    }
+    let Some((first_path, first)) = split else {
+        return Ok(Vec::new());
+    };
+    if let Some(w) = whole {
+        return Err(Error::Usage(format!(
+            "{} ran without --partition and {} ran {first}: merge point shards of one split, or whole runs (--only) that do not overlap",
+            w.display(),
+            first_path.display()
+        )));
+    }
+    let (_, _, n) = first.parts();
+    let missing: Vec<Partition> = (1..=n)
+        .filter(|k| !seen.contains(k))
+        .map(|k| first.sibling(k))
+        .collect();
+    Ok(plan
+        .points
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| missing.iter().any(|m| m.contains(*i, p)))
+        .map(|(_, p)| p.id.clone())
+        .collect())
 }
 
 /// Refuses to merge files that are not shards of one run of one spec.

@@ -291,6 +291,22 @@ impl fmt::Display for Partition {
 }
 
 impl Partition {
+    /// The split's kind ("slice" or "hash"), this share's K and the N.
+    pub fn parts(&self) -> (&'static str, u32, u32) {
+        match *self {
+            Partition::Slice { k, n } => ("slice", k, n),
+            Partition::Hash { k, n } => ("hash", k, n),
+        }
+    }
+
+    /// Share `k` of the same split.
+    pub fn sibling(&self, k: u32) -> Partition {
+        match *self {
+            Partition::Slice { n, .. } => Partition::Slice { k, n },
+            Partition::Hash { n, .. } => Partition::Hash { k, n },
+        }
+    }
+
     /// Whether the point at `index` (in plan order) belongs to this share.
     pub fn contains(&self, index: usize, point: &Point) -> bool {
         match *self {
