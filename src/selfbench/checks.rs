@@ -1,0 +1,564 @@
+//! The checks of `self-bench`, each run against its own scripted server
+//! and turned into rows of the table: a verdict and, when it fails, why.
+
+use std::time::Duration;
+
+use super::floor::{FloorLoad, FloorReport};
+use super::measure::{Measured, ServerProcess, WindowMeter, run_floor, run_point};
+use super::server;
+use super::{FLOOR_RATIO_TARGET, IDLE_BUDGET_PERCENT, IMPOSSIBLE, LAG_BUDGET_MS, tolerance_ms};
+use crate::error::Result;
+use crate::results::PointResult;
+
+/// The timing a row's server was scripted with, ms.
+#[derive(Clone, Copy)]
+struct Script {
+    ttft_ms: f64,
+    itl_ms: f64,
+}
+
+/// How a row came out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Pass,
+    Fail,
+    /// A ladder's first rung that failed above one that held.
+    Limit,
+    /// A measurement with nothing to hold.
+    Info,
+}
+
+impl Verdict {
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "FAIL",
+            Verdict::Limit => "limit",
+            Verdict::Info => "-",
+        }
+    }
+}
+
+pub(super) struct Row {
+    pub(super) check: String,
+    pub(super) load: String,
+    pub(super) ttft: String,
+    pub(super) itl: String,
+    pub(super) lag: String,
+    pub(super) cpu: String,
+    pub(super) verdict: Verdict,
+    pub(super) why: String,
+}
+
+fn pair(a: f64, b: f64) -> String {
+    if a.is_nan() {
+        "-".into()
+    } else {
+        format!("{a:.2} / {b:.2}")
+    }
+}
+
+fn summary(p: &PointResult, name: &str) -> (f64, f64) {
+    p.merged
+        .latency_ms
+        .get(name)
+        .filter(|s| s.count > 0)
+        .map(|s| (s.p50, s.p99))
+        .unwrap_or((f64::NAN, f64::NAN))
+}
+
+/// Whether `got` is within `tol` of `want` (never for a missing figure).
+fn within(got: f64, want: f64, tol: f64) -> bool {
+    (got - want).abs() <= tol
+}
+
+/// Why a point did not hold its script (empty when it did): failed
+/// requests, TTFT or ITL off the script (with what the server itself
+/// wrote, and whose the error was), dispatch lag over budget, an open
+/// loop's send rate off its schedule.
+fn missed(
+    p: &PointResult,
+    script: Option<Script>,
+    rate: Option<f64>,
+    truth: &server::TruthStats,
+) -> Vec<String> {
+    let mut why = Vec::new();
+    let c = &p.merged.requests;
+    if c.failed > 0 || c.succeeded == 0 || c.unfinished > 0 {
+        let classes: Vec<String> = p
+            .merged
+            .errors
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        why.push(format!(
+            "{} of {} requests failed{}",
+            c.failed + c.unfinished,
+            c.sent,
+            if classes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", classes.join(", "))
+            }
+        ));
+    }
+    if let Some(s) = script {
+        let known = truth.events > 0;
+        let (mut off, mut client_off) = (Vec::new(), false);
+        for (name, label, want, served) in [
+            (
+                "ttft",
+                "TTFT",
+                s.ttft_ms,
+                (truth.ttft_p50_ms, truth.ttft_p99_ms),
+            ),
+            ("itl", "ITL", s.itl_ms, (truth.itl_p50_ms, truth.itl_p99_ms)),
+        ] {
+            let tol = tolerance_ms(want);
+            let (p50, p99) = summary(p, name);
+            for (q, got, wrote) in [("p50", p50, served.0), ("p99", p99, served.1)] {
+                if !within(got, want, tol) {
+                    let mut text = format!("{label} {q} {got:.2} ms, scripted {want} ± {tol}");
+                    if known {
+                        text.push_str(&format!(" (server wrote {wrote:.2})"));
+                        client_off |= !within(got, wrote, tol);
+                    }
+                    off.push(text);
+                }
+            }
+        }
+        if !off.is_empty() {
+            why.push(off.join("; "));
+            if known {
+                why.push(
+                    if client_off {
+                        "the client was off what the server wrote"
+                    } else {
+                        "the server fell behind its script; the client was within tolerance of what it wrote"
+                    }
+                    .into(),
+                );
+            }
+        }
+    }
+    let (_, lag) = summary(p, "dispatch_lag");
+    if (script.is_some() || rate.is_some()) && lag > LAG_BUDGET_MS {
+        why.push(format!(
+            "dispatch lag p99 {lag:.2} ms over {LAG_BUDGET_MS} ms"
+        ));
+    }
+    if let Some(r) = rate {
+        let sent = p.merged.achieved_send_rate.unwrap_or(0.0);
+        if (sent / r - 1.0).abs() > 0.01 {
+            why.push(format!("sent at {sent:.0}/s of {r:.0}/s"));
+        }
+    }
+    why
+}
+
+/// The row of an engine point held to `script`.
+fn point_row(
+    check: &str,
+    load: String,
+    m: &Measured,
+    events: u64,
+    script: Option<Script>,
+    rate: Option<f64>,
+    truth: server::TruthStats,
+) -> Row {
+    let why = missed(&m.point, script, rate, &truth);
+    let (t50, t99) = summary(&m.point, "ttft");
+    let (i50, i99) = summary(&m.point, "itl");
+    let (_, lag) = summary(&m.point, "dispatch_lag");
+    let verdict = match (script.is_some() || rate.is_some(), why.is_empty()) {
+        (_, false) => Verdict::Fail,
+        (true, true) => Verdict::Pass,
+        (false, true) => Verdict::Info,
+    };
+    let mut note = why.join("; ");
+    if script.is_some() && truth.events > 0 && note.is_empty() {
+        note = format!(
+            "server wrote TTFT {:.2} / {:.2}, ITL {:.2} / {:.2}",
+            truth.ttft_p50_ms, truth.ttft_p99_ms, truth.itl_p50_ms, truth.itl_p99_ms
+        );
+    }
+    Row {
+        check: check.into(),
+        load,
+        ttft: pair(t50, t99),
+        itl: pair(i50, i99),
+        lag: if lag.is_nan() {
+            "-".into()
+        } else {
+            format!("{lag:.2}")
+        },
+        cpu: if events > 0 {
+            format!("{:.2} us/event", m.cpu_s / events as f64 * 1e6)
+        } else {
+            "-".into()
+        },
+        verdict,
+        why: note,
+    }
+}
+
+/// Output events a point's requests carried (every request, warm-up
+/// included, gets `tokens` events from the scripted server).
+fn events_of(p: &PointResult, tokens: u32) -> u64 {
+    (p.merged.requests.succeeded + p.merged.requests.warmup) * u64::from(tokens)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Sizes of the checks: quick (about 30 s) or full (about 80 s).
+pub(super) struct Sizes {
+    unpaced: (u32, u32, u32),
+    paced_requests: u32,
+    paced_pairs: usize,
+    idle_s: u64,
+    streams: &'static [u32],
+    streams_s: u64,
+    rates: &'static [u32],
+    rate_s: u64,
+}
+
+pub(super) const QUICK: Sizes = Sizes {
+    unpaced: (32, 256, 256),
+    paced_requests: 512,
+    paced_pairs: 1,
+    idle_s: 8,
+    streams: &[1000, 2000],
+    streams_s: 3,
+    rates: &[250, 500, 1000],
+    rate_s: 2,
+};
+
+pub(super) const FULL: Sizes = Sizes {
+    unpaced: (64, 1024, 1024),
+    paced_requests: 1024,
+    paced_pairs: 3,
+    idle_s: 15,
+    streams: &[1000, 2000, 5000, 10000],
+    streams_s: 5,
+    rates: &[250, 500, 1000, 2000, 4000],
+    rate_s: 4,
+};
+
+/// The paced load: streams, scripted TTFT and ITL (ms), output tokens.
+const PACED: (u32, u64, u64, u32) = (256, 10, 10, 100);
+
+/// A row's script from its TTFT and ITL, ms.
+fn script(ttft: u64, itl: u64) -> Script {
+    Script {
+        ttft_ms: ttft as f64,
+        itl_ms: itl as f64,
+    }
+}
+
+/// `unpaced`: CPU per event with the server writing as fast as it can.
+pub(super) fn unpaced(rt: &tokio::runtime::Runtime, sizes: &Sizes) -> Result<Row> {
+    let mut server = ServerProcess::start(0, 0)?;
+    let (streams, tokens, requests) = sizes.unpaced;
+    let m = run_point(
+        rt,
+        &server.base_url,
+        &format!("concurrency = {streams}\nrequests = {requests}"),
+        tokens,
+    )?;
+    let events = events_of(&m.point, tokens);
+    let mut row = point_row(
+        "unpaced",
+        format!("{streams} streams x {tokens} tokens, no delays"),
+        &m,
+        events,
+        None,
+        None,
+        server.truth(),
+    );
+    if row.why.is_empty() {
+        row.why = format!(
+            "best case: {:.0} events per CPU-second, {:.0} us per request",
+            events as f64 / m.cpu_s,
+            m.cpu_s / m.point.merged.requests.sent.max(1) as f64 * 1e6
+        );
+    }
+    Ok(row)
+}
+
+/// `paced` and `floor`: the engine at the paced load, and (with `floor`)
+/// the floor client at the same load, run in turn against one server,
+/// `sizes.paced_pairs` times. The paced row shows the first engine run's
+/// timing (later runs that failed are named) and the median CPU per event.
+pub(super) fn paced(
+    rt: &tokio::runtime::Runtime,
+    sizes: &Sizes,
+    with_floor: bool,
+) -> Result<Vec<Row>> {
+    let (streams, ttft, itl, tokens) = PACED;
+    let load = format!("{streams} streams, TTFT {ttft} ms, ITL {itl} ms, {tokens} tokens");
+    let mut server = ServerProcess::start(ttft, itl)?;
+    let floor_load = FloorLoad {
+        base_url: server.base_url.clone(),
+        streams,
+        warmup: streams,
+        requests: sizes.paced_requests,
+        output_tokens: tokens,
+    };
+    let (mut ours, mut floors) = (Vec::new(), Vec::new());
+    let mut first: Option<Row> = None;
+    // Later runs that failed: (run, why).
+    let mut failed_runs: Vec<(usize, String)> = Vec::new();
+    let mut floor_report: Option<FloorReport> = None;
+    for i in 0..sizes.paced_pairs {
+        let m = run_point(
+            rt,
+            &server.base_url,
+            &format!(
+                "concurrency = {streams}\nwarmup_requests = {streams}\nrequests = {}",
+                sizes.paced_requests
+            ),
+            tokens,
+        )?;
+        let events = events_of(&m.point, tokens);
+        ours.push(m.cpu_s / events.max(1) as f64 * 1e6);
+        let row = point_row(
+            "paced",
+            load.clone(),
+            &m,
+            events,
+            Some(script(ttft, itl)),
+            None,
+            server.truth(),
+        );
+        if row.verdict == Verdict::Fail && first.is_some() {
+            failed_runs.push((i + 1, row.why.clone()));
+        }
+        first.get_or_insert(row);
+        if with_floor {
+            let f = run_floor(&floor_load)?;
+            floors.push(f.cpu_s / f.events.max(1) as f64 * 1e6);
+            let _ = server.truth();
+            floor_report.get_or_insert(f);
+        }
+    }
+    let median_of = |us: f64| {
+        if sizes.paced_pairs > 1 {
+            format!("{us:.2} us/event, median of {}", sizes.paced_pairs)
+        } else {
+            format!("{us:.2} us/event")
+        }
+    };
+    let mut rows = Vec::new();
+    let ours_us = median(ours);
+    if let Some(mut row) = first {
+        row.cpu = median_of(ours_us);
+        if let Some((run, why)) = failed_runs.first() {
+            let runs: Vec<String> = failed_runs.iter().map(|(r, _)| r.to_string()).collect();
+            if row.verdict == Verdict::Fail {
+                row.why = format!("run 1: {}; runs {} failed too", row.why, runs.join(", "));
+            } else {
+                row.verdict = Verdict::Fail;
+                row.why = format!("run {run}: {why} (failed: runs {})", runs.join(", "));
+            }
+        }
+        rows.push(row);
+    }
+    if let Some(f) = floor_report {
+        let floor_us = median(floors);
+        let ratio = ours_us / floor_us;
+        let mut why = Vec::new();
+        if f.failed > 0 {
+            why.push(format!(
+                "{} of {} requests failed ({})",
+                f.failed,
+                f.sent,
+                f.error.as_deref().unwrap_or("no reason")
+            ));
+        }
+        if ratio > FLOOR_RATIO_TARGET {
+            why.push(format!(
+                "infer-bench spends {ratio:.2}x the floor's CPU per event (target {FLOOR_RATIO_TARGET}x)"
+            ));
+        }
+        let verdict = if why.is_empty() {
+            why.push(format!(
+                "infer-bench / floor = {ratio:.2}x (target {FLOOR_RATIO_TARGET}x)"
+            ));
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        let nan = f64::NAN;
+        rows.push(Row {
+            check: "floor".into(),
+            load: "the same, reqwest + serde_json, 1 thread".into(),
+            ttft: pair(f.ttft_p50_ms.unwrap_or(nan), f.ttft_p99_ms.unwrap_or(nan)),
+            itl: pair(f.itl_p50_ms.unwrap_or(nan), f.itl_p99_ms.unwrap_or(nan)),
+            lag: "-".into(),
+            cpu: median_of(floor_us),
+            verdict,
+            why: why.join("; "),
+        });
+    }
+    Ok(rows)
+}
+
+/// `idle`: this process's CPU over wall time at 1 request/s, measured from
+/// 1.5 s in to 1.5 s before the end (inside the run, away from the
+/// point's setup and its results), with the busiest threads named.
+pub(super) fn idle(rt: &tokio::runtime::Runtime, sizes: &Sizes) -> Result<Row> {
+    let (ttft, itl, tokens) = (10, 10, 8);
+    let mut server = ServerProcess::start(ttft, itl)?;
+    let d = sizes.idle_s;
+    let meter = WindowMeter::start(
+        Duration::from_millis(1500),
+        Duration::from_millis(d * 1000 - 1500),
+    );
+    let m = run_point(
+        rt,
+        &server.base_url,
+        &format!("arrival = \"constant\"\nrate = \"1/s\"\nduration = \"{d}s\""),
+        tokens,
+    )?;
+    let window = meter.finish();
+    let mut row = point_row(
+        "idle",
+        format!("1 request/s, {tokens} tokens, {d} s"),
+        &m,
+        0,
+        Some(script(ttft, itl)),
+        None,
+        server.truth(),
+    );
+    if let Some(w) = window {
+        let pct = w.cpu_s / w.wall_s * 100.0;
+        row.cpu = format!("{pct:.2}% of a core");
+        let top: Vec<String> = w
+            .top
+            .iter()
+            .map(|(name, p)| format!("{name} {p:.2}%"))
+            .collect();
+        let busiest = if top.is_empty() {
+            String::new()
+        } else {
+            format!("; busiest threads: {}", top.join(", "))
+        };
+        if pct > IDLE_BUDGET_PERCENT {
+            row.verdict = Verdict::Fail;
+            row.why = format!(
+                "burns {pct:.2}% of a core at 1 request/s (budget {IDLE_BUDGET_PERCENT}%){busiest}; {}",
+                row.why
+            );
+        } else {
+            row.why = format!("{}{busiest}", row.why);
+        }
+    }
+    Ok(row)
+}
+
+/// Runs a ladder's rungs in order until one fails: the first that fails
+/// above one that held is the limit, not a failure.
+fn ladder(rungs: &[u32], mut rung: impl FnMut(u32) -> Result<Row>) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut held_any = false;
+    for &n in rungs {
+        let mut row = rung(n)?;
+        let failed = row.verdict == Verdict::Fail;
+        if failed && held_any {
+            row.verdict = Verdict::Limit;
+        }
+        held_any |= !failed;
+        rows.push(row);
+        if failed {
+            break;
+        }
+    }
+    Ok(rows)
+}
+
+/// `streams`: `n` streams in flight, arrivals spread evenly at the rate
+/// that keeps them so (each lasts TTFT + 7 ITL = 1.85 s): streams open
+/// and close all the time, never all at once; the first 2 s are warm-up.
+pub(super) fn streams(rt: &tokio::runtime::Runtime, sizes: &Sizes) -> Result<Vec<Row>> {
+    let (ttft, itl, tokens) = (100u64, 250u64, 8u32);
+    let each_s = (ttft + itl * u64::from(tokens - 1)) as f64 / 1e3;
+    ladder(sizes.streams, |n| {
+        let mut server = ServerProcess::start(ttft, itl)?;
+        let rate = (n as f64 / each_s).round();
+        let m = run_point(
+            rt,
+            &server.base_url,
+            &format!(
+                "arrival = \"constant\"\nrate = \"{rate}/s\"\nwarmup = \"2s\"\nduration = \"{}s\"",
+                sizes.streams_s
+            ),
+            tokens,
+        )?;
+        let mut row = point_row(
+            "streams",
+            format!("{n} streams ({rate}/s), TTFT {ttft} ms, ITL {itl} ms, {tokens} tokens"),
+            &m,
+            0,
+            Some(script(ttft, itl)),
+            Some(rate),
+            server.truth(),
+        );
+        row.cpu = format!("{:.0} in flight", m.point.merged.concurrency_mean);
+        Ok(row)
+    })
+}
+
+/// `rate`: open-loop constant arrivals, each rung a higher rate.
+pub(super) fn rate(rt: &tokio::runtime::Runtime, sizes: &Sizes) -> Result<Vec<Row>> {
+    let (ttft, itl, tokens) = (10, 10, 4);
+    let mut server = ServerProcess::start(ttft, itl)?;
+    ladder(sizes.rates, |r| {
+        let m = run_point(
+            rt,
+            &server.base_url,
+            &format!(
+                "arrival = \"constant\"\nrate = \"{r}/s\"\nduration = \"{}s\"",
+                sizes.rate_s
+            ),
+            tokens,
+        )?;
+        let mut row = point_row(
+            "rate",
+            format!("{r} requests/s, TTFT {ttft} ms, ITL {itl} ms, {tokens} tokens"),
+            &m,
+            0,
+            Some(script(ttft, itl)),
+            Some(r as f64),
+            server.truth(),
+        );
+        let c = &m.point.merged.requests;
+        row.cpu = format!(
+            "{:.0} us/request",
+            m.cpu_s / (c.succeeded + c.warmup).max(1) as f64 * 1e6
+        );
+        Ok(row)
+    })
+}
+
+/// `impossible`: the server writes every 20 ms, the row expects 2 ms.
+pub(super) fn impossible(rt: &tokio::runtime::Runtime) -> Result<Row> {
+    let mut server = ServerProcess::start(10, 20)?;
+    let m = run_point(rt, &server.base_url, "concurrency = 4\nrequests = 8", 4)?;
+    let events = events_of(&m.point, 4);
+    Ok(point_row(
+        IMPOSSIBLE,
+        "4 streams, ITL 20 ms held to 2 ms".into(),
+        &m,
+        events,
+        Some(script(10, 2)),
+        None,
+        server.truth(),
+    ))
+}
