@@ -401,7 +401,7 @@ percentile_sample_check = false
     // Half of the shards: merged as incomplete, the other half's points
     // pending, and a failure (exit 3) unless --allow-partial says so.
     let half = dir.path().join("half");
-    let err = check(&merge(&[one.clone()], &half), 3);
+    let err = check(&merge(std::slice::from_ref(&one), &half), 3);
     assert!(err.contains("incomplete"), "{err}");
     let h = read(&half);
     assert_eq!(h["complete"], false);

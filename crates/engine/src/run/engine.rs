@@ -832,7 +832,10 @@ fn pace<B: Backend>(
     }
     recorder.track_phases(t0);
     let recorder = RecorderThread::start(recorder, env.sink.clone());
-    let probe = super::probe::ReadProbe::start(&env.handle);
+    let live = env.live.clone();
+    let probe = super::probe::ReadProbe::start(&env.handle, move || {
+        live.in_flight.load(Ordering::Relaxed) > 0
+    });
     let shared = Arc::new(Run {
         backend: backend.clone(),
         load: load.clone(),

@@ -7,6 +7,8 @@
 //! a socket every few milliseconds, and a task on the run's runtime reads
 //! it and stamps the arrival, exactly as the backend stamps a chunk. The
 //! difference is what a chunk arriving at that moment would have waited.
+//! It probes only while requests are in flight (when there are arrivals to
+//! delay): an idle client wakes for it 20 times a second, not 200.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -16,8 +18,10 @@ use std::time::{Duration, Instant};
 use infer_bench_results::hist::{Hist, new_hist};
 use tokio::io::AsyncReadExt;
 
-/// How often the probe writes.
+/// How often the probe writes while requests are in flight.
 pub const PROBE_EVERY: Duration = Duration::from_millis(5);
+/// How often it looks whether requests are in flight when none are.
+const IDLE_EVERY: Duration = Duration::from_millis(50);
 
 /// A running probe; `finish` stops it and returns the delays (µs).
 pub struct ReadProbe {
@@ -27,9 +31,13 @@ pub struct ReadProbe {
 }
 
 impl ReadProbe {
-    /// Starts probing the runtime of `handle`; `None` where a socket pair
-    /// cannot be had (the run goes on without the estimate).
-    pub fn start(handle: &tokio::runtime::Handle) -> Option<ReadProbe> {
+    /// Starts probing the runtime of `handle` whenever `busy` says requests
+    /// are in flight; `None` where a socket pair cannot be had (the run
+    /// goes on without the estimate).
+    pub fn start(
+        handle: &tokio::runtime::Handle,
+        busy: impl Fn() -> bool + Send + 'static,
+    ) -> Option<ReadProbe> {
         let (mut tx, rx) = std::os::unix::net::UnixStream::pair().ok()?;
         rx.set_nonblocking(true).ok()?;
         let rx = {
@@ -43,6 +51,10 @@ impl ReadProbe {
             .name("read-probe".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
+                    if !busy() {
+                        std::thread::sleep(IDLE_EVERY);
+                        continue;
+                    }
                     std::thread::sleep(PROBE_EVERY);
                     let sent = origin.elapsed().as_nanos() as u64;
                     if tx.write_all(&sent.to_le_bytes()).is_err() {
@@ -89,7 +101,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let probe = ReadProbe::start(rt.handle()).unwrap();
+        let probe = ReadProbe::start(rt.handle(), || true).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         // A task that holds the only worker for 60 ms: the probe's reads
         // wait behind it, as a chunk's stamp would.
