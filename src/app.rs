@@ -14,18 +14,13 @@ pub fn execute(command: Command) -> Result<Outcome> {
         Command::Plan {
             spec,
             format,
+            count,
             select,
         } => {
             let spec = spec::load(&spec)?;
-            let plan = Plan::build(&spec)?.select(select.partition, &select.only);
-            if plan.points.is_empty() && !select.only.is_empty() {
-                // As `run` says it: a name that matches nothing is a typo.
-                return Err(Error::Usage(format!(
-                    "no point of the plan matches --only {}",
-                    select.only.join(" ")
-                )));
-            }
+            let plan = selected(Plan::build(&spec)?, &select)?;
             let text = match format {
+                _ if count => format!("{}\n", plan.points.len()),
                 PlanFormat::Table => export::plan::table(&spec, &plan),
                 PlanFormat::Json => export::plan::json(&spec, &plan),
             };
@@ -305,16 +300,36 @@ fn validate(paths: &[std::path::PathBuf]) -> Result<Outcome> {
     }
 }
 
+/// The points `--only` and `--partition` select. An `--only` that names no
+/// point of the plan is a typo (exit 2); a share of a split that holds no
+/// point is not an error (more shards than points: a job array sized
+/// generously): `run` runs nothing and writes an empty results file that
+/// records its partition, so `merge` still sees the split whole.
+fn selected(plan: Plan, select: &crate::cli::Select) -> Result<Plan> {
+    let only = &select.only;
+    let named =
+        |p: &crate::plan::Point| only.iter().any(|o| crate::plan::selects(o, &p.id, &p.slug));
+    if !only.is_empty() && !plan.points.iter().any(named) {
+        return Err(Error::Usage(format!(
+            "no point of the plan matches --only {}",
+            only.join(" ")
+        )));
+    }
+    Ok(plan.select(select.partition, only))
+}
+
 /// `run`: every selected point, results on disk, a summary on stdout.
 fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     use crate::run::{Progress, RunOptions, run_plan};
     use std::io::IsTerminal;
     let spec = spec::load(&args.spec)?;
-    let plan = Plan::build(&spec)?.select(args.select.partition, &args.select.only);
-    if plan.points.is_empty() {
-        return Err(Error::Usage(
-            "no point of the plan matches --only / --partition".into(),
-        ));
+    let plan = selected(Plan::build(&spec)?, &args.select)?;
+    if let Some(part) = args.select.partition.filter(|_| plan.points.is_empty()) {
+        if !args.quiet {
+            eprintln!(
+                "--partition {part}: this share holds no point of the plan, so nothing runs; its results file records the share, for merge"
+            );
+        }
     }
     crate::consent::check(&spec, &plan, args.allow_launch)?;
     let agent = args.agent.as_deref().map(parse_agent).transpose()?;

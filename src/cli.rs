@@ -56,6 +56,11 @@ pub enum Command {
         spec: PathBuf,
         #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
         format: PlanFormat,
+        /// Print only the number of points (those --only and --partition
+        /// select), e.g. to size a job array: `--array=1-$(infer-bench plan
+        /// SPEC --count)`.
+        #[arg(long, conflicts_with = "format")]
+        count: bool,
         #[command(flatten)]
         select: Select,
     },
