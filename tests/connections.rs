@@ -67,11 +67,9 @@ fn run_spec(text: &str) -> Run {
 
 /// Concurrency 8, three runs: the 8 connections are open before the first
 /// completion request arrives, and all three runs reuse them. A slot's next
-/// request can go out before its last connection is back in the pool (the
-/// pool takes it back on a task of its own): it then starts a connect, the
-/// returning connection wins, and the connect finishes in the background
-/// as a spare; the pool keeps such spares (twice the slots), so at most 8
-/// more are ever opened, whatever the number of runs.
+/// request goes out before its last connection is back in the pool (its
+/// body's end is read on a task of its own); its connect waits for that
+/// connection rather than opening a spare.
 #[test]
 fn a_closed_loop_opens_its_slots_before_the_clock_and_keeps_them() {
     let _t = infer_bench_testkit::timing::exclusive();
@@ -95,7 +93,10 @@ fn a_closed_loop_opens_its_slots_before_the_clock_and_keeps_them() {
         accepts.len()
     );
     assert_eq!(before_first, 8, "{accepts:?}");
-    assert!((8..=16).contains(&accepts.len()), "{}", accepts.len());
+    // Exactly 8 on a quiet machine; with both cores busy the pool's own
+    // task can hand a connection back later than a connect waits for it,
+    // and a spare is opened in the background (never waited for).
+    assert!((8..=10).contains(&accepts.len()), "{}", accepts.len());
     assert_eq!(run.point()["warnings"], serde_json::json!([]));
 }
 
@@ -324,15 +325,117 @@ fn a_client_out_of_descriptors_fails_as_client_limit_not_connect() {
         ))),
         "{reasons:?}"
     );
-    // Opening the 64 connections before the run failed too: one line.
+    // The 64 connections were not opened before the run: the limit left
+    // no room for them (one line).
     let warnings = point["warnings"].as_array().unwrap();
     let warm: Vec<_> = warnings
         .iter()
-        .filter(|w| {
-            w.as_str()
-                .unwrap()
-                .contains("could not be opened before the run")
-        })
+        .filter(|w| w.as_str().unwrap().contains("before the run"))
         .collect();
     assert_eq!(warm.len(), 1, "{warnings:?}");
+    assert!(
+        warm[0].as_str().unwrap().starts_with(
+            "run 1: 0 of 64 connections were opened before the run: the open-file limit (40) leaves room for no more;"
+        ),
+        "{warm:?}"
+    );
+}
+
+/// A loopback server that ends every stream with `[DONE]` and then holds
+/// the response open for `hold` before its end (the chunked terminator),
+/// as a server slow to close does; `GET /v1/models` gets a small JSON.
+/// Each completion's id is `cmpl-slow-N`.
+async fn slow_to_close(hold: Duration) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let seq = seq.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    // One request: its head, then Content-Length bytes.
+                    let head_end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        let mut chunk = [0u8; 4096];
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map(|v| v.trim().parse().unwrap())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        let mut chunk = [0u8; 4096];
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..head_end + len);
+                    if head.starts_with("get ") {
+                        let body = r#"{"object":"list","data":[]}"#;
+                        let r = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if sock.write_all(r.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let n = seq.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    let chunk = |s: &str| format!("{:x}\r\n{s}\r\n", s.len());
+                    let mut r = String::from(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                    );
+                    r += &chunk(&format!(
+                        "data: {{\"id\":\"cmpl-slow-{n}\",\"choices\":[{{\"index\":0,\"text\":\"hi\",\"finish_reason\":null}}]}}\n\n"
+                    ));
+                    r += &chunk(&format!(
+                        "data: {{\"id\":\"cmpl-slow-{n}\",\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}}],\"usage\":{{\"prompt_tokens\":8,\"completion_tokens\":1}}}}\n\n"
+                    ));
+                    r += &chunk("data: [DONE]\n\n");
+                    if sock.write_all(r.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(hold).await;
+                    if sock.write_all(b"0\r\n\r\n").await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// After `[DONE]` the request is over: a server that holds the response
+/// open for 3 s more costs a closed loop nothing (the slot used to wait up
+/// to 1 s per request for the body's end).
+#[test]
+fn a_server_slow_to_close_does_not_hold_the_slot() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let rt = runtime();
+    let addr = rt.block_on(slow_to_close(Duration::from_secs(3)));
+    let url = format!("http://{addr}/v1");
+    let load = "concurrency = 1\nrequests = 6";
+    let started = std::time::Instant::now();
+    let runs = records(&url, load, true);
+    let took = started.elapsed();
+    let recs = &runs[0];
+    assert_eq!(recs.len(), 6);
+    assert!(recs.iter().all(|r| r.ok()), "{:?}", recs[0].failure);
+    eprintln!("6 requests in {took:?}");
+    // Six requests at one slot: were the slot held 1 s after each, at
+    // least 5 s.
+    assert!(took < Duration::from_millis(1500), "{took:?}");
 }

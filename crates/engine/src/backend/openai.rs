@@ -16,14 +16,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::record::{ErrorClass, Failure, OutputEvent, RequestRecord};
 use super::sse::SseParser;
 use super::{Backend, Prepared};
 use infer_bench_spec::raw::Api;
 use infer_bench_spec::{Limits, Timeouts};
-use infer_bench_workload::Prompt;
+use infer_bench_workload::{Prompt, Role};
 
 /// What one streamed event said.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -167,6 +167,152 @@ pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<ChunkInfo, S
     Ok(info)
 }
 
+/// The `Content-Type` of every request body.
+const JSON: reqwest::header::HeaderValue =
+    reqwest::header::HeaderValue::from_static("application/json");
+
+/// A request body's JSON, laid out once per point. Its keys are in the
+/// order a `serde_json::Map` writes them (sorted: the bodies, and the
+/// workload fingerprint that hashes them, are what they were when bodies
+/// were built as a map), the constant parts (model, stream options,
+/// sampling, `extra_body`) written once, with holes for what each prompt
+/// fills in; `extra_body` overrides any key, as it did in the map.
+#[derive(Debug, Clone)]
+struct BodyTemplate {
+    parts: Vec<BodyPart>,
+    /// The constant parts' bytes.
+    fixed: usize,
+}
+
+#[derive(Debug, Clone)]
+enum BodyPart {
+    Json(String),
+    Prompt,
+    Messages,
+    MaxTokens,
+}
+
+/// One chat message as it goes on the wire (keys sorted, as above).
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    content: &'a str,
+    role: Role,
+}
+
+/// A prompt's messages: its history, then its text from the user.
+struct Messages<'a>(&'a Prompt);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let p = self.0;
+        let mut seq = s.serialize_seq(Some(p.history.len() + 1))?;
+        for m in &p.history {
+            seq.serialize_element(&WireMessage {
+                content: &m.content,
+                role: m.role,
+            })?;
+        }
+        seq.serialize_element(&WireMessage {
+            content: &p.text,
+            role: Role::User,
+        })?;
+        seq.end()
+    }
+}
+
+impl BodyTemplate {
+    fn new(workload: &infer_bench_spec::Workload, model: &str) -> BodyTemplate {
+        use serde_json::{Value, json};
+        enum Slot {
+            Value(Value),
+            Hole(BodyPart),
+        }
+        // The keys as the map had them, inserted in the same order (a
+        // later insert replaces an earlier one).
+        let mut m: std::collections::BTreeMap<String, Slot> = Default::default();
+        m.insert("model".into(), Slot::Value(Value::from(model)));
+        match workload.api {
+            Api::Chat => m.insert("messages".into(), Slot::Hole(BodyPart::Messages)),
+            Api::Completions => m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt)),
+        };
+        m.insert(
+            workload.max_tokens_field.clone(),
+            Slot::Hole(BodyPart::MaxTokens),
+        );
+        if workload.ignore_eos {
+            m.insert("ignore_eos".into(), Slot::Value(Value::Bool(true)));
+        }
+        m.insert("stream".into(), Slot::Value(Value::Bool(workload.stream)));
+        if workload.stream {
+            m.insert(
+                "stream_options".into(),
+                Slot::Value(json!({"include_usage": true})),
+            );
+        }
+        let sampling = serde_json::to_value(&workload.sampling)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        for (k, v) in sampling.into_iter().chain(workload.extra_body.clone()) {
+            m.insert(k, Slot::Value(v));
+        }
+        fn json<T: Serialize + ?Sized>(v: &T) -> String {
+            serde_json::to_string(v).expect("a JSON value serializes")
+        }
+        let mut parts = Vec::new();
+        let mut text = String::from("{");
+        for (i, (k, slot)) in m.into_iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(&json(&k));
+            text.push(':');
+            match slot {
+                Slot::Value(v) => text.push_str(&json(&v)),
+                Slot::Hole(hole) => {
+                    parts.push(BodyPart::Json(std::mem::take(&mut text)));
+                    parts.push(hole);
+                }
+            }
+        }
+        text.push('}');
+        parts.push(BodyPart::Json(text));
+        let fixed = parts
+            .iter()
+            .map(|p| match p {
+                BodyPart::Json(s) => s.len(),
+                _ => 0,
+            })
+            .sum();
+        BodyTemplate { parts, fixed }
+    }
+
+    /// The body of `prompt`'s request.
+    fn write(&self, prompt: &Prompt) -> Vec<u8> {
+        let text: usize = prompt.text.len()
+            + prompt
+                .history
+                .iter()
+                .map(|m| m.content.len() + 32)
+                .sum::<usize>();
+        let mut out = Vec::with_capacity(self.fixed + text + 64);
+        for p in &self.parts {
+            // Writing JSON into a Vec cannot fail.
+            let _ = match p {
+                BodyPart::Json(s) => {
+                    out.extend_from_slice(s.as_bytes());
+                    Ok(())
+                }
+                BodyPart::Prompt => serde_json::to_writer(&mut out, &prompt.text),
+                BodyPart::Messages => serde_json::to_writer(&mut out, &Messages(prompt)),
+                BodyPart::MaxTokens => serde_json::to_writer(&mut out, &prompt.output_tokens),
+            };
+        }
+        out
+    }
+}
+
 /// The OpenAI-compatible client of one target and point.
 pub struct OpenAi {
     client: reqwest::Client,
@@ -174,13 +320,13 @@ pub struct OpenAi {
     /// `{base_url}/models`: what [`Backend::warm`] asks to open connections.
     models_url: reqwest::Url,
     connect_timeout: Duration,
-    api: Api,
+    /// Connections are kept alive (a pool), so a response's end is read to
+    /// give its connection back.
+    keep_alive: bool,
+    /// Connections on their way back to the pool (`connect`).
+    returning: Arc<super::connect::Returning>,
     stream: bool,
-    model: String,
-    max_tokens_field: String,
-    ignore_eos: bool,
-    extra: serde_json::Map<String, serde_json::Value>,
-    headers: reqwest::header::HeaderMap,
+    body: BodyTemplate,
     timeouts: Timeouts,
     limits: Limits,
     keep_reply: bool,
@@ -256,12 +402,6 @@ impl OpenAi {
         timeouts: Timeouts,
         limits: Limits,
     ) -> Result<OpenAi, String> {
-        // Every connect is timed and charged to the request that waited
-        // for it (`connect`).
-        let client = builder(o)?
-            .connector_layer(super::connect::ConnectTimer)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let path = match workload.api {
             Api::Chat => "chat/completions",
             Api::Completions => "completions",
@@ -274,10 +414,6 @@ impl OpenAi {
             .and_then(|u| u.join("models"))
             .map_err(|e| format!("invalid base_url \"{}\": {e}", o.base_url))?;
         let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(
-            reqwest::header::CONTENT_TYPE,
-            "application/json".parse().expect("valid"),
-        );
         for (k, v) in o.headers {
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| format!("invalid header name \"{k}\""))?;
@@ -291,23 +427,24 @@ impl OpenAi {
             v.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, v);
         }
-        let mut extra = serde_json::to_value(&workload.sampling)
-            .ok()
-            .and_then(|v| v.as_object().cloned())
-            .unwrap_or_default();
-        extra.extend(workload.extra_body.clone());
+        // Every connect is timed and charged to the request that waited
+        // for it (`connect`); the target's headers go with every request
+        // without a copy per request.
+        let returning = Arc::new(super::connect::Returning::default());
+        let client = builder(o)?
+            .connector_layer(super::connect::ConnectTimer::new(returning.clone()))
+            .default_headers(headers)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(OpenAi {
             client,
             url,
             models_url,
             connect_timeout: o.connect_timeout,
-            api: workload.api,
+            keep_alive: o.pool_size > 0,
+            returning,
             stream: workload.stream,
-            model: model.to_string(),
-            max_tokens_field: workload.max_tokens_field.clone(),
-            ignore_eos: workload.ignore_eos,
-            extra,
-            headers,
+            body: BodyTemplate::new(workload, model),
             timeouts,
             limits,
             keep_reply: workload.conversation.is_some(),
@@ -316,59 +453,18 @@ impl OpenAi {
 
     /// The JSON body of a request.
     pub fn body(&self, prompt: &Prompt) -> Vec<u8> {
-        use serde_json::{Value, json};
-        let mut m = serde_json::Map::new();
-        m.insert("model".into(), Value::String(self.model.clone()));
-        match self.api {
-            Api::Chat => {
-                let mut messages: Vec<Value> = prompt
-                    .history
-                    .iter()
-                    .map(|m| json!({"role": m.role, "content": m.content}))
-                    .collect();
-                messages.push(json!({"role": "user", "content": prompt.text}));
-                m.insert("messages".into(), Value::Array(messages));
-            }
-            Api::Completions => {
-                m.insert("prompt".into(), Value::String(prompt.text.clone()));
-            }
-        }
-        m.insert(
-            self.max_tokens_field.clone(),
-            Value::from(prompt.output_tokens),
-        );
-        if self.ignore_eos {
-            m.insert("ignore_eos".into(), Value::Bool(true));
-        }
-        m.insert("stream".into(), Value::Bool(self.stream));
-        if self.stream {
-            m.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-        for (k, v) in &self.extra {
-            m.insert(k.clone(), v.clone());
-        }
-        serde_json::to_vec(&Value::Object(m)).expect("a JSON value serializes")
+        self.body.write(prompt)
     }
 
     async fn execute(&self, req: Prepared, rec: &mut RequestRecord) {
         let t = self.timeouts;
         let mut attempt = 0;
         let response = loop {
-            let request = self
-                .client
-                .post(self.url.clone())
-                .headers(self.headers.clone())
-                .body(req.body.clone())
-                .build();
-            let request = match request {
-                Ok(r) => r,
-                Err(e) => {
-                    return rec.fail(
-                        ErrorClass::Connect,
-                        format!("cannot build the request: {e}"),
-                    );
-                }
-            };
+            let mut request = reqwest::Request::new(reqwest::Method::POST, self.url.clone());
+            request
+                .headers_mut()
+                .insert(reqwest::header::CONTENT_TYPE, JSON);
+            *request.body_mut() = Some(req.body.clone().into());
             rec.t_send = Instant::now();
             let total_deadline = rec.t_send + t.total.as_std();
             let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
@@ -483,13 +579,25 @@ impl OpenAi {
         let mut last_event = rec.t_send;
         let mut events: u64 = 0;
         let mut received: u64 = 0;
+        // One timer for the whole stream, moved when its deadline moves
+        // (after an event), not a new one for every read.
+        let timer = tokio::time::sleep_until(first_deadline.into());
+        tokio::pin!(timer);
         loop {
             let deadline = if rec.events.is_empty() {
                 first_deadline
             } else {
                 (last_event + idle).min(total_deadline)
             };
-            let read = tokio::time::timeout_at(deadline.into(), response.chunk()).await;
+            let due = tokio::time::Instant::from_std(deadline);
+            if timer.deadline() != due {
+                timer.as_mut().reset(due);
+            }
+            let read = tokio::select! {
+                biased;
+                read = response.chunk() => Ok(read),
+                () = &mut timer => Err(()),
+            };
             let now = Instant::now();
             let bytes: Bytes = match read {
                 Err(_) => {
@@ -567,21 +675,12 @@ impl OpenAi {
             }
             if problem.is_some() || done {
                 rec.t_done = now;
-                if done && problem.is_none() {
-                    // Read the body's end (the chunked terminator) so the
-                    // connection goes back to the pool instead of closing;
-                    // it does not count in any timing, and a server that
-                    // keeps talking after [DONE] is left after 64 KiB.
-                    let _ = tokio::time::timeout(idle.min(Duration::from_secs(1)), async {
-                        let mut left = 64 * 1024usize;
-                        while let Ok(Some(b)) = response.chunk().await {
-                            left = left.saturating_sub(b.len());
-                            if left == 0 {
-                                break;
-                            }
-                        }
-                    })
-                    .await;
+                if done && problem.is_none() && self.keep_alive {
+                    // The body's end (the chunked terminator) is read so
+                    // the connection goes back to the pool instead of
+                    // closing, on a task of its own: this request is over.
+                    let on_its_way = self.returning.start();
+                    tokio::spawn(drain_end(response, idle.min(DRAIN_TIME), on_its_way));
                 }
                 break;
             }
@@ -788,6 +887,38 @@ fn out_of_descriptors(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = err.source();
     }
     false
+}
+
+/// Most of a body read after `[DONE]` to give its connection back: a
+/// server that keeps talking is left (and its connection closed) after
+/// this many bytes or [`DRAIN_TIME`].
+const DRAIN_BYTES: usize = 64 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(1);
+
+/// Reads what is left of a response after `[DONE]`, at most
+/// [`DRAIN_BYTES`] and for at most `within`: read to its end, the
+/// connection goes back to the pool. It counts in no timing. Until then
+/// (and a turn of the scheduler after, for the pool's own task to take the
+/// connection back) it is counted `on_its_way`, and a request that would
+/// open a connection waits for it (`connect`).
+async fn drain_end(
+    mut response: reqwest::Response,
+    within: Duration,
+    on_its_way: super::connect::OnItsWay,
+) {
+    let _ = tokio::time::timeout(within, async {
+        let mut left = DRAIN_BYTES;
+        while let Ok(Some(b)) = response.chunk().await {
+            left = left.saturating_sub(b.len());
+            if left == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+    drop(response);
+    tokio::task::yield_now().await;
+    drop(on_its_way);
 }
 
 /// Bytes of a body that is not an event stream shown in the `not_sse` message.
@@ -1080,5 +1211,138 @@ mod tests {
         let plain = std::io::Error::other("too many open files");
         assert!(!out_of_descriptors(&plain));
         assert_eq!(ErrorClass::ClientLimit.name(), "client_limit");
+    }
+
+    /// The body as it was built before the template: a `serde_json` map
+    /// (sorted keys), the prompt cloned into it. Kept to hold the template
+    /// to the same bytes: the workload fingerprint hashes them, and
+    /// committed baselines record it.
+    fn body_via_map(w: &infer_bench_spec::Workload, model: &str, prompt: &Prompt) -> Vec<u8> {
+        use serde_json::{Value, json};
+        let mut extra = serde_json::to_value(&w.sampling)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        extra.extend(w.extra_body.clone());
+        let mut m = serde_json::Map::new();
+        m.insert("model".into(), Value::String(model.to_string()));
+        match w.api {
+            Api::Chat => {
+                let mut messages: Vec<Value> = prompt
+                    .history
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect();
+                messages.push(json!({"role": "user", "content": prompt.text}));
+                m.insert("messages".into(), Value::Array(messages));
+            }
+            Api::Completions => {
+                m.insert("prompt".into(), Value::String(prompt.text.clone()));
+            }
+        }
+        m.insert(
+            w.max_tokens_field.clone(),
+            Value::from(prompt.output_tokens),
+        );
+        if w.ignore_eos {
+            m.insert("ignore_eos".into(), Value::Bool(true));
+        }
+        m.insert("stream".into(), Value::Bool(w.stream));
+        if w.stream {
+            m.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        for (k, v) in &extra {
+            m.insert(k.clone(), v.clone());
+        }
+        serde_json::to_vec(&Value::Object(m)).unwrap()
+    }
+
+    /// The workload of a one-point spec with this `[workloads.w]`.
+    fn workload(keys: &str) -> infer_bench_spec::Workload {
+        let text = format!(
+            "name = \"t\"\n[targets.s]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 8\noutput_tokens = 8\n{keys}\n[load]\nconcurrency = 1\nrequests = 1\n"
+        );
+        let spec = infer_bench_spec::compile("t.toml", &text, std::path::Path::new(".")).unwrap();
+        let plan = infer_bench_spec::plan::Plan::build(&spec).unwrap();
+        (*plan.points[0].config.workload).clone()
+    }
+
+    #[test]
+    fn bodies_are_byte_for_byte_what_the_map_wrote() {
+        use infer_bench_workload::Message;
+        let tricky = "say \"hi\"\n\t\\ caf\u{e9} \u{1f680} \u{1} </script>".to_string();
+        let prompts = [
+            Prompt {
+                history: Vec::new(),
+                text: "plain words".into(),
+                input_tokens: 2,
+                output_tokens: 7,
+                part: 0,
+            },
+            Prompt {
+                history: vec![
+                    Message {
+                        role: Role::System,
+                        content: "be brief".into(),
+                    },
+                    Message {
+                        role: Role::User,
+                        content: tricky.clone(),
+                    },
+                    Message {
+                        role: Role::Assistant,
+                        content: String::new(),
+                    },
+                ],
+                text: tricky,
+                input_tokens: 30,
+                output_tokens: u32::MAX,
+                part: 1,
+            },
+        ];
+        let mut workloads = vec![
+            workload("api = \"chat\""),
+            workload("api = \"completions\""),
+            workload("api = \"chat\"\nstream = false\nignore_eos = true"),
+            workload(
+                "api = \"completions\"\nmax_tokens_field = \"max_completion_tokens\"\nsampling = { temperature = 0.7, top_p = 0.95, top_k = 40, min_p = 0.05, presence_penalty = -0.5, frequency_penalty = 1e-3, repetition_penalty = 1.1, seed = 7 }",
+            ),
+            workload(
+                "api = \"chat\"\nsampling = { temperature = 0.0 }\nextra_body = { zzz = [1, 2.5, \"x\"], aaa = { b = true, a = \"\\u00e9\" }, \"key \\\"quoted\\\"\" = 1, chat_template_kwargs = { enable_thinking = false } }",
+            ),
+        ];
+        // extra_body over the fields the client sets itself, and over the
+        // sampling: the map let it replace them.
+        let mut over = workload("api = \"chat\"\nsampling = { temperature = 0.5, seed = 1 }");
+        for (k, v) in [
+            ("model", serde_json::json!("other")),
+            ("stream", serde_json::json!(false)),
+            ("max_tokens", serde_json::json!(3)),
+            ("messages", serde_json::json!([])),
+            ("temperature", serde_json::json!(1.25)),
+            ("stream_options", serde_json::Value::Null),
+        ] {
+            over.extra_body.insert(k.into(), v);
+        }
+        workloads.push(over);
+        let mut prompt_over = workload("api = \"completions\"");
+        prompt_over
+            .extra_body
+            .insert("prompt".into(), serde_json::json!("fixed"));
+        workloads.push(prompt_over);
+        for w in &workloads {
+            for model in ["m", "org/Model-\"7B\""] {
+                let t = BodyTemplate::new(w, model);
+                for p in &prompts {
+                    let new = t.write(p);
+                    let old = body_via_map(w, model, p);
+                    assert_eq!(
+                        String::from_utf8_lossy(&new),
+                        String::from_utf8_lossy(&old),
+                        "{w:?}"
+                    );
+                }
+            }
+        }
     }
 }

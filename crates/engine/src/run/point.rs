@@ -162,9 +162,26 @@ pub(super) fn run_point(
     let mut warm_failed: Option<String> = None;
     for run in 0..cfg.load.runs {
         server.begin_run(run);
-        // Every run starts with its connections open, none measured.
-        if let Err(e) = rt.block_on(backend.warm(conns.warm)) {
+        // Every run starts with its connections open, none measured; as
+        // many as the open-file limit leaves room for (the pool keeps the
+        // last run's, which need none).
+        let in_process = matches!(server, Server::Sim(_));
+        let (warm, room) = match descriptor_room(in_process) {
+            Some(room) if room < conns.warm => (room, Some(room)),
+            _ => (conns.warm, None),
+        };
+        if let Err(e) = rt.block_on(backend.warm(warm)) {
             warm_failed.get_or_insert_with(|| format!("run {}: {e}", run + 1));
+        }
+        if room.is_some() && run == 0 {
+            warm_failed.get_or_insert_with(|| {
+                format!(
+                    "run 1: {warm} of {} connections were opened before the run: the open-file limit ({}) leaves room for no more{}; the run opened the rest as it went, and any it could not open failed as client_limit",
+                    conns.warm,
+                    open_file_limit().unwrap_or(0),
+                    if in_process { " (with the simulator in this process, a connection takes a descriptor at each end)" } else { "" }
+                )
+            });
         }
         telemetry.mark();
         let live = Arc::new(Live::default());
@@ -335,17 +352,38 @@ pub(super) fn run_point(
 /// The connections of a point's client: how many are opened before each
 /// run (its slots), and how many the pool keeps open between requests.
 ///
-/// The pool keeps twice the slots: a slot's next request goes out before
-/// its previous connection is back in the pool (the pool takes it back on
-/// a task of its own once the body's end is read), finds none idle, and
-/// starts a connect; the returning connection wins, and the connect goes
-/// on in the background into the pool. Kept, such spare connections end
-/// the churn within the first run; dropped, every run would open them
-/// again.
+/// The pool keeps twice the slots. A slot's next request goes out before
+/// its previous connection is back in the pool, and its connect waits for
+/// that connection (`backend::connect`); when the pool is slower than the
+/// wait (a machine with every core busy), the connect goes on in the
+/// background into the pool as a spare. Kept, such spares end the churn
+/// within the first run; dropped, every run would open them again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Connections {
     pub warm: usize,
     pub idle: usize,
+}
+
+/// Descriptors kept free when opening connections before a run: for the
+/// results, the request log, telemetry and the runtime.
+const DESCRIPTOR_RESERVE: usize = 64;
+
+/// This process's open-file limit (the soft one, as raised at the start).
+fn open_file_limit() -> Option<u64> {
+    // SAFETY: getrlimit on our own process with a struct we own.
+    let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0).then_some(r.rlim_cur as u64)
+}
+
+/// How many more connections this process can open: its open-file limit
+/// less the descriptors it holds and [`DESCRIPTOR_RESERVE`]; half that when
+/// the server runs in this process (a connection is a descriptor at each
+/// end). `None` where the descriptors held cannot be counted.
+fn descriptor_room(in_process: bool) -> Option<usize> {
+    let held = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    let limit = usize::try_from(open_file_limit()?).unwrap_or(usize::MAX);
+    let free = limit.saturating_sub(held + DESCRIPTOR_RESERVE);
+    Some(if in_process { free / 2 } else { free })
 }
 
 /// The most connections opened before a run of an open loop without
