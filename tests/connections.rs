@@ -27,8 +27,13 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// A spec with one openai target at `url`.
 fn spec(url: &str, load: &str) -> String {
+    spec_with(url, "api = \"completions\"", load)
+}
+
+/// [`spec`] with these keys of `[workloads.w]`.
+fn spec_with(url: &str, workload: &str, load: &str) -> String {
     format!(
-        "name = \"connections-test\"\nseed = 3\n\n[targets.t]\nkind = \"openai\"\nbase_url = \"{url}\"\n\n[models.m]\nserved_name = \"scripted-model\"\n\n[workloads.w]\napi = \"completions\"\ninput_tokens = 8\noutput_tokens = 4\nignore_eos = true\n\n[load]\n{load}\n\n[validity]\nmin_requests = 1\nmin_duration = \"1ms\"\n"
+        "name = \"connections-test\"\nseed = 3\n\n[targets.t]\nkind = \"openai\"\nbase_url = \"{url}\"\n\n[models.m]\nserved_name = \"scripted-model\"\n\n[workloads.w]\n{workload}\ninput_tokens = 8\noutput_tokens = 4\nignore_eos = true\n\n[load]\n{load}\n\n[validity]\nmin_requests = 1\nmin_duration = \"1ms\"\n"
     )
 }
 
@@ -103,9 +108,14 @@ fn a_closed_loop_opens_its_slots_before_the_clock_and_keeps_them() {
 /// The engine's own records of a point's runs against `url`: each run
 /// preceded by opening its connections (`warm`) or not, as `point` does.
 fn records(url: &str, load: &str, warm: bool) -> Vec<Vec<RequestRecord>> {
+    records_of(&spec(url, load), url, warm)
+}
+
+/// [`records`] of the point of `spec`, whose target is at `url`.
+fn records_of(spec: &str, url: &str, warm: bool) -> Vec<Vec<RequestRecord>> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spec.toml");
-    std::fs::write(&path, spec(url, load)).unwrap();
+    std::fs::write(&path, spec).unwrap();
     let s = infer_bench::spec::load(&path).unwrap();
     let plan = Plan::build(&s).unwrap();
     let p = &plan.points[0];
@@ -189,7 +199,20 @@ fn the_first_requests_of_every_run_pay_no_connect() {
         eprintln!("run {run}: {paid} of 40 requests waited for a connect");
     }
     let opened = proxy.accepted();
-    assert!((8..=16).contains(&opened), "{opened}");
+    assert!((8..=10).contains(&opened), "{opened}");
+    // Each record names its response as the server did.
+    let mut ids: Vec<String> = runs
+        .iter()
+        .flatten()
+        .map(|r| r.response_id.clone().unwrap())
+        .collect();
+    ids.sort_by_key(|id| {
+        id.trim_start_matches("cmpl-scripted-")
+            .parse::<u64>()
+            .unwrap()
+    });
+    let want: Vec<String> = (1..=120).map(|n| format!("cmpl-scripted-{n}")).collect();
+    assert_eq!(ids, want);
 
     // The same without opening them first: the first wave connects.
     let proxy = rt.block_on(CountingProxy::start(server.addr())).unwrap();
@@ -435,7 +458,43 @@ fn a_server_slow_to_close_does_not_hold_the_slot() {
     assert_eq!(recs.len(), 6);
     assert!(recs.iter().all(|r| r.ok()), "{:?}", recs[0].failure);
     eprintln!("6 requests in {took:?}");
+    let ids: Vec<_> = recs.iter().map(|r| r.response_id.as_deref()).collect();
+    let want: Vec<String> = (1..=6).map(|n| format!("cmpl-slow-{n}")).collect();
+    assert_eq!(
+        ids,
+        want.iter().map(|s| Some(s.as_str())).collect::<Vec<_>>()
+    );
     // Six requests at one slot: were the slot held 1 s after each, at
     // least 5 s.
     assert!(took < Duration::from_millis(1500), "{took:?}");
+}
+
+/// A whole (not streamed) chat completion names its response too.
+#[test]
+fn a_response_that_is_not_streamed_is_named_as_well() {
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::default()))
+        .unwrap();
+    let url = server.base_url();
+    let spec = spec_with(
+        &url,
+        "api = \"chat\"\nstream = false",
+        "concurrency = 2\nrequests = 4",
+    );
+    let runs = records_of(&spec, &url, true);
+    let mut ids: Vec<String> = runs[0]
+        .iter()
+        .map(|r| {
+            assert!(r.ok(), "{:?}", r.failure);
+            r.response_id.clone().unwrap()
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        (1..=4)
+            .map(|n| format!("chatcmpl-scripted-{n}"))
+            .collect::<Vec<_>>()
+    );
 }

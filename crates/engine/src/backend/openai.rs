@@ -43,6 +43,8 @@ pub struct ChunkInfo {
 #[derive(Deserialize)]
 struct Chunk<'a> {
     #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     choices: Option<Vec<Choice<'a>>>,
     #[serde(default)]
     usage: Option<UsageWire>,
@@ -104,6 +106,29 @@ fn error_text(v: &serde_json::Value) -> String {
 
 /// Interprets one event's data. `reply`, when given, collects the text.
 pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<ChunkInfo, String> {
+    interpret_into(data, reply, None)
+}
+
+/// The most bytes of a response's `id` kept (a request log line is no
+/// place for an unbounded string from the server).
+pub const MAX_RESPONSE_ID_BYTES: usize = 128;
+
+/// At most [`MAX_RESPONSE_ID_BYTES`] of `id`, cut at a character boundary.
+fn clip_id(id: &str) -> String {
+    let mut end = id.len().min(MAX_RESPONSE_ID_BYTES);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    id[..end].to_string()
+}
+
+/// [`interpret`], and the event's `id` into `id` when that is given and
+/// still empty (the first id a response names is its own).
+fn interpret_into(
+    data: &[u8],
+    reply: Option<&mut String>,
+    id: Option<&mut Option<String>>,
+) -> Result<ChunkInfo, String> {
     if data == b"[DONE]" {
         return Ok(ChunkInfo {
             done: true,
@@ -114,6 +139,9 @@ pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<ChunkInfo, S
         let shown = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
         format!("{e}: {shown}")
     })?;
+    if let (Some(slot @ None), Some(named)) = (id, chunk.id.as_deref()) {
+        *slot = Some(clip_id(named));
+    }
     let mut info = ChunkInfo::default();
     if let Some(e) = &chunk.error {
         info.error = Some(error_text(e));
@@ -784,7 +812,7 @@ impl OpenAi {
             Ok(Ok(Some(b))) => b,
         };
         let mut reply = self.keep_reply.then(String::new);
-        match interpret(&bytes, reply.as_mut()) {
+        match interpret_into(&bytes, reply.as_mut(), Some(&mut rec.response_id)) {
             Err(e) => rec.fail(ErrorClass::Malformed, e),
             Ok(info) if info.error.is_some() => {
                 rec.fail(ErrorClass::StreamError, info.error.unwrap_or_default())
@@ -820,7 +848,7 @@ fn handle_event(
     if problem.is_some() || *done {
         return;
     }
-    match interpret(data, reply.as_mut()) {
+    match interpret_into(data, reply.as_mut(), Some(&mut rec.response_id)) {
         Err(e) => *problem = Some((ErrorClass::Malformed, e)),
         Ok(info) => {
             if let Some(e) = info.error {
@@ -1163,6 +1191,43 @@ mod tests {
         )
         .unwrap();
         assert_eq!(reply, "hi é");
+    }
+
+    #[test]
+    fn the_first_id_a_response_names_is_kept_clipped() {
+        let mut id = None;
+        let chunk = br#"{"id":"chatcmpl-1","choices":[{"delta":{"content":"a"}}]}"#;
+        interpret_into(chunk, None, Some(&mut id)).unwrap();
+        assert_eq!(id.as_deref(), Some("chatcmpl-1"));
+        let later = br#"{"id":"chatcmpl-2","choices":[{"delta":{"content":"b"}}]}"#;
+        interpret_into(later, None, Some(&mut id)).unwrap();
+        assert_eq!(id.as_deref(), Some("chatcmpl-1"), "the first is kept");
+        // A chunk without one leaves it unset; [DONE] too.
+        let mut none = None;
+        interpret_into(br#"{"choices":[]}"#, None, Some(&mut none)).unwrap();
+        interpret_into(b"[DONE]", None, Some(&mut none)).unwrap();
+        assert_eq!(none, None);
+        // Escapes decoded; at most 128 bytes, cut at a character boundary.
+        let mut id = None;
+        let long = format!(r#"{{"id":"\u00e9{}","choices":[]}}"#, "\u{e9}".repeat(100));
+        interpret_into(long.as_bytes(), None, Some(&mut id)).unwrap();
+        let id = id.unwrap();
+        assert_eq!(id.len(), 128);
+        assert!(id.chars().all(|c| c == '\u{e9}'));
+        let mut id = None;
+        let odd = format!(r#"{{"id":"x{}","choices":[]}}"#, "\u{e9}".repeat(100));
+        interpret_into(odd.as_bytes(), None, Some(&mut id)).unwrap();
+        assert_eq!(id.unwrap().len(), 127, "not inside a two-byte character");
+        // An error object's id is the response's too.
+        let mut id = None;
+        let err = br#"{"id":"e-1","error":{"message":"no"}}"#;
+        assert!(
+            interpret_into(err, None, Some(&mut id))
+                .unwrap()
+                .error
+                .is_some()
+        );
+        assert_eq!(id.as_deref(), Some("e-1"));
     }
 
     #[test]
