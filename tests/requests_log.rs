@@ -139,7 +139,6 @@ fn request_lines_carry_unix_times_and_every_event() {
 }
 
 #[test]
-#[ignore = "the openai backend does not fill RequestRecord::response_id yet (issue 23, item 7)"]
 fn request_lines_join_the_server_records_by_response_id() {
     let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let (lines, _, _, served) = events_run();
