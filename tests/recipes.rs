@@ -186,7 +186,10 @@ percentile_sample_check = false
         let err = check(&o, 0, part);
         let r = read(&out);
         if r["points"].as_array().unwrap().is_empty() {
-            assert!(err.contains("this share holds no point of the plan"), "{err}");
+            assert!(
+                err.contains("this share holds no point of the plan"),
+                "{err}"
+            );
             assert_eq!(r["complete"], true, "{r}");
             assert_eq!(r["partition"], part);
             assert_eq!(r["pending"], serde_json::json!([]));
