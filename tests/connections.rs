@@ -141,6 +141,7 @@ fn records_of(spec: &str, url: &str, warm: bool) -> Vec<Vec<RequestRecord>> {
                 cfg.served_name(),
                 cfg.load.timeouts,
                 cfg.load.limits,
+                infer_bench::spec::Dialect::Vllm,
             )
             .unwrap(),
         )
@@ -243,7 +244,9 @@ fn cold_connections_open_one_connection_per_request() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     rt.block_on(server.wait_idle());
     assert_eq!(server.records().len(), 40);
-    assert_eq!(proxy.accepted(), 40, "one connection per request");
+    // One per request, and the one that asked the server its dialect
+    // before the point began.
+    assert_eq!(proxy.accepted(), 40 + 1, "one connection per request");
     assert_eq!(run.point()["config"]["load"]["cold_connections"], true);
 
     let proxy = rt.block_on(CountingProxy::start(server.addr())).unwrap();

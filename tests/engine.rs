@@ -319,7 +319,7 @@ fn faults_are_counted_by_class_and_the_run_completes() {
     let points = run.results["points"].as_array().unwrap();
     assert_eq!(points.len(), 8);
     let expect = [
-        ("http500", "status"),
+        ("http500", "status_5xx"),
         ("drop", "truncated"),
         ("malformed", "malformed"),
         ("streamerror", "stream_error"),
@@ -503,4 +503,113 @@ fn a_point_where_every_request_failed_is_an_infrastructure_failure() {
     let p = &run.results["points"][0];
     assert_eq!(p["merged"]["requests"]["succeeded"], 0);
     assert_eq!(p["merged"]["requests"]["failed"], 8);
+}
+
+/// A strict server that does not name itself: requests are plain OpenAI,
+/// the fields it would reject stay out (a warning names them), and the
+/// results say which dialect was spoken and why.
+#[test]
+fn an_unnamed_strict_server_gets_plain_openai_requests() {
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script {
+            strict: true,
+            owned_by: "someone".into(),
+            ..Script::default()
+        }))
+        .unwrap();
+    let workload = "input_tokens = 8\noutput_tokens = 4\nignore_eos = true\nsampling = { temperature = 0.5, top_k = 20 }";
+    let run = run_spec(
+        &spec(
+            &[("t", server.base_url())],
+            "concurrency = 2\nrequests = 6",
+            workload,
+        ),
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let p = &run.results["points"][0];
+    assert_eq!(p["merged"]["requests"]["succeeded"], 6, "{p}");
+    assert_eq!(p["server"]["dialect"], "openai");
+    assert_eq!(p["server"]["dialect_from"], "default");
+    let warning = p["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.starts_with("ignore_eos, top_k was not sent") && warning.contains("dialect"),
+        "{warning}"
+    );
+    rt.block_on(server.wait_idle());
+    for r in server.records() {
+        assert!(!r.fields.iter().any(|f| f == "ignore_eos" || f == "top_k"));
+        assert!(
+            r.fields.iter().any(|f| f == "temperature"),
+            "{:?}",
+            r.fields
+        );
+    }
+
+    // Declared as vLLM, the same server refuses every request, and says
+    // so in its own class and code.
+    let text = spec(
+        &[("t", server.base_url())],
+        "concurrency = 1\nrequests = 3",
+        workload,
+    )
+    .replace(
+        "kind = \"openai\"\n",
+        "kind = \"openai\"\ndialect = \"vllm\"\n",
+    );
+    let run = run_spec(&text, &[]);
+    assert_eq!(run.code, Some(3), "nothing succeeded: {}", run.stderr);
+    let m = &run.results["points"][0]["merged"];
+    assert_eq!(m["errors"], serde_json::json!({"status_4xx": 3}), "{m}");
+    assert_eq!(m["http_status"], serde_json::json!({"422": 3}), "{m}");
+    assert!(
+        m["http_status_examples"]["422"]
+            .as_str()
+            .unwrap()
+            .contains("extra fields not permitted"),
+        "{m}"
+    );
+}
+
+/// A server that names itself in `/v1/models` is spoken to in its dialect:
+/// llama.cpp's `owned_by` gets `ignore_eos` and `repeat_penalty`.
+#[test]
+fn a_server_that_names_itself_gets_its_dialect() {
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script {
+            owned_by: "llamacpp".into(),
+            ..Script::default()
+        }))
+        .unwrap();
+    let run = run_spec(
+        &spec(
+            &[("t", server.base_url())],
+            "concurrency = 1\nrequests = 2",
+            "input_tokens = 8\noutput_tokens = 4\nignore_eos = true\nsampling = { repetition_penalty = 1.1 }",
+        ),
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let p = &run.results["points"][0];
+    assert_eq!(p["server"]["dialect"], "llama.cpp");
+    assert_eq!(p["server"]["dialect_from"], "server");
+    assert_eq!(p["warnings"], serde_json::json!([]));
+    rt.block_on(server.wait_idle());
+    let records = server.records();
+    assert_eq!(records.len(), 2);
+    for r in records {
+        assert!(
+            r.fields.contains(&"ignore_eos".to_string()),
+            "{:?}",
+            r.fields
+        );
+        assert!(
+            r.fields.contains(&"repeat_penalty".to_string()),
+            "{:?}",
+            r.fields
+        );
+        assert!(!r.fields.contains(&"repetition_penalty".to_string()));
+    }
 }

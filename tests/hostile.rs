@@ -9,7 +9,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use infer_bench_testkit::hostile::{HostileServer, Hostility};
+use infer_bench_testkit::hostile::{HostileServer, Hostility, STATUS_CYCLE};
+use infer_bench_testkit::reset::{ResetServer, Resets};
 
 /// The most a run against an endless server may cost, in RSS.
 const RSS_BOUND_KB: i64 = 64 * 1024;
@@ -153,9 +154,9 @@ fn an_endless_line_is_oversized_and_memory_stays_bounded() {
 fn an_endless_error_body_is_read_only_in_part() {
     let _t = infer_bench_testkit::timing::exclusive();
     let (run, served) = against(Hostility::EndlessErrorBody, 3, "5s");
-    all_failed_as(&run, "status", 3);
+    all_failed_as(&run, "status_5xx", 3);
     assert_eq!(served, 3);
-    let example = run.example("status");
+    let example = run.example("status_5xx");
     assert!(
         example.starts_with("HTTP 500: Internal Server Error"),
         "{example}"
@@ -327,4 +328,74 @@ fn a_whole_json_body_is_fine_when_no_stream_was_asked_for() {
     let run = run_spec(&text);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(run.point()["merged"]["requests"]["succeeded"], 2);
+}
+
+#[test]
+fn http_errors_are_counted_by_class_and_by_code() {
+    let (run, served) = against(Hostility::StatusCycle, 14, "5s");
+    assert_eq!(run.code, Some(3), "nothing succeeded: {}", run.stderr);
+    assert_eq!(served, 14);
+    let m = &run.point()["merged"];
+    assert_eq!(
+        m["errors"],
+        serde_json::json!({"status_4xx": 8, "status_429": 2, "status_5xx": 4}),
+        "400, 401, 404, 422 refuse; 429 sheds load; 500, 503 fail"
+    );
+    for code in STATUS_CYCLE {
+        let code = code.to_string();
+        assert_eq!(m["http_status"][&code], 2, "HTTP {code}: {m}");
+        let example = m["http_status_examples"][&code].as_str().unwrap();
+        assert!(
+            example.starts_with(&format!("HTTP {code}: ")) && example.contains("scripted HTTP"),
+            "{example}"
+        );
+    }
+    assert!(
+        run.example("status_429").starts_with("HTTP 429"),
+        "{}",
+        run.example("status_429")
+    );
+}
+
+/// Runs `requests` requests, one at a time, against a reset server.
+fn against_resets(mode: Resets, requests: u32) -> (Run, ResetServer) {
+    let server = ResetServer::start(mode).unwrap();
+    let text = spec(
+        &server.base_url(),
+        &format!(
+            "concurrency = 1\nrequests = {requests}\ntimeouts = {{ connect = \"2s\", first_token = \"5s\", idle = \"5s\", total = \"30s\" }}"
+        ),
+    );
+    let text = text.replace("hostile-model", "reset-model");
+    (run_spec(&text), server)
+}
+
+#[test]
+fn a_kept_alive_connection_reset_before_any_byte_is_sent_again() {
+    let (run, server) = against_resets(Resets::SecondOnConnection, 6);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let m = &run.point()["merged"];
+    assert_eq!(m["requests"]["succeeded"], 6, "{m}");
+    assert_eq!(m["requests"]["failed"], 0, "{m}");
+    // Every request after the first met a pooled connection the server
+    // then reset, and was sent once more on a fresh one.
+    let resent = m["requests"]["resent"].as_u64().unwrap();
+    assert_eq!(resent, server.resets(), "{m}");
+    assert!(resent >= 1, "the pool reused a connection: {m}");
+    assert_eq!(server.answered(), 6);
+}
+
+#[test]
+fn a_reset_before_any_byte_is_a_connect_failure_not_truncated() {
+    let (run, server) = against_resets(Resets::Always, 3);
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    let (classes, total) = run.errors();
+    assert_eq!(classes, vec!["connect".to_string()], "{}", run.stderr);
+    // A closed loop that cannot reach its server may stop early.
+    assert!((1..=3).contains(&total), "{total}");
+    // Each failed request was tried twice: once, and once more.
+    assert_eq!(server.resets(), 2 * total, "{}", run.stderr);
+    assert_eq!(server.answered(), 0);
+    let example = run.example("connect");
+    assert!(example.to_lowercase().contains("reset"), "{example}");
 }

@@ -87,6 +87,10 @@ fn one_server_per_precision_started_once_and_stopped() {
         let server = &p["server"];
         assert_eq!(server["model"], "tiny");
         assert_eq!(server["name"], "llama.cpp");
+        // The real llama-server names itself in /v1/models, and so gets
+        // ignore_eos (the exact output above says it was honoured).
+        assert_eq!(server["dialect"], "llama.cpp");
+        assert_eq!(server["dialect_from"], "server");
         let cmd: Vec<&str> = server["command"]
             .as_array()
             .unwrap()

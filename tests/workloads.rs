@@ -343,6 +343,7 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
         cfg.served_name(),
         cfg.load.timeouts,
         cfg.load.limits,
+        infer_bench::spec::Dialect::Vllm,
     )
     .unwrap();
     // Two independent loads of the material, two generations of the bodies.

@@ -75,7 +75,10 @@ fn request(t0: Instant, i: u64, rng: &mut Lcg) -> RequestRecord {
     r.requested_output = 16 + (rng.next() * 240.0) as u32;
     if i % 50 == 7 {
         r.t_done = r.t_send + Duration::from_millis(3);
-        r.fail(infer_bench_engine::backend::ErrorClass::Status, "HTTP 503");
+        r.fail(
+            infer_bench_engine::backend::ErrorClass::Status5xx,
+            "HTTP 503",
+        );
         return r;
     }
     let ttft_ns = 20_000_000 + (rng.next().powi(3) * 2_000_000_000.0) as u64;

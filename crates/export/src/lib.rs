@@ -22,6 +22,48 @@ pub(crate) fn slo_name(metric: &str, expr: &str) -> String {
     format!("{metric} {}", infer_bench_judge::analysis::expr_text(expr))
 }
 
+/// Failures as people read them: each class with its count, the HTTP
+/// codes behind the `status_*` classes, and one example, e.g.
+/// "status_4xx 3 (HTTP 404 2, 422 1), status_5xx 1 (HTTP 503 1) (e.g. HTTP
+/// 404: no such model)". Empty without failures.
+pub(crate) fn failures_text(s: &infer_bench_spec::results::Stats) -> String {
+    let codes = |class: &str| -> Vec<String> {
+        let codes: Vec<String> = s
+            .http_status
+            .iter()
+            .filter(|(code, _)| {
+                code.parse()
+                    .is_ok_and(|c| infer_bench_results::status_class(c) == class)
+            })
+            .map(|(code, n)| format!("{code} {n}"))
+            .collect();
+        codes
+    };
+    let classes: Vec<String> = s
+        .errors
+        .iter()
+        .map(|(class, n)| {
+            let codes = codes(class);
+            if codes.is_empty() {
+                format!("{class} {n}")
+            } else {
+                format!("{class} {n} (HTTP {})", codes.join(", "))
+            }
+        })
+        .collect();
+    let example = s
+        .error_examples
+        .values()
+        .next()
+        .map(|e| format!(" (e.g. {e})"))
+        .unwrap_or_default();
+    if classes.is_empty() {
+        String::new()
+    } else {
+        format!("{}{example}", classes.join(", "))
+    }
+}
+
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
 pub fn stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -92,5 +134,24 @@ mod tests {
         assert_eq!(super::slo_name("error_rate", "< 1%"), "error_rate < 1%");
         // A stored expression that does not parse is shown as written.
         assert_eq!(super::slo_name("ttft", "p99 < soon"), "ttft p99 < soon");
+    }
+
+    #[test]
+    fn failures_read_by_class_with_their_http_codes() {
+        let mut s = infer_bench_spec::results::Stats::default();
+        assert_eq!(super::failures_text(&s), "");
+        for (class, n) in [("status_4xx", 3), ("status_5xx", 1), ("truncated", 2)] {
+            s.errors.insert(class.into(), n);
+        }
+        for (code, n) in [("404", 2), ("422", 1), ("503", 1)] {
+            s.http_status.insert(code.into(), n);
+        }
+        s.error_examples
+            .insert("status_4xx".into(), "HTTP 404: no such model".into());
+        assert_eq!(
+            super::failures_text(&s),
+            "status_4xx 3 (HTTP 404 2, 422 1), status_5xx 1 (HTTP 503 1), truncated 2 \
+             (e.g. HTTP 404: no such model)"
+        );
     }
 }

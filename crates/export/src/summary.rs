@@ -79,17 +79,10 @@ pub fn table(r: &Results) -> String {
             notes.push(format!("{}: warning: {w}", p.slug));
         }
         if !s.errors.is_empty() {
-            let classes: Vec<String> = s.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            let example = s
-                .error_examples
-                .values()
-                .next()
-                .map(|e| format!(" (e.g. {e})"))
-                .unwrap_or_default();
             notes.push(format!(
-                "{}: failures by class: {}{example}",
+                "{}: failures by class: {}",
                 p.slug,
-                classes.join(", ")
+                crate::failures_text(s)
             ));
         }
     }

@@ -315,6 +315,13 @@ pub struct ServerInfo {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// The dialect requests were written in (`vllm`, `openai`, ...), and
+    /// how it was chosen: `spec` (declared), `server` (its `owned_by`) or
+    /// `default` (the server did not say: plain OpenAI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect_from: Option<String>,
 }
 
 /// One run of a point.
@@ -406,6 +413,13 @@ pub struct TallyData {
     pub errors: BTreeMap<String, u64>,
     #[serde(default)]
     pub error_examples: BTreeMap<String, String>,
+    /// Failed requests by HTTP status code (`"404"`, `"503"`): the codes
+    /// behind the `status_*` classes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub http_status: BTreeMap<String, u64>,
+    /// One example message per HTTP status code.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub http_status_examples: BTreeMap<String, String>,
     pub good: u64,
     pub good_output_total: u64,
     pub input_total: u64,
@@ -479,6 +493,18 @@ pub struct StepResult {
     pub stats: Stats,
 }
 
+/// The failure class of a response with this HTTP status (not a
+/// success), as `errors` names it: `status_429` (load shed), `status_4xx`
+/// (refused), `status_5xx` (failed), else `status`.
+pub fn status_class(code: u16) -> &'static str {
+    match code {
+        429 => "status_429",
+        400..=499 => "status_4xx",
+        500..=599 => "status_5xx",
+        _ => "status",
+    }
+}
+
 /// The statistics of a run, a step, a window or a merged point.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Stats {
@@ -491,6 +517,13 @@ pub struct Stats {
     /// One example message per failure class.
     #[serde(default)]
     pub error_examples: BTreeMap<String, String>,
+    /// Failed requests by HTTP status code (`"404"`, `"503"`): the codes
+    /// behind the `status_*` classes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub http_status: BTreeMap<String, u64>,
+    /// One example message per HTTP status code.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub http_status_examples: BTreeMap<String, String>,
     /// Latency distributions in milliseconds, by metric name.
     #[serde(default)]
     pub latency_ms: BTreeMap<String, Summary>,

@@ -229,10 +229,13 @@ impl<C: Serialize + DeserializeOwned> Results<C> {
                 let _ = r.data(s);
             }
             let _ = r.data(&mut p.merged.error_examples);
+            let _ = r.data(&mut p.merged.http_status_examples);
             for run in &mut p.runs {
                 let _ = r.data(&mut run.stats.error_examples);
+                let _ = r.data(&mut run.stats.http_status_examples);
                 if let Some(shard) = &mut run.shard {
                     let _ = r.data(&mut shard.tally.error_examples);
+                    let _ = r.data(&mut shard.tally.http_status_examples);
                 }
             }
         }

@@ -180,6 +180,7 @@ impl SimServer {
                         .to_lowercase(),
                 ),
                 log: None,
+                ..Default::default()
             },
         })
     }

@@ -10,6 +10,7 @@ mod compile;
 pub mod dataset;
 mod de;
 pub mod diag;
+pub mod dialect;
 mod dist;
 mod duration;
 pub mod files;
@@ -32,6 +33,7 @@ pub use compile::{
 };
 pub use de::fmt_number;
 pub use diag::{SpecError, SpecErrors};
+pub use dialect::Dialect;
 pub use dist::{Dist, Empirical};
 pub use duration::Duration;
 pub use model::*;

@@ -35,6 +35,10 @@ pub struct Target {
     pub tls_insecure: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<String>,
+    /// The server's dialect as the spec declares it; `None`: asked of the
+    /// server when the run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<crate::dialect::Dialect>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

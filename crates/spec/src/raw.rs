@@ -91,6 +91,9 @@ pub struct RawTarget {
     /// openai: a PEM file of extra CA certificates to trust.
     #[serde(default)]
     pub ca_cert: Option<String>,
+    /// openai: which fields beyond the OpenAI API the server accepts ("openai", "vllm", "sglang", "tgi", "llama.cpp", "trtllm"). Absent: asked of the server (`GET /v1/models`, `owned_by`) when the run starts, and plain "openai" when it does not say.
+    #[serde(default)]
+    pub dialect: Option<crate::dialect::Dialect>,
     /// openai: start and stop the server per (model, precision) group.
     #[serde(default)]
     pub launch: Option<RawLaunch>,

@@ -48,7 +48,15 @@ pub enum Hostility {
     Html,
     /// HTTP 200 with a whole, non-streamed JSON completion.
     Json,
+    /// The n-th completion request gets `STATUS_CYCLE[(n - 1) % 7]`, with
+    /// an OpenAI-style error body that names the code.
+    StatusCycle,
 }
+
+/// The statuses [`Hostility::StatusCycle`] answers with, in turn: the ones
+/// an operator must tell apart (refused, unauthorized, unknown model,
+/// rejected field, shed load, failed, unavailable).
+pub const STATUS_CYCLE: [u16; 7] = [400, 401, 404, 422, 429, 500, 503];
 
 /// The HTML page [`Hostility::Html`] serves.
 pub const HTML_PAGE: &str = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n<body><p>Please sign in to continue.</p></body></html>\n";
@@ -94,15 +102,21 @@ fn handle(mode: Hostility, requests: &AtomicU64, req: Request) -> Response {
             r#"{"object":"list","data":[{"id":"hostile-model","object":"model"}]}"#,
         ),
         (&Method::POST, _) => {
-            requests.fetch_add(1, Ordering::Relaxed);
-            answer(mode)
+            let n = requests.fetch_add(1, Ordering::Relaxed);
+            answer(mode, n)
         }
         _ => http::error_response(StatusCode::NOT_FOUND, "not found"),
     }
 }
 
-fn answer(mode: Hostility) -> Response {
+/// The answer to the `n`-th completion request (from 0).
+fn answer(mode: Hostility, n: u64) -> Response {
     match mode {
+        Hostility::StatusCycle => {
+            let code = STATUS_CYCLE[(n % STATUS_CYCLE.len() as u64) as usize];
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            http::error_response(status, &format!("scripted HTTP {code}"))
+        }
         Hostility::Html => Response::full(StatusCode::OK, "text/html; charset=utf-8", HTML_PAGE),
         Hostility::Json => Response::json(StatusCode::OK, JSON_BODY),
         Hostility::EndlessErrorBody => {

@@ -3,11 +3,14 @@
 //! OpenAI-compatible server whose timing is known and recorded, the lock
 //! that keeps timing tests from running at the same time, git in a
 //! scratch repository, the processes in /proc, a hostile server that answers with endless or
-//! malformed responses, and a relay that counts the connections a client opens.
+//! malformed responses (or a cycle of error statuses), a server that resets
+//! connections before answering, and a relay that counts the connections a
+//! client opens.
 
 pub mod git;
 pub mod hostile;
 pub mod procs;
 pub mod proxy;
+pub mod reset;
 pub mod scripted;
 pub mod timing;

@@ -106,7 +106,45 @@ pub struct Script {
     /// Apply `fault` to every k-th completion request (the k-th, 2k-th, ...
     /// in arrival order); 0 and 1 mean every request.
     pub fault_every: u32,
+    /// What `/v1/models` says in `owned_by` (servers name themselves there:
+    /// "vllm", "sglang", "llamacpp"). "vllm" by default: the server takes
+    /// vLLM's extra fields (and ignores them), so it presents as vLLM.
+    pub owned_by: String,
+    /// Answer 422 to a body with a top-level field the OpenAI API does not
+    /// define ([`OPENAI_FIELDS`]), as strict servers do (Hugging Face
+    /// `transformers serve`).
+    pub strict: bool,
 }
+
+/// The top-level request fields of OpenAI's completions and chat
+/// completions APIs: what a [`Script::strict`] server accepts.
+pub const OPENAI_FIELDS: &[&str] = &[
+    "model",
+    "prompt",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "stream",
+    "stream_options",
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "n",
+    "stop",
+    "logprobs",
+    "top_logprobs",
+    "logit_bias",
+    "user",
+    "echo",
+    "best_of",
+    "suffix",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+];
 
 impl Default for Script {
     fn default() -> Self {
@@ -124,6 +162,8 @@ impl Default for Script {
             split_events: false,
             fault: Fault::None,
             fault_every: 0,
+            owned_by: "vllm".to_owned(),
+            strict: false,
         }
     }
 }
@@ -254,6 +294,8 @@ pub struct ServedRequest {
     pub finished: Option<Instant>,
     /// The client went away before the response was complete.
     pub client_gone: bool,
+    /// The body's top-level field names, sorted.
+    pub fields: Vec<String>,
 }
 
 impl ServedRequest {
@@ -415,6 +457,7 @@ impl Tracker {
                 chunks: Vec::new(),
                 finished: None,
                 client_gone: false,
+                fields: Vec::new(),
             },
         }
     }
@@ -426,6 +469,7 @@ impl Drop for Tracker {
         let rec = ServedRequest {
             model: mem::take(&mut self.rec.model),
             chunks: mem::take(&mut self.rec.chunks),
+            fields: mem::take(&mut self.rec.fields),
             ..self.rec
         };
         self.state
@@ -468,7 +512,7 @@ fn models(state: &State) -> Response {
             "id": state.script.model,
             "object": "model",
             "created": state.created,
-            "owned_by": "infer-bench",
+            "owned_by": state.script.owned_by,
         }],
     });
     Response::json(StatusCode::OK, body.to_string())
@@ -527,6 +571,7 @@ fn metrics(state: &State) -> Response {
 /// What a completion request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Ask {
+    fields: Vec<String>,
     model: Option<String>,
     stream: bool,
     include_usage: bool,
@@ -576,6 +621,20 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
             return http::error_response(StatusCode::BAD_REQUEST, &message);
         }
     };
+    t.rec.fields = ask.fields.clone();
+    let unknown: Vec<&String> = ask
+        .fields
+        .iter()
+        .filter(|f| !OPENAI_FIELDS.contains(&f.as_str()))
+        .collect();
+    if state.script.strict && !unknown.is_empty() {
+        t.rec.status = 422;
+        t.rec.finished = Some(Instant::now());
+        return http::error_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("extra fields not permitted: {unknown:?}"),
+        );
+    }
     state
         .prompt_tokens
         .fetch_add(u64::from(ask.prompt_tokens), Ordering::Relaxed);
@@ -1226,6 +1285,7 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
         Endpoint::ChatCompletions => message_words(obj.get("messages"))?,
     };
     Ok(Ask {
+        fields: obj.keys().cloned().collect(),
         model,
         stream,
         include_usage,

@@ -24,7 +24,7 @@ impl Default for FakeBackend {
             ttft: Duration::from_millis(5),
             itl: Duration::from_millis(1),
             fail_every: 0,
-            fail_class: ErrorClass::Status,
+            fail_class: ErrorClass::Status5xx,
         }
     }
 }

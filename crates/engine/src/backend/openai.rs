@@ -250,7 +250,11 @@ impl Serialize for Messages<'_> {
 }
 
 impl BodyTemplate {
-    fn new(workload: &infer_bench_spec::Workload, model: &str) -> BodyTemplate {
+    fn new(
+        workload: &infer_bench_spec::Workload,
+        model: &str,
+        dialect: infer_bench_spec::Dialect,
+    ) -> BodyTemplate {
         use serde_json::{Value, json};
         enum Slot {
             Value(Value),
@@ -268,8 +272,11 @@ impl BodyTemplate {
             workload.max_tokens_field.clone(),
             Slot::Hole(BodyPart::MaxTokens),
         );
-        if workload.ignore_eos {
-            m.insert("ignore_eos".into(), Slot::Value(Value::Bool(true)));
+        if let Some(name) = dialect
+            .wire_name("ignore_eos")
+            .filter(|_| workload.ignore_eos)
+        {
+            m.insert(name.into(), Slot::Value(Value::Bool(true)));
         }
         m.insert("stream".into(), Slot::Value(Value::Bool(workload.stream)));
         if workload.stream {
@@ -282,7 +289,12 @@ impl BodyTemplate {
             .ok()
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
-        for (k, v) in sampling.into_iter().chain(workload.extra_body.clone()) {
+        // Sampling fields go under the dialect's names, and those it cannot
+        // carry stay out; `extra_body` is sent as written.
+        let sampling = sampling
+            .into_iter()
+            .filter_map(|(k, v)| dialect.wire_name(&k).map(|n| (n.to_string(), v)));
+        for (k, v) in sampling.chain(workload.extra_body.clone()) {
             m.insert(k, Slot::Value(v));
         }
         fn json<T: Serialize + ?Sized>(v: &T) -> String {
@@ -429,6 +441,7 @@ impl OpenAi {
         model: &str,
         timeouts: Timeouts,
         limits: Limits,
+        dialect: infer_bench_spec::Dialect,
     ) -> Result<OpenAi, String> {
         let path = match workload.api {
             Api::Chat => "chat/completions",
@@ -472,7 +485,7 @@ impl OpenAi {
             keep_alive: o.pool_size > 0,
             returning,
             stream: workload.stream,
-            body: BodyTemplate::new(workload, model),
+            body: BodyTemplate::new(workload, model, dialect),
             timeouts,
             limits,
             keep_reply: workload.conversation.is_some(),
@@ -521,11 +534,11 @@ impl OpenAi {
                     };
                     return rec.fail(class, detail);
                 }
-                // A kept-alive connection the server had just closed: the
-                // request never reached it, so it is sent once more on a
-                // fresh connection (counted; TTFT from the scheduled time
-                // still includes the lost attempt).
-                Ok(Err(e)) if attempt == 0 && closed_before_response(&e) => {
+                // A kept-alive connection the server had just closed or
+                // reset: no byte of a response came, so the request is sent
+                // once more on a fresh connection (counted; TTFT from the
+                // scheduled time still includes the lost attempt).
+                Ok(Err(e)) if attempt == 0 && lost_before_response(&e) => {
                     attempt += 1;
                     rec.retries += 1;
                     continue;
@@ -535,7 +548,7 @@ impl OpenAi {
                         ErrorClass::ClientLimit
                     } else if e.is_timeout() && e.is_connect() {
                         ErrorClass::TimeoutConnect
-                    } else if e.is_connect() {
+                    } else if e.is_connect() || lost_before_response(&e) {
                         ErrorClass::Connect
                     } else {
                         ErrorClass::Truncated
@@ -555,7 +568,7 @@ impl OpenAi {
             let body = read_capped(response, cap, Instant::now() + Duration::from_secs(5)).await;
             let text = summarize_error_body(&body);
             rec.failure = Some(Failure {
-                class: ErrorClass::Status,
+                class: ErrorClass::of_status(status.as_u16()),
                 detail: format!(
                     "HTTP {}{}{text}",
                     status.as_u16(),
@@ -879,15 +892,29 @@ fn handle_event(
     }
 }
 
-/// Whether an error is hyper's "connection closed before message
-/// completed" with no response: the server closed a pooled connection as
-/// the request went out (llama.cpp's server closes streaming keep-alive
-/// connections after two responses).
-fn closed_before_response(e: &reqwest::Error) -> bool {
+/// Whether the connection was lost before any response came: hyper's
+/// "connection closed before message completed" (the server closed a pooled
+/// connection as the request went out; llama.cpp's server closes streaming
+/// keep-alive connections after two responses), or a reset or abort of the
+/// socket (a proxy or a restarting server). Only called before the
+/// response's head, so no byte of a response had come.
+fn lost_before_response(e: &reqwest::Error) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            return h.is_incomplete_message();
+            if h.is_incomplete_message() {
+                return true;
+            }
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            ) {
+                return true;
+            }
         }
         cur = err.source();
     }
@@ -1052,6 +1079,40 @@ async fn warm_one(
     Ok(())
 }
 
+impl OpenAi {
+    /// Asks the server what it is: the first `owned_by` in
+    /// `GET {base_url}/models` that names a dialect. `None` when it does
+    /// not answer, or does not say.
+    pub async fn identify(&self) -> Option<infer_bench_spec::Dialect> {
+        let deadline = Instant::now() + self.connect_timeout + Duration::from_secs(5);
+        let get = self.client.get(self.models_url.clone()).send();
+        let response = tokio::time::timeout_at(deadline.into(), get)
+            .await
+            .ok()?
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let body = read_capped(response, WARM_BODY_BYTES, deadline).await;
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        v.get("data")?
+            .as_array()?
+            .iter()
+            .filter_map(|m| m.get("owned_by")?.as_str())
+            .find_map(infer_bench_spec::Dialect::from_owned_by)
+    }
+
+    /// Writes bodies in `dialect` from now on.
+    pub fn set_dialect(
+        &mut self,
+        workload: &infer_bench_spec::Workload,
+        model: &str,
+        dialect: infer_bench_spec::Dialect,
+    ) {
+        self.body = BodyTemplate::new(workload, model, dialect);
+    }
+}
+
 impl Backend for OpenAi {
     fn prepare(&self, prompt: &Prompt) -> Prepared {
         Prepared {
@@ -1118,6 +1179,7 @@ impl Backend for OpenAi {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infer_bench_spec::Dialect;
 
     fn events(file: &str) -> Vec<ChunkInfo> {
         let path = format!(
@@ -1397,7 +1459,8 @@ mod tests {
         workloads.push(prompt_over);
         for w in &workloads {
             for model in ["m", "org/Model-\"7B\""] {
-                let t = BodyTemplate::new(w, model);
+                // vLLM's dialect carries every field the map wrote.
+                let t = BodyTemplate::new(w, model, Dialect::Vllm);
                 for p in &prompts {
                     let new = t.write(p);
                     let old = body_via_map(w, model, p);
@@ -1409,5 +1472,63 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn each_dialect_gets_only_the_fields_it_carries() {
+        let w = workload(
+            "api = \"completions\"\nignore_eos = true\nsampling = { temperature = 0.5, top_k = 40, min_p = 0.05, repetition_penalty = 1.1 }",
+        );
+        let prompt = Prompt {
+            history: Vec::new(),
+            text: "hi".into(),
+            input_tokens: 1,
+            output_tokens: 4,
+            part: 0,
+        };
+        let body = |d: Dialect| -> serde_json::Map<String, serde_json::Value> {
+            let t = BodyTemplate::new(&w, "m", d);
+            serde_json::from_slice(&t.write(&prompt)).unwrap()
+        };
+        let keys = |d: Dialect| -> Vec<String> {
+            let mut k: Vec<String> = body(d).keys().cloned().collect();
+            k.retain(|k| {
+                !matches!(
+                    k.as_str(),
+                    "model" | "prompt" | "max_tokens" | "stream" | "stream_options"
+                )
+            });
+            k
+        };
+        for d in [Dialect::Openai, Dialect::Tgi] {
+            assert_eq!(keys(d), vec!["temperature"], "{d}");
+        }
+        for d in [Dialect::Vllm, Dialect::Sglang, Dialect::Trtllm] {
+            assert_eq!(
+                keys(d),
+                vec![
+                    "ignore_eos",
+                    "min_p",
+                    "repetition_penalty",
+                    "temperature",
+                    "top_k"
+                ],
+                "{d}"
+            );
+        }
+        assert_eq!(
+            keys(Dialect::LlamaCpp),
+            vec![
+                "ignore_eos",
+                "min_p",
+                "repeat_penalty",
+                "temperature",
+                "top_k"
+            ]
+        );
+        assert_eq!(
+            body(Dialect::LlamaCpp)["repeat_penalty"],
+            serde_json::json!(1.1)
+        );
     }
 }

@@ -10,9 +10,22 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
-    /// The connection could not be made.
+    /// The connection could not be made, or it was closed or reset before
+    /// any byte of a response came (after the one resend such a request
+    /// gets).
     Connect,
-    /// The server answered with an HTTP status >= 400.
+    /// The server answered 4xx other than 429: the request was refused
+    /// (bad request, auth, unknown model, a field it rejects).
+    #[serde(rename = "status_4xx")]
+    Status4xx,
+    /// The server answered 429: it shed load (rate limit, queue full).
+    #[serde(rename = "status_429")]
+    Status429,
+    /// The server answered 5xx: it failed (or a gateway before it did).
+    #[serde(rename = "status_5xx")]
+    Status5xx,
+    /// The server answered another status that is not success (a redirect
+    /// that was not followed, a 1xx).
     Status,
     /// The stream carried an `error` object.
     StreamError,
@@ -41,6 +54,9 @@ pub enum ErrorClass {
 impl ErrorClass {
     pub const ALL: &'static [ErrorClass] = &[
         ErrorClass::Connect,
+        ErrorClass::Status4xx,
+        ErrorClass::Status429,
+        ErrorClass::Status5xx,
         ErrorClass::Status,
         ErrorClass::StreamError,
         ErrorClass::Malformed,
@@ -58,6 +74,9 @@ impl ErrorClass {
     pub fn name(self) -> &'static str {
         match self {
             ErrorClass::Connect => "connect",
+            ErrorClass::Status4xx => "status_4xx",
+            ErrorClass::Status429 => "status_429",
+            ErrorClass::Status5xx => "status_5xx",
             ErrorClass::Status => "status",
             ErrorClass::StreamError => "stream_error",
             ErrorClass::Malformed => "malformed",
@@ -71,6 +90,18 @@ impl ErrorClass {
             ErrorClass::NotSse => "not_sse",
             ErrorClass::ClientLimit => "client_limit",
         }
+    }
+}
+
+impl ErrorClass {
+    /// The class of a response with this HTTP status (not a success).
+    pub fn of_status(code: u16) -> ErrorClass {
+        let name = infer_bench_results::status_class(code);
+        ErrorClass::ALL
+            .iter()
+            .copied()
+            .find(|c| c.name() == name)
+            .unwrap_or(ErrorClass::Status)
     }
 }
 
@@ -294,5 +325,26 @@ mod tests {
         let t = rec(&[(1, None), (1, None), (4, None)], Some(6)).tokens_per_event();
         assert_eq!(t.iter().sum::<u32>(), 6);
         assert_eq!(t, vec![2, 1, 3]);
+    }
+
+    #[test]
+    fn http_status_codes_fall_in_their_classes() {
+        for (code, class) in [
+            (400, ErrorClass::Status4xx),
+            (401, ErrorClass::Status4xx),
+            (404, ErrorClass::Status4xx),
+            (422, ErrorClass::Status4xx),
+            (429, ErrorClass::Status429),
+            (500, ErrorClass::Status5xx),
+            (503, ErrorClass::Status5xx),
+            (302, ErrorClass::Status),
+        ] {
+            assert_eq!(ErrorClass::of_status(code), class, "HTTP {code}");
+            // The name is what results.json keeps and what serde writes.
+            assert_eq!(
+                serde_json::to_value(class).unwrap(),
+                serde_json::json!(class.name())
+            );
+        }
     }
 }

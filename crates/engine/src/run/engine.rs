@@ -1055,6 +1055,7 @@ mod tests {
                 metrics_url: None,
                 tls_insecure: false,
                 ca_cert: None,
+                dialect: None,
                 launch: None,
                 gpu_ids: None,
                 sim: None,
@@ -1340,7 +1341,7 @@ mod tests {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let cfg = config(Level::Concurrency(1), Arrival::Closed, 300, None);
         let out = run_once(
-            failing(crate::backend::ErrorClass::Status),
+            failing(crate::backend::ErrorClass::Status5xx),
             &cfg,
             "h",
             0,

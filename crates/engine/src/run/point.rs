@@ -21,6 +21,7 @@ use crate::backend::{Backend, RequestRecord};
 use crate::telemetry::gpu::GpuSource;
 use crate::telemetry::scrape::HttpMetrics;
 use crate::telemetry::session::{self, RunTimes, ScrapePlan, Session};
+use infer_bench_spec::Dialect;
 use infer_bench_spec::Level;
 use infer_bench_spec::plan::{Point, PointConfig};
 use infer_bench_spec::results::{
@@ -124,7 +125,13 @@ pub(super) fn run_point(
         pool_size: conns.idle,
         connect_timeout: cfg.load.timeouts.connect.as_std(),
     };
-    let backend = {
+    let declared = match (cfg.target.dialect, &server) {
+        (Some(d), _) => Some((d, "spec")),
+        // The simulator takes vLLM's fields.
+        (None, Server::Sim(_)) => Some((Dialect::Vllm, "server")),
+        (None, _) => None,
+    };
+    let mut backend = {
         let _guard = rt.enter();
         match OpenAi::new(
             &options,
@@ -132,11 +139,27 @@ pub(super) fn run_point(
             cfg.served_name(),
             cfg.load.timeouts,
             cfg.load.limits,
+            declared.map_or(Dialect::Openai, |(d, _)| d),
         ) {
-            Ok(b) => Arc::new(b),
+            Ok(b) => b,
             Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
         }
     };
+    // Undeclared: the server is asked (its connection stays in the pool).
+    let (dialect, dialect_from) =
+        declared.unwrap_or_else(|| match rt.block_on(backend.identify()) {
+            Some(d) => {
+                backend.set_dialect(&cfg.workload, cfg.served_name(), d);
+                (d, "server")
+            }
+            None => (Dialect::Openai, "default"),
+        });
+    let backend = Arc::new(backend);
+    let unsent: Vec<&str> = infer_bench_spec::dialect::extra_fields_asked(&cfg.workload)
+        .into_iter()
+        .map(|(field, _)| field)
+        .filter(|f| dialect.wire_name(f).is_none())
+        .collect();
     let fingerprint = super::engine::workload_fingerprint(&*backend, cfg, &p.hash, &material);
     let open = matches!(cfg.load.level, Level::Rate(_));
     let mut turns: BTreeMap<u32, Tally> = BTreeMap::new();
@@ -320,6 +343,23 @@ pub(super) fn run_point(
     );
     pr.telemetry = Some(telemetry.finish());
     workload(&mut pr, &turns);
+    if !matches!(server, Server::Sim(_)) {
+        let info = pr.server.get_or_insert_with(Default::default);
+        info.dialect = Some(dialect.name().into());
+        info.dialect_from = Some(dialect_from.into());
+    }
+    if !unsent.is_empty() {
+        pr.warnings.push(format!(
+            "{} was not sent: the server did not name its dialect (GET /v1/models, owned_by), so requests were plain OpenAI; set [targets.{}] dialect if it accepts more{}",
+            unsent.join(", "),
+            cfg.target.name,
+            if unsent.contains(&"ignore_eos") {
+                " (without ignore_eos, outputs can end before output_tokens)"
+            } else {
+                ""
+            }
+        ));
+    }
     pr.warnings.extend(late_starts);
     pr.warnings.extend(warm_failed);
     pr.mix = mix_results(cfg, &parts, merged_window_s, open);

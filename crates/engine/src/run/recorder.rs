@@ -150,6 +150,8 @@ pub struct Tally {
     counts: Counts,
     errors: BTreeMap<String, u64>,
     error_examples: BTreeMap<String, String>,
+    http_status: BTreeMap<String, u64>,
+    http_status_examples: BTreeMap<String, String>,
     good: u64,
     good_output_total: u64,
     input_total: u64,
@@ -276,6 +278,13 @@ impl Tally {
             self.error_examples
                 .entry(name)
                 .or_insert_with(|| f.detail.chars().take(300).collect());
+            if let Some(code) = f.status {
+                let code = code.to_string();
+                *self.http_status.entry(code.clone()).or_default() += 1;
+                self.http_status_examples
+                    .entry(code)
+                    .or_insert_with(|| f.detail.chars().take(300).collect());
+            }
             return;
         }
         self.counts.succeeded += 1;
@@ -332,6 +341,14 @@ impl Tally {
         }
         for (k, v) in &o.error_examples {
             self.error_examples
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
+        }
+        for (k, v) in &o.http_status {
+            add(self.http_status.entry(k.clone()).or_default(), *v);
+        }
+        for (k, v) in &o.http_status_examples {
+            self.http_status_examples
                 .entry(k.clone())
                 .or_insert_with(|| v.clone());
         }
@@ -400,6 +417,8 @@ impl Tally {
             requests: self.counts.clone(),
             errors: self.errors.clone(),
             error_examples: self.error_examples.clone(),
+            http_status: self.http_status.clone(),
+            http_status_examples: self.http_status_examples.clone(),
             latency_ms,
             tokens: TokenStats {
                 input_total: self.input_total,
@@ -548,6 +567,8 @@ impl Tally {
             counts: self.counts.clone(),
             errors: self.errors.clone(),
             error_examples: self.error_examples.clone(),
+            http_status: self.http_status.clone(),
+            http_status_examples: self.http_status_examples.clone(),
             good: self.good,
             good_output_total: self.good_output_total,
             input_total: self.input_total,
@@ -583,6 +604,8 @@ impl Tally {
             counts: d.counts.clone(),
             errors: d.errors.clone(),
             error_examples: d.error_examples.clone(),
+            http_status: d.http_status.clone(),
+            http_status_examples: d.http_status_examples.clone(),
             good: d.good,
             good_output_total: d.good_output_total,
             input_total: d.input_total,
@@ -1319,11 +1342,11 @@ mod tests {
         rec.record(&request(t0, 0, 0, &[50, 60], Some(2)));
         rec.record(&request(t0, 0, 0, &[70, 80], Some(2)));
         let mut bad = request(t0, 0, 0, &[], None);
-        bad.fail(crate::backend::ErrorClass::Status, "HTTP 500");
+        bad.fail(crate::backend::ErrorClass::Status5xx, "HTTP 500");
         rec.record(&bad);
         let s = rec.stats();
         assert_eq!(s.requests.failed, 1);
-        assert_eq!(s.errors["status"], 1);
+        assert_eq!(s.errors["status_5xx"], 1);
         assert_eq!(s.latency_ms["ttft"].count, 2);
         assert!((s.error_rate - 1.0 / 3.0).abs() < 1e-9);
         assert!((s.goodput_ratio - 1.0 / 3.0).abs() < 1e-9);

@@ -382,16 +382,10 @@ pub(crate) fn notes(a: &Analysis, sources: &[Source]) -> Vec<String> {
             notes.push(format!("{}: warning: {w}", r.label));
         }
         if !p.merged.errors.is_empty() {
-            let classes: Vec<String> = p
-                .merged
-                .errors
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
             notes.push(format!(
                 "{}: failures by class: {}",
                 r.label,
-                classes.join(", ")
+                crate::failures_text(&p.merged)
             ));
         }
     }

@@ -216,6 +216,7 @@ impl Cx<'_> {
                 ));
             }
         }
+        self.dialects(&targets, &workloads);
         let load = self.load(raw.load);
         let matrix = raw
             .matrix

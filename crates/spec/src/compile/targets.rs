@@ -6,8 +6,10 @@ use super::{is_slug, shown};
 use crate::Duration;
 use crate::catalog;
 use crate::diag::suggestion;
+use crate::dialect::Dialect;
 use crate::model::*;
 use crate::raw::*;
+use std::collections::BTreeMap;
 
 const PLACEHOLDERS: &[&str] = &[
     "port",
@@ -56,7 +58,8 @@ impl Cx<'_> {
         let mut sim = None;
         match t.kind {
             TargetKind::Sim => {
-                let openai_only: [(&str, bool); 7] = [
+                let openai_only: [(&str, bool); 8] = [
+                    ("dialect", t.dialect.is_some()),
                     ("base_url", t.base_url.is_some()),
                     ("api_key_env", t.api_key_env.is_some()),
                     ("headers", !t.headers.is_empty()),
@@ -336,6 +339,7 @@ impl Cx<'_> {
             ca_cert: t
                 .ca_cert
                 .map(|c| self.base_dir.join(c).display().to_string()),
+            dialect: t.dialect,
             launch,
             gpu_ids: t.gpu_ids,
             sim,
@@ -488,4 +492,42 @@ impl Cx<'_> {
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+impl Cx<'_> {
+    /// A field a target's declared dialect cannot carry is an error at the
+    /// workload that asks for it (every workload is checked against every
+    /// target, the matrix aside: a spec that names a strict server says so
+    /// for all of its workloads).
+    pub(super) fn dialects(
+        &mut self,
+        targets: &BTreeMap<String, Target>,
+        workloads: &BTreeMap<String, Workload>,
+    ) {
+        for (tname, t) in targets {
+            let Some(dialect) = t.dialect else { continue };
+            for (wname, w) in workloads.iter().filter(|(_, w)| w.mix.is_empty()) {
+                for (field, key) in crate::dialect::extra_fields_asked(w) {
+                    if dialect.wire_name(field).is_some() {
+                        continue;
+                    }
+                    let carriers: Vec<&str> = Dialect::ALL
+                        .iter()
+                        .filter(|d| d.wire_name(field).is_some())
+                        .map(|d| d.name())
+                        .collect();
+                    self.key_err(
+                        &format!("workloads.{wname}.{key}"),
+                        format!(
+                            "targets.{tname} declares dialect = \"{dialect}\", which cannot carry `{field}`: it is not an OpenAI API field, and a strict server rejects the request"
+                        ),
+                        Some(format!(
+                            "remove it, or set dialect to one that carries it: {}",
+                            carriers.join(", ")
+                        )),
+                    );
+                }
+            }
+        }
+    }
 }
