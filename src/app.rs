@@ -414,6 +414,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         start_at,
         slot: args.slot.map(|d| d.as_std()),
         slow_client: args.slow_client.map(|d| d.as_std()),
+        verbose: args.verbose,
     };
     let results = run_plan(&spec, &plan, &opts, &rt, interrupt.clone())?;
     if let Some(gate) = gate.filter(|_| !results.interrupted) {

@@ -254,8 +254,13 @@ pub struct RunArgs {
     pub requests: Option<RequestDetail>,
     /// No progress on stderr (errors and warnings are still said); the
     /// summary or verdict still goes to stdout.
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Say more on stderr: per point, the dialect requests are written in
+    /// (and how it was chosen), the connections opened before each run,
+    /// and each run's window, counts and failures as it ends.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,

@@ -191,6 +191,7 @@ impl RunGate {
                 start_at: None,
                 slot: None,
                 slow_client: None,
+                verbose: false,
             };
             let rerun = run_plan(spec, &subset, &again, rt, interrupt.clone())?;
             if rerun.interrupted {

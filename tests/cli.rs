@@ -146,6 +146,48 @@ fn quiet_runs_say_nothing_on_stderr_but_the_summary_still_comes() {
 }
 
 #[test]
+fn verbose_runs_say_each_run_as_it_ends_and_quiet_excludes_it() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("v.toml"),
+        "name = \"v\"\n[targets.sim]\nkind = \"sim\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 16\noutput_tokens = 8\n[load]\nconcurrency = 2\nrequests = 6\nruns = 2\n",
+    )
+    .unwrap();
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["run", "v.toml", "--out", "out", "-v"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("sim.m.w.c2: requests in the vllm dialect (the simulator's)"),
+        "{err}"
+    );
+    for run in [1, 2] {
+        assert!(
+            err.contains(&format!(
+                "sim.m.w.c2: run {run}: 2 connections opened before the clock"
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("sim.m.w.c2: run {run}: window "))
+                && err.contains("6 ok, 0 failed"),
+            "{err}"
+        );
+    }
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["run", "v.toml", "--out", "out2", "-v", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+}
+
+#[test]
 fn completions_and_a_manual_page_are_generated_from_the_command_line() {
     for shell in ["bash", "zsh", "fish"] {
         let o = bin().args(["completions", shell]).output().unwrap();

@@ -330,6 +330,7 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
         start_at: None,
         slot: None,
         slow_client: None,
+        verbose: false,
     };
     let host = infer_bench::run::host::ScriptedHost::new(8, 0.05, 0.1);
     let r = infer_bench::run::run_plan_on(

@@ -72,6 +72,7 @@ fn made() -> &'static Made {
             start_at: Some(std::time::SystemTime::now() + std::time::Duration::from_millis(300)),
             slot: None,
             slow_client: None,
+            verbose: false,
         };
         let r = infer_bench_engine::run::run_plan(
             &spec,

@@ -397,6 +397,7 @@ fn scripted_gpus_give_energy_cost_and_aligned_series() {
         start_at: None,
         slot: None,
         slow_client: None,
+        verbose: false,
     };
     let r = infer_bench::run::run_plan_with(
         &spec,

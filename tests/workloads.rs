@@ -217,6 +217,7 @@ requests = 6
         start_at: None,
         slot: None,
         slow_client: None,
+        verbose: false,
     };
     let results = run_plan(&s, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     rt.block_on(server.wait_idle());

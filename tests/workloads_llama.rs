@@ -356,6 +356,7 @@ workload = [{list}]
         start_at: None,
         slot: None,
         slow_client: None,
+        verbose: false,
     };
     let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     let lines = std::fs::read_to_string(tmp.path().join("out/requests.jsonl")).unwrap();

@@ -208,6 +208,7 @@ pub(super) fn run_point(
         start_at: None,
         slot: None,
         slow_client: None,
+        verbose: false,
     };
     let cpu0 = cpu_seconds();
     let results: Results = run_plan(&spec, &plan, &opts, rt, Arc::new(Interrupt::default()))?;

@@ -22,6 +22,10 @@ pub struct RunOptions {
     /// Fault injection: the client spins this long before each send
     /// (a client made slow on purpose, for tests of the hints).
     pub slow_client: Option<std::time::Duration>,
+    /// Say more on stderr (`run -v`): per point, the dialect requests are
+    /// written in and why, the connections opened before each run, and
+    /// each run's window, counts and failures as it ends.
+    pub verbose: bool,
 }
 
 /// How progress is shown on stderr.

@@ -155,6 +155,15 @@ pub(super) fn run_point(
             None => (Dialect::Openai, "default"),
         });
     let backend = Arc::new(backend);
+    if opts.verbose {
+        let how = match dialect_from {
+            "spec" => "declared in the spec",
+            "server" if matches!(server, Server::Sim(_)) => "the simulator's",
+            "server" => "named by the server's /v1/models",
+            _ => "the server did not name one",
+        };
+        eprintln!("{label}: requests in the {dialect} dialect ({how})");
+    }
     let unsent: Vec<&str> = infer_bench_spec::dialect::extra_fields_asked(&cfg.workload)
         .into_iter()
         .map(|(field, _)| field)
@@ -193,7 +202,21 @@ pub(super) fn run_point(
             Some(room) if room < conns.warm => (room, Some(room)),
             _ => (conns.warm, None),
         };
-        if let Err(e) = rt.block_on(backend.warm(warm)) {
+        let warming = Instant::now();
+        let warmed = rt.block_on(backend.warm(warm));
+        if opts.verbose {
+            eprintln!(
+                "{label}: run {}: {warm} connections opened before the clock in {:.1} ms{}",
+                run + 1,
+                warming.elapsed().as_secs_f64() * 1e3,
+                warmed
+                    .as_ref()
+                    .err()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Err(e) = warmed {
             warm_failed.get_or_insert_with(|| format!("run {}: {e}", run + 1));
         }
         if room.is_some() && run == 0 {
@@ -259,6 +282,29 @@ pub(super) fn run_point(
             stopped.get_or_insert_with(|| why.clone());
         }
         let stats = out.recorder.stats();
+        if opts.verbose {
+            let failures = stats
+                .errors
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            eprintln!(
+                "{label}: run {}: window {:.2} s, {} sent, {} ok, {} failed{}, {:.2} req/s, {:.0} output tok/s",
+                run + 1,
+                stats.window_s,
+                stats.requests.sent,
+                stats.requests.succeeded,
+                stats.requests.failed,
+                if failures.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({failures})")
+                },
+                stats.request_throughput,
+                stats.output_tokens_per_s
+            );
+        }
         telemetry.mark();
         telemetry.add_run(RunTimes {
             run,
