@@ -374,10 +374,11 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&spec.name));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("infer-bench")
-        .build()
+    let with_sim = spec
+        .targets
+        .values()
+        .any(|t| t.kind == crate::spec::raw::TargetKind::Sim);
+    let rt = crate::run::engine_runtime(with_sim)
         .map_err(|e| Error::Infra(format!("cannot start the async runtime: {e}")))?;
     let interrupt = std::sync::Arc::new(crate::run::engine::Interrupt::default());
     {

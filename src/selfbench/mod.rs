@@ -131,10 +131,7 @@ pub fn run(quick: bool, only: &[String]) -> Result<Report> {
     };
     let sizes = if quick { &checks::QUICK } else { &checks::FULL };
     let fds = crate::run::raise_fd_limit();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Infra(e.to_string()))?;
+    let rt = crate::run::engine_runtime(false).map_err(|e| Error::Infra(e.to_string()))?;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
