@@ -19,9 +19,12 @@ Exit codes:
      from the baseline's, or with --strict an INCONCLUSIVE verdict";
 
 const SELF_BENCH_HELP: &str = "\
-A row passes when every request succeeded, the client's TTFT and ITL (p50
-and p99) are within 1 ms of the script (1% of it above 100 ms) and its
-dispatch lag p99 is under 1 ms; the idle check when the process uses under
+A row passes when every request succeeded, the client's ITL (p50 and p99)
+is within 1 ms of the script (1% of it above 100 ms), it stamped each first
+token within that of the server's write (its log joined with the server's
+by response id, on the wall clock both share), the server wrote first
+tokens within that of its script, and the client's dispatch lag p99 is
+under 1 ms; the idle check when the process uses under
 0.5% of a core at 1 request/s; the floor check when the client's CPU per
 event is within 1.3x the minimal client's. In a ladder (streams, rate) the
 first load that fails above one that held is the machine's limit, not a

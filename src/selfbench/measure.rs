@@ -177,6 +177,45 @@ impl WindowMeter {
 pub(super) struct Measured {
     pub(super) point: PointResult,
     pub(super) cpu_s: f64,
+    /// The measured requests as the client logged them, for the join
+    /// with what the server wrote.
+    pub(super) sent: Vec<Sent>,
+}
+
+/// One measured request as the client saw it, on the wall clock.
+pub(super) struct Sent {
+    /// The number in the response's id (`cmpl-{id}`).
+    pub(super) id: u64,
+    pub(super) send_unix_ns: i128,
+    /// When its first output arrived.
+    pub(super) first_unix_ns: i128,
+}
+
+/// The measured requests of `requests.jsonl` that carry what the join
+/// needs.
+fn read_sent(path: &std::path::Path) -> Vec<Sent> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<crate::results::requests::RequestLine>(l).ok())
+        .filter(|r| !r.warmup && r.error.is_none())
+        .filter_map(|r| {
+            let id = r
+                .response_id
+                .as_deref()?
+                .strip_prefix("cmpl-")?
+                .parse()
+                .ok()?;
+            let send = i128::from(r.send_unix_ns?);
+            let ttft_ns = (r.ttft_from_send_ms? * 1e6).round() as i128;
+            Some(Sent {
+                id,
+                send_unix_ns: send,
+                first_unix_ns: send + ttft_ns,
+            })
+        })
+        .collect()
 }
 
 /// Runs one point of the engine against `base_url`, measuring this
@@ -200,7 +239,9 @@ pub(super) fn run_point(
     let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
     let opts = RunOptions {
         out_dir: dir.path().to_path_buf(),
-        requests_jsonl: false,
+        // For the join with the server's writes (a few µs per request, on
+        // the recorder's thread).
+        requests_jsonl: true,
         request_events: false,
         progress: Progress::Quiet,
         partition: None,
@@ -218,7 +259,8 @@ pub(super) fn run_point(
         .into_iter()
         .next()
         .ok_or_else(|| Error::Infra("the self-bench point did not run".into()))?;
-    Ok(Measured { point, cpu_s })
+    let sent = read_sent(&dir.path().join("requests.jsonl"));
+    Ok(Measured { point, cpu_s, sent })
 }
 
 /// Runs the floor client in a process of its own.

@@ -132,17 +132,43 @@ impl Timer {
 
 /// What the server actually did, in microseconds: each response's TTFT
 /// (first write - request received), each gap between its writes, and
-/// how late each write was against its deadline. The writes are the
-/// moments the events were handed to the connection.
-#[derive(Default)]
+/// how late each write was against its deadline; and per response, on
+/// the wall clock both processes share, when its request was received and
+/// its first event written, so a client's own log joins them by response
+/// id. The writes are the moments the events were handed to the
+/// connection.
 pub struct Truth {
     ttft_us: Mutex<Vec<u32>>,
     itl_us: Mutex<Vec<u32>>,
     late_us: Mutex<Vec<u32>>,
+    firsts: Mutex<Vec<First>>,
+    /// The monotonic instant and the wall-clock time it was, read together.
+    anchor: (Instant, std::time::SystemTime),
+}
+
+impl Default for Truth {
+    fn default() -> Self {
+        Truth {
+            ttft_us: Mutex::default(),
+            itl_us: Mutex::default(),
+            late_us: Mutex::default(),
+            firsts: Mutex::default(),
+            anchor: (Instant::now(), std::time::SystemTime::now()),
+        }
+    }
+}
+
+/// One response's request received and first event written, Unix ns.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct First {
+    /// The number in the response's id (`cmpl-{id}`).
+    pub id: u64,
+    pub received_unix_ns: i128,
+    pub written_unix_ns: i128,
 }
 
 /// What [`Truth::take`] reports, ms.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TruthStats {
     /// Content events written.
     pub events: u64,
@@ -153,6 +179,9 @@ pub struct TruthStats {
     /// Writes behind their deadline.
     pub late_p99_ms: f64,
     pub late_max_ms: f64,
+    /// Every response's first write, for the join with the client's log.
+    #[serde(default)]
+    pub firsts: Vec<First>,
 }
 
 fn micros(d: Duration) -> u32 {
@@ -168,6 +197,31 @@ fn take_sorted(m: &Mutex<Vec<u32>>) -> Vec<u32> {
 impl Truth {
     fn note(&self, m: &Mutex<Vec<u32>>, d: Duration) {
         m.lock().unwrap_or_else(|e| e.into_inner()).push(micros(d));
+    }
+
+    /// `t` on the wall clock, ns since the Unix epoch.
+    fn unix_ns(&self, t: Instant) -> i128 {
+        let (at, wall) = self.anchor;
+        let base = wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        if t >= at {
+            base + (t - at).as_nanos() as i128
+        } else {
+            base - (at - t).as_nanos() as i128
+        }
+    }
+
+    fn note_first(&self, id: u64, received: Instant, written: Instant) {
+        let first = First {
+            id,
+            received_unix_ns: self.unix_ns(received),
+            written_unix_ns: self.unix_ns(written),
+        };
+        self.firsts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(first);
     }
 
     /// The figures since the last call, and a fresh start.
@@ -189,6 +243,7 @@ impl Truth {
             itl_p99_ms: at(&itl, 0.99),
             late_p99_ms: at(&late, 0.99),
             late_max_ms: at(&late, 1.0),
+            firsts: std::mem::take(&mut *self.firsts.lock().unwrap_or_else(|e| e.into_inner())),
         }
     }
 }
@@ -284,7 +339,10 @@ async fn complete(
             }
             let now = Instant::now();
             match previous {
-                None => truth.note(&truth.ttft_us, now - start),
+                None => {
+                    truth.note(&truth.ttft_us, now - start);
+                    truth.note_first(id, start, now);
+                }
                 Some(p) => truth.note(&truth.itl_us, now - p),
             }
             truth.note(&truth.late_us, now.saturating_duration_since(due));
