@@ -396,7 +396,7 @@ pub(super) fn run_point(
     }
     if !unsent.is_empty() {
         pr.warnings.push(format!(
-            "{} was not sent: the server did not name its dialect (GET /v1/models, owned_by), so requests were plain OpenAI; set [targets.{}] dialect if it accepts more{}",
+            "{} was not sent: the server did not name its dialect (owned_by in its /models), so requests were plain OpenAI; set [targets.{}] dialect if it accepts more{}",
             unsent.join(", "),
             cfg.target.name,
             if unsent.contains(&"ignore_eos") {
