@@ -124,15 +124,24 @@ fn written_files_honour_the_umask() {
     }
 }
 
+/// A folder holding `NAME.toml`: one simulated point at concurrency 2,
+/// with these `[load]` keys besides.
+fn sim_spec(name: &str, load: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(format!("{name}.toml")),
+        format!(
+            "name = \"{name}\"\n[targets.sim]\nkind = \"sim\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 16\noutput_tokens = 8\n[load]\nconcurrency = 2\n{load}\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
 #[test]
 fn quiet_runs_say_nothing_on_stderr_but_the_summary_still_comes() {
     let _t = infer_bench_testkit::timing::exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("q.toml"),
-        "name = \"q\"\n[targets.sim]\nkind = \"sim\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 16\noutput_tokens = 8\n[load]\nconcurrency = 2\nrequests = 4\nruns = 1\n",
-    )
-    .unwrap();
+    let dir = sim_spec("q", "requests = 4\nruns = 1");
     let o = bin()
         .current_dir(dir.path())
         .args(["run", "q.toml", "--out", "out", "-q"])
@@ -148,12 +157,7 @@ fn quiet_runs_say_nothing_on_stderr_but_the_summary_still_comes() {
 #[test]
 fn verbose_runs_say_each_run_as_it_ends_and_quiet_excludes_it() {
     let _t = infer_bench_testkit::timing::exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("v.toml"),
-        "name = \"v\"\n[targets.sim]\nkind = \"sim\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 16\noutput_tokens = 8\n[load]\nconcurrency = 2\nrequests = 6\nruns = 2\n",
-    )
-    .unwrap();
+    let dir = sim_spec("v", "requests = 6\nruns = 2");
     let o = bin()
         .current_dir(dir.path())
         .args(["run", "v.toml", "--out", "out", "-v"])

@@ -336,25 +336,22 @@ impl Tally {
         add(&mut self.counts.warmup, o.counts.warmup);
         add(&mut self.counts.unfinished, o.counts.unfinished);
         add(&mut self.counts.resent, o.counts.resent);
-        for (k, v) in &o.errors {
-            add(self.errors.entry(k.clone()).or_default(), *v);
-        }
-        for (k, v) in &o.error_examples {
-            self.error_examples
-                .entry(k.clone())
-                .or_insert_with(|| v.clone());
-        }
-        for (k, v) in &o.http_status {
-            add(self.http_status.entry(k.clone()).or_default(), *v);
-        }
-        for (k, v) in &o.http_status_examples {
-            self.http_status_examples
-                .entry(k.clone())
-                .or_insert_with(|| v.clone());
-        }
-        for (k, v) in &o.sources {
-            add(self.sources.entry(k.clone()).or_default(), *v);
-        }
+        // Counts add; of two examples, the first is kept.
+        let counts = |a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>| {
+            for (k, v) in b {
+                add(a.entry(k.clone()).or_default(), *v);
+            }
+        };
+        let examples = |a: &mut BTreeMap<String, String>, b: &BTreeMap<String, String>| {
+            for (k, v) in b {
+                a.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        };
+        counts(&mut self.errors, &o.errors);
+        examples(&mut self.error_examples, &o.error_examples);
+        counts(&mut self.http_status, &o.http_status);
+        examples(&mut self.http_status_examples, &o.http_status_examples);
+        counts(&mut self.sources, &o.sources);
         add(&mut self.good, o.good);
         add(&mut self.good_output_total, o.good_output_total);
         add(&mut self.input_total, o.input_total);
