@@ -323,7 +323,16 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     use crate::run::{Progress, RunOptions, run_plan};
     use std::io::IsTerminal;
     let spec = spec::load(&args.spec)?;
-    let plan = selected(Plan::build(&spec)?, &args.select)?;
+    let mut plan = selected(Plan::build(&spec)?, &args.select)?;
+    if args.virtual_time
+        && plan.set_sim_clock(crate::spec::raw::SimClock::Virtual) == 0
+        && !plan.points.is_empty()
+    {
+        return Err(Error::Usage(format!(
+            "--virtual runs simulator targets in virtual time, and {} has none (kind = \"sim\")",
+            args.spec.display()
+        )));
+    }
     if let Some(part) = args.select.partition.filter(|_| plan.points.is_empty()) {
         if !args.quiet {
             eprintln!(

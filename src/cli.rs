@@ -264,6 +264,13 @@ pub struct RunArgs {
     /// and each run's window, counts and failures as it ends.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Run every simulator target in virtual time (as `[targets.NAME.sim]
+    /// clock = "virtual"` does): a discrete-event simulation with an ideal
+    /// client, no sleeping and no sockets, byte-identical statistics run to
+    /// run, thousands of streams in seconds. Points on other targets run as
+    /// usual.
+    #[arg(long = "virtual")]
+    pub virtual_time: bool,
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,

@@ -34,6 +34,15 @@ pub fn gpus(cost: &Cost, cfg: &PointConfig) -> u32 {
         .unwrap_or(1)
 }
 
+/// The prices of a point: `[cost]`'s, with the target's own
+/// `gpu_hour_usd` where it sets one.
+pub fn for_target(cost: &Cost, cfg: &PointConfig) -> Cost {
+    Cost {
+        gpu_hour_usd: cfg.target.gpu_hour_usd.or(cost.gpu_hour_usd),
+        ..cost.clone()
+    }
+}
+
 /// The cost figures of merged statistics `s` with `energy_j` measured over
 /// the same windows; `None` when there is neither a price nor an energy.
 pub fn compute(cost: &Cost, gpus: u32, s: &Stats, energy_j: Option<f64>) -> Option<CostResult> {
@@ -90,6 +99,32 @@ mod tests {
             gpus: None,
             kwh_usd: kwh,
         }
+    }
+
+    #[test]
+    fn a_targets_own_price_overrides_the_specs() {
+        let text = "name = \"t\"\n[targets.a]\nkind = \"sim\"\ngpu_hour_usd = 3.2\n[targets.b]\nkind = \"sim\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 8\noutput_tokens = 8\n[load]\nconcurrency = 1\nrequests = 1\n[matrix]\ntarget = [\"a\", \"b\"]\n[cost]\ngpu_hour_usd = 2.0\nkwh_usd = 0.1\n";
+        let spec = infer_bench_spec::compile("t.toml", text, std::path::Path::new(".")).unwrap();
+        let plan = infer_bench_spec::plan::Plan::build(&spec).unwrap();
+        let a = for_target(&spec.cost, &plan.points[0].config);
+        let b = for_target(&spec.cost, &plan.points[1].config);
+        assert_eq!((a.gpu_hour_usd, a.kwh_usd), (Some(3.2), Some(0.1)));
+        assert_eq!(b.gpu_hour_usd, Some(2.0));
+        // A price is not what a point measures: the IDs do not move with it.
+        assert_eq!(
+            plan.points[0].hash,
+            infer_bench_spec::plan::Plan::build(
+                &infer_bench_spec::compile(
+                    "t.toml",
+                    &text.replace("gpu_hour_usd = 3.2", "gpu_hour_usd = 9"),
+                    std::path::Path::new(".")
+                )
+                .unwrap()
+            )
+            .unwrap()
+            .points[0]
+                .hash
+        );
     }
 
     #[test]

@@ -86,8 +86,18 @@ pub fn table(r: &Results) -> String {
             ));
         }
     }
+    let simulated = r
+        .points
+        .iter()
+        .filter(|p| p.clock.as_deref() == Some("virtual"))
+        .count();
+    let clock = match simulated {
+        0 => String::new(),
+        n if n == r.points.len() => ", simulated in virtual time".into(),
+        n => format!(", {n} simulated in virtual time"),
+    };
     let mut out = format!(
-        "{} ({} points{})\nlatencies in ms\n\n",
+        "{} ({} points{}{clock})\nlatencies in ms\n\n",
         r.spec.name,
         r.points.len(),
         if r.complete { "" } else { ", incomplete" }

@@ -190,6 +190,11 @@ pub struct PointResult<C = serde_json::Value> {
     pub config: C,
     /// complete, or failed (the point could not be measured; see `failure`).
     pub status: PointStatus,
+    /// "virtual" when the point ran on the simulator in virtual time (a
+    /// discrete-event simulation with an ideal client: no client delay
+    /// enters its numbers); absent for a point measured in real time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
     /// VALID points can be baselines; INVALID ones say why.

@@ -11,4 +11,5 @@
 pub mod engine;
 pub mod http;
 pub mod perf;
+pub mod request;
 pub mod server;

@@ -446,6 +446,7 @@ pub(crate) mod tests {
             noise: 0.0,
             kv_cache_tokens: None,
             tokens_per_event: 1,
+            clock: Default::default(),
         }
     }
 

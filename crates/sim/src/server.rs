@@ -16,26 +16,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
-use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::engine::{Engine, EngineStats};
-use super::perf::PerfModel;
+use super::request::{self, Accepted, Setup, speed_of, text_of};
 use crate::http::{self, BodySender, Request, Response};
-use infer_bench_spec::DType;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::results::ServerInfo;
-
-/// Words the simulated model "generates" (text only; counts are what matter).
-const WORDS: &[&str] = &[
-    "the", "model", "says", "that", "tokens", "flow", "in", "batches", "of", "time", "and",
-    "memory",
-];
-
-/// Tokens a chat template adds per message, and once per request, roughly
-/// as Llama 3's template does (header and end-of-turn tokens).
-const CHAT_TOKENS_PER_MESSAGE: u32 = 5;
-const CHAT_TOKENS_PER_REQUEST: u32 = 5;
 
 enum Cmd {
     Submit {
@@ -95,29 +82,13 @@ impl SimServer {
 
     /// `start` on a given port of 127.0.0.1 (0: one the OS picks).
     pub fn start_on(cfg: &PointConfig, port: u16) -> Result<SimServer, String> {
-        let sim = cfg
-            .target
-            .sim
-            .as_ref()
-            .ok_or("the target has no simulator settings")?;
-        let arch = cfg.model.architecture.as_ref().ok_or_else(|| {
-            format!(
-                "model `{}` has no architecture for the simulator",
-                cfg.model.name
-            )
-        })?;
-        let weights = cfg
-            .precision
-            .as_ref()
-            .and_then(|p| p.dtype)
-            .unwrap_or(DType::Bf16);
-        let kv = cfg
-            .precision
-            .as_ref()
-            .and_then(|p| p.kv_dtype)
-            .unwrap_or(DType::Bf16);
-        let perf = PerfModel::new(sim, arch, weights, kv)?;
-        let engine = Engine::new(perf, sim);
+        let Setup {
+            engine,
+            served,
+            noise,
+            seed,
+            info,
+        } = Setup::of(cfg)?;
         let max_len = engine.max_model_len_tokens();
         let tokens_per_event = engine.tokens_per_event();
         let shared = Arc::new(Shared::default());
@@ -139,12 +110,6 @@ impl SimServer {
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the simulator's runtime: {e}"))?;
-        let mut served = vec![
-            cfg.served_name().to_string(),
-            cfg.model.served_name.clone(),
-            cfg.model.name.clone(),
-        ];
-        served.dedup();
         let ctx = Arc::new(Ctx {
             cmds: cmds.clone(),
             next_id: AtomicU64::new(1),
@@ -159,9 +124,6 @@ impl SimServer {
                 async move { handle(ctx, req).await }
             }))
             .map_err(|e| format!("cannot bind the simulator's port: {e}"))?;
-        let gpu = infer_bench_spec::catalog::gpu(&sim.gpu)
-            .map(|g| g.name)
-            .unwrap_or("?");
         Ok(SimServer {
             rt: Some(rt),
             handle: Some(handle),
@@ -169,19 +131,9 @@ impl SimServer {
             cmds,
             stop,
             speed,
-            noise: sim.noise,
-            seed: cfg.seed,
-            info: ServerInfo {
-                command: None,
-                name: Some("infer-bench-sim".into()),
-                version: Some(env!("CARGO_PKG_VERSION").into()),
-                model: Some(
-                    format!("{} on {}x {gpu} ({:?})", cfg.model.name, sim.gpus, weights)
-                        .to_lowercase(),
-                ),
-                log: None,
-                ..Default::default()
-            },
+            noise,
+            seed,
+            info,
         })
     }
 
@@ -206,14 +158,7 @@ impl SimServer {
     /// Draws this run's speed factor from N(1, noise), deterministically
     /// from the spec's seed and the run index.
     pub fn begin_run(&self, run: u32) {
-        let factor = if self.noise > 0.0 {
-            use rand_distr::Distribution;
-            let mut r = infer_bench_spec::seed::rng(self.seed ^ 0x5eed_5eed, run as u64);
-            let z: f64 = rand_distr::StandardNormal.sample(&mut r);
-            (1.0 + self.noise * z).clamp(0.5, 1.5)
-        } else {
-            1.0
-        };
+        let factor = speed_of(self.noise, self.seed, run);
         self.speed.store(factor.to_bits(), Ordering::Relaxed);
     }
 
@@ -341,45 +286,6 @@ fn drive(
     }
 }
 
-#[derive(Deserialize)]
-struct Body {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    prompt: Option<serde_json::Value>,
-    #[serde(default)]
-    messages: Option<Vec<Message>>,
-    #[serde(default)]
-    max_tokens: Option<u32>,
-    #[serde(default)]
-    max_completion_tokens: Option<u32>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    stream_options: Option<StreamOptions>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    #[serde(default)]
-    content: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct StreamOptions {
-    #[serde(default)]
-    include_usage: Option<bool>,
-}
-
-fn words(v: &serde_json::Value) -> u32 {
-    match v {
-        serde_json::Value::String(s) => s.split_whitespace().count() as u32,
-        serde_json::Value::Array(a) => a.iter().map(words).sum(),
-        serde_json::Value::Object(o) => o.get("text").map(words).unwrap_or(0),
-        _ => 0,
-    }
-}
-
 fn error(status: StatusCode, message: &str, kind: &str) -> Response {
     http::error_response_typed(status, message, kind)
 }
@@ -474,79 +380,24 @@ fn now_unix() -> u64 {
         .unwrap_or(0)
 }
 
-fn text_of(n: u32, offset: u64) -> String {
-    let mut s = String::new();
-    for i in 0..n as u64 {
-        s.push(' ');
-        s.push_str(WORDS[((offset + i) % WORDS.len() as u64) as usize]);
-    }
-    s
-}
-
 async fn send(s: &BodySender, b: Bytes) -> bool {
     s.send(b).await.is_ok()
 }
 
 async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
-    let body: Body = match serde_json::from_slice(&req.body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("invalid JSON body: {e}"),
-                "invalid_request_error",
-            );
+    let Accepted {
+        model,
+        prompt_tokens,
+        max_tokens,
+        stream,
+        include_usage,
+    } = match request::read(&req.body, chat, &ctx.served, ctx.max_len) {
+        Ok(a) => a,
+        Err(r) => {
+            let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+            return error(status, &r.message, r.kind);
         }
     };
-    let model = body.model.clone().unwrap_or_default();
-    if !ctx.served.contains(&model) {
-        return error(
-            StatusCode::NOT_FOUND,
-            &format!("The model `{model}` does not exist."),
-            "NotFoundError",
-        );
-    }
-    let prompt_tokens = if chat {
-        let msgs = body.messages.as_deref().unwrap_or(&[]);
-        if msgs.is_empty() {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "`messages` is required",
-                "invalid_request_error",
-            );
-        }
-        msgs.iter()
-            .map(|m| m.content.as_ref().map(words).unwrap_or(0) + CHAT_TOKENS_PER_MESSAGE)
-            .sum::<u32>()
-            + CHAT_TOKENS_PER_REQUEST
-    } else {
-        match &body.prompt {
-            Some(p) => words(p).max(1),
-            None => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "`prompt` is required",
-                    "invalid_request_error",
-                );
-            }
-        }
-    };
-    let max_tokens = body
-        .max_completion_tokens
-        .or(body.max_tokens)
-        .unwrap_or(16)
-        .max(1);
-    if prompt_tokens + max_tokens > ctx.max_len {
-        return error(
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "This model's maximum context length is {} tokens. However, you requested {} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
-                ctx.max_len,
-                prompt_tokens + max_tokens
-            ),
-            "BadRequestError",
-        );
-    }
     let id = ctx.next_id.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = mpsc::unbounded_channel();
     if ctx
@@ -577,7 +428,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
     };
     let created = now_unix();
     let usage = move |n: u32| serde_json::json!({"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n});
-    if !body.stream.unwrap_or(false) {
+    if !stream {
         let mut n = 0u32;
         while let Some(out) = rx.recv().await {
             match out {
@@ -599,10 +450,6 @@ async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
         let v = serde_json::json!({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage(n)});
         return Response::json(StatusCode::OK, v.to_string());
     }
-    let include_usage = body
-        .stream_options
-        .and_then(|o| o.include_usage)
-        .unwrap_or(false);
     let (response, sender) = Response::stream(StatusCode::OK, "text/event-stream; charset=utf-8");
     let cmds = ctx.cmds.clone();
     let per_event = ctx.tokens_per_event;

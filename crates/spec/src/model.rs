@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::raw::{Api, Arrival, DatasetFormat, GpuMode, OnEnvMismatch, RawSampling, TargetKind};
+use super::raw::{
+    Api, Arrival, DatasetFormat, GpuMode, OnEnvMismatch, RawSampling, SimClock, TargetKind,
+};
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
 use infer_bench_results::metric::Metric;
 
@@ -45,6 +47,9 @@ pub struct Target {
     pub gpu_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimTarget>,
+    /// Price of one of this target's GPUs per hour (USD), over `[cost]`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_usd: Option<f64>,
 }
 
 fn header_names<S: serde::Serializer>(
@@ -86,6 +91,10 @@ pub struct SimTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_tokens: Option<u64>,
     pub tokens_per_event: u32,
+    /// Real time (an HTTP server, the real client) or virtual time (a
+    /// discrete-event simulation); written only when virtual.
+    #[serde(default, skip_serializing_if = "SimClock::is_real")]
+    pub clock: SimClock,
 }
 
 /// Number formats of weights and KV cache.

@@ -53,6 +53,7 @@ const UNHASHED: &[&[&str]] = &[
     &["target", "launch"],
     &["target", "gpu_ids"],
     &["target", "sim"],
+    &["target", "gpu_hour_usd"],
     &["model", "weights"],
     &["precision", "weights"],
     &["precision", "arg"],
@@ -321,6 +322,20 @@ impl Partition {
 }
 
 impl Plan {
+    /// Runs every simulator point on `clock` (`run --virtual`); returns how
+    /// many points that is. The clock is not part of a point's hash (nor
+    /// is anything else of `[targets.*.sim]`): the results say which ran.
+    pub fn set_sim_clock(&mut self, clock: crate::raw::SimClock) -> usize {
+        let mut n = 0;
+        for p in &mut self.points {
+            if let Some(sim) = Arc::make_mut(&mut p.config.target).sim.as_mut() {
+                sim.clock = clock;
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Expands and resolves every point of a spec.
     pub fn build(spec: &Spec) -> Result<Plan, SpecErrors> {
         let m = &spec.matrix;

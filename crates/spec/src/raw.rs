@@ -110,12 +110,23 @@ pub struct RawTarget {
     /// sim: tuning of the performance model and scheduler.
     #[serde(default)]
     pub sim: Option<RawSimTuning>,
+    /// Price of one of this target's GPUs per hour, in USD: overrides
+    /// `[cost] gpu_hour_usd` for its points (GPUs of different kinds cost
+    /// different amounts).
+    #[serde(default)]
+    pub gpu_hour_usd: Option<f64>,
 }
 
 /// Tuning of the simulator's performance model and scheduler.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSimTuning {
+    /// "real" (default): an HTTP server in wall-clock time, driven by the real
+    /// client. "virtual": a discrete-event simulation with an ideal client,
+    /// no sleeping, byte-identical statistics run to run (`run --virtual` sets it
+    /// for every simulator target).
+    #[serde(default)]
+    pub clock: Option<SimClock>,
     /// Most sequences in one batch (vLLM's max_num_seqs). Default 256.
     #[serde(default)]
     #[schemars(range(min = 1))]
@@ -678,6 +689,32 @@ pub struct RawCost {
     /// Price of electricity per kWh, in US dollars (with measured energy).
     #[serde(default)]
     pub kwh_usd: Option<f64>,
+}
+
+/// The clock a simulator target runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SimClock {
+    /// Real time: an in-process HTTP server paced by the wall clock, driven
+    /// by the real HTTP client (tests the client itself).
+    #[default]
+    Real,
+    /// Virtual time: a discrete-event simulation of the same load engine
+    /// and server, with an ideal client; no sleeping, no sockets, exactly
+    /// reproducible, thousands of streams in seconds.
+    Virtual,
+}
+
+impl SimClock {
+    pub fn is_real(&self) -> bool {
+        *self == SimClock::Real
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            SimClock::Real => "real",
+            SimClock::Virtual => "virtual",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]

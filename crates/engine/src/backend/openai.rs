@@ -750,33 +750,50 @@ impl OpenAi {
         now: Instant,
         last_event: Instant,
     ) -> (ErrorClass, String) {
-        let t = self.timeouts;
-        if deadline == total_deadline {
-            (
-                ErrorClass::TimeoutTotal,
-                format!(
-                    "the request ran past timeouts.total ({}) with {} output events",
-                    t.total,
-                    rec.events.len()
-                ),
-            )
-        } else if rec.events.is_empty() {
-            (
-                ErrorClass::TimeoutFirstToken,
-                format!("no output within timeouts.first_token ({})", t.first_token),
-            )
-        } else {
-            (
-                ErrorClass::TimeoutIdle,
-                format!(
-                    "no event for {:.3} s (timeouts.idle = {})",
-                    now.duration_since(last_event).as_secs_f64(),
-                    t.idle
-                ),
-            )
-        }
+        timeout_failure(
+            self.timeouts,
+            deadline == total_deadline,
+            rec.events.len(),
+            now.duration_since(last_event),
+        )
     }
+}
 
+/// The class and sentence of a request that ran out of time: past
+/// `timeouts.total` (`total`), else before its first event, else idle for
+/// `idle_for` after `events` events.
+pub fn timeout_failure(
+    t: infer_bench_spec::Timeouts,
+    total: bool,
+    events: usize,
+    idle_for: Duration,
+) -> (ErrorClass, String) {
+    if total {
+        (
+            ErrorClass::TimeoutTotal,
+            format!(
+                "the request ran past timeouts.total ({}) with {events} output events",
+                t.total,
+            ),
+        )
+    } else if events == 0 {
+        (
+            ErrorClass::TimeoutFirstToken,
+            format!("no output within timeouts.first_token ({})", t.first_token),
+        )
+    } else {
+        (
+            ErrorClass::TimeoutIdle,
+            format!(
+                "no event for {:.3} s (timeouts.idle = {})",
+                idle_for.as_secs_f64(),
+                t.idle
+            ),
+        )
+    }
+}
+
+impl OpenAi {
     async fn read_whole(
         &self,
         response: reqwest::Response,

@@ -174,7 +174,8 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
     pr.hints = crate::insight::hints(pr, &spec.validity);
     let energy_j = pr.telemetry.as_ref().and_then(|t| t.gpu.energy_j);
     let gpus = crate::cost::gpus(&spec.cost, &pr.config);
-    pr.cost = crate::cost::compute(&spec.cost, gpus, &pr.merged, energy_j);
+    let cost = crate::cost::for_target(&spec.cost, &pr.config);
+    pr.cost = crate::cost::compute(&cost, gpus, &pr.merged, energy_j);
 }
 
 /// Requests needed before a percentile means something: the smallest n

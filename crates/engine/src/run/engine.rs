@@ -180,21 +180,21 @@ pub fn agent_share(c: u64, agent: Option<(u32, u32)>) -> u64 {
 }
 
 /// How many of the request indices `lo..hi` are this agent's.
-fn indices_of_agent(lo: u64, hi: u64, agent: Option<(u32, u32)>) -> u64 {
+pub(super) fn indices_of_agent(lo: u64, hi: u64, agent: Option<(u32, u32)>) -> u64 {
     agent_share(hi, agent) - agent_share(lo, agent)
 }
 
 /// A request ready to go: one request, or the first turn of a session.
-struct Item {
-    due: Due,
-    prepared: Prepared,
+pub(super) struct Item {
+    pub(super) due: Due,
+    pub(super) prepared: Prepared,
     /// A conversation: every turn's prompt (turn 0's is `prepared`).
-    session: Option<Vec<Prompt>>,
+    pub(super) session: Option<Vec<Prompt>>,
 }
 
 /// Builds the request (or session) of arrival `due`: the one place that
 /// turns prompts into bodies, shared by the pacer and the fingerprint.
-fn build<B: Backend>(backend: &B, prompts: &PromptGen, due: Due) -> Item {
+pub(super) fn build<B: Backend>(backend: &B, prompts: &PromptGen, due: Due) -> Item {
     if prompts.turns() > 1 {
         let session = prompts.session(due.index);
         Item {
@@ -278,14 +278,168 @@ pub fn request_bodies<B: Backend>(
         .collect()
 }
 
-/// Which requests count, decided as each is sent.
-struct Window {
+/// Which requests count, decided as each is sent: the one set of rules
+/// for a real run and a virtual one (`virtual_time.rs`).
+pub(super) struct Window {
     warmup_end: Option<Instant>,
     measure_end: Option<Instant>,
     measured: u64,
     ended: bool,
     /// Ended because the request count was reached.
     by_count: bool,
+    warmup_count: u64,
+    /// Measured requests this process sends at most (its share of the
+    /// point's `requests` under load sharding).
+    request_limit: Option<u64>,
+}
+
+impl Window {
+    /// The window of a run of `load` whose clock starts at `t0`.
+    pub(super) fn new(load: &Load, t0: Instant, agent: Option<(u32, u32)>) -> Window {
+        let warmup_end = match load.warmup {
+            Warmup::Time(d) => Some(t0 + d.as_std()),
+            Warmup::None => Some(t0),
+            Warmup::Requests(_) => None,
+        };
+        let warmup_count = match load.warmup {
+            Warmup::Requests(n) => n,
+            _ => 0,
+        };
+        Window {
+            warmup_end,
+            measure_end: warmup_end.and_then(|w| load.duration.map(|d| w + d.as_std())),
+            measured: 0,
+            ended: false,
+            by_count: false,
+            warmup_count,
+            request_limit: load
+                .requests
+                .map(|n| indices_of_agent(warmup_count, warmup_count + n, agent)),
+        }
+    }
+
+    /// Admits request `index`, scheduled at `t_sched`: `Some(warm_up)`, or
+    /// `None` once the run has ended (by time or count). The second value
+    /// is the window's start when this request opened it (warm-up by
+    /// count: the first measured request).
+    pub(super) fn admit(
+        &mut self,
+        load: &Load,
+        index: u64,
+        t_sched: Instant,
+    ) -> (Option<bool>, Option<Instant>) {
+        if self.ended {
+            return (None, None);
+        }
+        if self.measure_end.is_some_and(|end| t_sched >= end) {
+            self.ended = true;
+            return (None, None);
+        }
+        let warmup = match load.warmup {
+            Warmup::Requests(_) => index < self.warmup_count,
+            _ => self.warmup_end.is_some_and(|end| t_sched < end),
+        };
+        let mut opened = None;
+        if !warmup {
+            if self.request_limit.is_some_and(|n| self.measured >= n) {
+                self.ended = true;
+                self.by_count = true;
+                return (None, None);
+            }
+            if self.warmup_end.is_none() {
+                self.warmup_end = Some(t_sched);
+                self.measure_end = load.duration.map(|d| t_sched + d.as_std());
+                opened = Some(t_sched);
+            }
+            self.measured += 1;
+        }
+        (Some(warmup), opened)
+    }
+
+    pub(super) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    pub(super) fn end(&mut self) {
+        self.ended = true;
+    }
+
+    pub(super) fn by_count(&self) -> bool {
+        self.by_count
+    }
+
+    pub(super) fn warmup_end(&self) -> Option<Instant> {
+        self.warmup_end
+    }
+
+    pub(super) fn measure_end(&self) -> Option<Instant> {
+        self.measure_end
+    }
+}
+
+/// A conversation under way: every turn's new message, and the history
+/// that grows in place as turns are answered, never copied. The one place
+/// that turns a reply into the next turn's prompt, for a real run and a
+/// virtual one.
+pub(super) struct Conversation {
+    session: Vec<Prompt>,
+    history: Vec<Message>,
+    /// What the client knows of the history's length: the messages as
+    /// built, and each reply as the server counted it.
+    history_tokens: u32,
+}
+
+impl Conversation {
+    pub(super) fn new(mut session: Vec<Prompt>) -> Conversation {
+        let history = session
+            .first_mut()
+            .map(|p| std::mem::take(&mut p.history))
+            .unwrap_or_default();
+        Conversation {
+            session,
+            history,
+            history_tokens: 0,
+        }
+    }
+
+    pub(super) fn turns(&self) -> usize {
+        self.session.len()
+    }
+
+    /// The request of turn `k` (from 1), once turn `k - 1` was answered
+    /// with `reply` of `output_tokens` tokens.
+    pub(super) fn next<B: Backend + ?Sized>(
+        &mut self,
+        backend: &B,
+        k: usize,
+        reply: String,
+        output_tokens: u32,
+    ) -> Prepared {
+        // Each turn's prompt borrows the history for the body and gives it
+        // back.
+        let before = &mut self.session[k - 1];
+        self.history.push(Message {
+            role: Role::User,
+            content: std::mem::take(&mut before.text),
+        });
+        self.history.push(Message {
+            role: Role::Assistant,
+            content: reply,
+        });
+        self.history_tokens += before.input_tokens + output_tokens;
+        let now = &mut self.session[k];
+        let prompt = Prompt {
+            history: std::mem::take(&mut self.history),
+            text: std::mem::take(&mut now.text),
+            input_tokens: self.history_tokens + now.input_tokens,
+            output_tokens: now.output_tokens,
+            part: now.part,
+        };
+        let prepared = backend.prepare(&prompt);
+        self.history = prompt.history;
+        now.text = prompt.text;
+        prepared
+    }
 }
 
 /// What the load engine tells the recorder thread.
@@ -360,10 +514,6 @@ struct Run<B> {
     run: u32,
     open: bool,
     t0: Instant,
-    warmup_count: u64,
-    /// Measured requests this process sends at most (its share of the
-    /// point's `requests` under load sharding).
-    request_limit: Option<u64>,
     window: Mutex<Window>,
     /// To the recorder thread: finished requests and the window's start.
     notes: std::sync::mpsc::Sender<Note>,
@@ -394,40 +544,22 @@ impl<B: Backend> Run<B> {
     /// Admits a request scheduled at `t_sched`: whether it is warm-up, or
     /// `None` once the run has ended (by time, count or interruption).
     fn admit(&self, index: u64, t_sched: Instant) -> Option<bool> {
-        let mut w = self.window.lock();
-        if w.ended || self.interrupt.is_set() {
+        if self.interrupt.is_set() {
             return None;
         }
-        if w.measure_end.is_some_and(|end| t_sched >= end) {
-            w.ended = true;
-            return None;
+        let (warmup, opened) = self.window.lock().admit(&self.load, index, t_sched);
+        if let Some(t) = opened {
+            let _ = self.notes.send(Note::WindowStart(t));
         }
-        let warmup = match self.load.warmup {
-            Warmup::Requests(_) => index < self.warmup_count,
-            _ => w.warmup_end.is_some_and(|end| t_sched < end),
-        };
-        if !warmup {
-            if self.request_limit.is_some_and(|n| w.measured >= n) {
-                w.ended = true;
-                w.by_count = true;
-                return None;
-            }
-            if w.warmup_end.is_none() {
-                w.warmup_end = Some(t_sched);
-                w.measure_end = self.load.duration.map(|d| t_sched + d.as_std());
-                let _ = self.notes.send(Note::WindowStart(t_sched));
-            }
-            w.measured += 1;
-        }
-        Some(warmup)
+        warmup
     }
 
     fn ended(&self) -> bool {
-        self.window.lock().ended || self.interrupt.is_set()
+        self.window.lock().ended() || self.interrupt.is_set()
     }
 
     fn measure_end(&self) -> Option<Instant> {
-        self.window.lock().measure_end
+        self.window.lock().measure_end()
     }
 
     /// Sends one admitted request (or session) and records it. True if
@@ -437,40 +569,16 @@ impl<B: Backend> Run<B> {
         let mut rec = self
             .send_one(base, 0, item.prepared, warmup, t_sched, t_slot)
             .await;
-        let Some(mut session) = item.session else {
+        let Some(session) = item.session else {
             return rec.unreached;
         };
-        let mut history: Vec<Message> = std::mem::take(&mut session[0].history);
-        let mut history_tokens = 0u32;
-        for k in 1..session.len() {
+        let mut conversation = Conversation::new(session);
+        for k in 1..conversation.turns() {
             if !rec.ok || self.ended() {
                 return rec.unreached;
             }
-            // The history grows in place: each turn's prompt borrows it for
-            // the body and gives it back, so no turn copies it.
-            let before = &mut session[k - 1];
-            history.push(Message {
-                role: Role::User,
-                content: std::mem::take(&mut before.text),
-            });
-            history.push(Message {
-                role: Role::Assistant,
-                content: rec.reply.take().unwrap_or_default(),
-            });
-            // What the client knows of the history's length: the messages as
-            // built, and each reply as the server counted it.
-            history_tokens += before.input_tokens + rec.output_tokens;
-            let now = &mut session[k];
-            let prompt = Prompt {
-                history,
-                text: std::mem::take(&mut now.text),
-                input_tokens: history_tokens + now.input_tokens,
-                output_tokens: now.output_tokens,
-                part: now.part,
-            };
-            let prepared = self.backend.prepare(&prompt);
-            history = prompt.history;
-            now.text = prompt.text;
+            let reply = rec.reply.take().unwrap_or_default();
+            let prepared = conversation.next(&*self.backend, k, reply, rec.output_tokens);
             let due = rec.t_done + self.think;
             if !self.wait_until(due).await {
                 return false;
@@ -507,7 +615,7 @@ impl<B: Backend> Run<B> {
                 *stopped = Some(format!(
                     "the run stopped early: {unreached} of its first {finished} requests could not connect to the server and none succeeded"
                 ));
-                self.window.lock().ended = true;
+                self.window.lock().end();
             }
         }
     }
@@ -515,7 +623,7 @@ impl<B: Backend> Run<B> {
     /// Whether the run went on until its duration was up.
     fn ran_full(&self) -> bool {
         self.load.duration.is_some()
-            && !self.window.lock().by_count
+            && !self.window.lock().by_count()
             && !self.interrupt.is_set()
             && self.stopped.lock().is_none()
     }
@@ -564,7 +672,7 @@ impl<B: Backend> Run<B> {
         t_sched: Instant,
         t_slot: Instant,
     ) -> Sent {
-        let warmup_end = self.window.lock().warmup_end.unwrap_or(self.t0);
+        let warmup_end = self.window.lock().warmup_end().unwrap_or(self.t0);
         let step = step_at(
             &self.load,
             t_sched.saturating_duration_since(warmup_end).as_nanos() as u64,
@@ -696,28 +804,11 @@ async fn slot<B: Backend>(
     }
 }
 
-/// Runs one run of a point and returns its recorder.
-pub fn run_once<B: Backend>(
-    backend: Arc<B>,
-    cfg: &PointConfig,
-    point_hash: &str,
-    run: u32,
-    env: &RunEnv,
-) -> RunOutcome {
-    tighten_timer_slack();
-    let load = &cfg.load;
-    let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
-    let prompts = prompt_gen(cfg, point_hash, run, &env.material);
-    let warmup_ns = match load.warmup {
-        Warmup::Time(d) => d.as_nanos(),
-        _ => 0,
-    };
-    let horizon = load
-        .duration
-        .map(|d| warmup_ns + d.as_nanos())
-        .unwrap_or(u64::MAX);
-    let arrivals = Arrivals::new(load, arrival_seed, horizon);
-    let open = arrivals.is_open();
+/// The slots of a run: how many concurrency slots there are (a closed
+/// loop's largest level, an open loop's `max_concurrency`, none for an
+/// open loop without one) and how many are active at the start, this
+/// agent's share of each under load sharding.
+pub(super) fn slots(load: &Load, agent: Option<(u32, u32)>) -> (Option<u32>, u32) {
     let limit: Option<u32> = match (load.level, load.max_concurrency) {
         (Level::Concurrency(_), _) => Some(
             load.ramp
@@ -743,9 +834,72 @@ pub fn run_once<B: Backend>(
     };
     // Load sharding: this agent runs its share of the slots, so the
     // agents' slots together are the point's.
-    let share = |c: u32| agent_share(c as u64, env.agent) as u32;
+    let share = |c: u32| agent_share(c as u64, agent) as u32;
     let limit = limit.map(share);
     let first_active = share(first_active);
+    (limit, first_active)
+}
+
+/// The recorder of a run of `cfg` whose clock starts at `t0` (and whose
+/// window starts at `window_start`, where it is known before the first
+/// request): the same for a real run and a virtual one.
+pub(super) fn new_recorder(
+    cfg: &PointConfig,
+    open: bool,
+    turns: u32,
+    t0: Instant,
+    window_start: Option<Instant>,
+) -> Recorder {
+    let load = &cfg.load;
+    let mut recorder = Recorder::new(
+        cfg.workload.stream,
+        cfg.goodput.clone(),
+        open,
+        load.window,
+        load.ramp.is_some(),
+    );
+    if let Some(d) = load.duration {
+        recorder.set_duration(d.as_std());
+    }
+    if load.cold_connections {
+        recorder.keep_connect_in_latency();
+    }
+    if let Some(w) = window_start {
+        recorder.set_window_start(w);
+    }
+    if turns > 1 {
+        recorder.track_turns();
+    }
+    if !cfg.workload.mix.is_empty() {
+        recorder.track_parts();
+    }
+    recorder.track_phases(t0);
+    recorder
+}
+
+/// Runs one run of a point and returns its recorder.
+pub fn run_once<B: Backend>(
+    backend: Arc<B>,
+    cfg: &PointConfig,
+    point_hash: &str,
+    run: u32,
+    env: &RunEnv,
+) -> RunOutcome {
+    tighten_timer_slack();
+    let load = &cfg.load;
+    let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
+    let prompts = prompt_gen(cfg, point_hash, run, &env.material);
+    let warmup_ns = match load.warmup {
+        Warmup::Time(d) => d.as_nanos(),
+        _ => 0,
+    };
+    let horizon = load
+        .duration
+        .map(|d| warmup_ns + d.as_nanos())
+        .unwrap_or(u64::MAX);
+    let arrivals = Arrivals::new(load, arrival_seed, horizon);
+    let open = arrivals.is_open();
+    let (limit, first_active) = slots(load, env.agent);
 
     // A builder thread turns arrivals into requests ahead of their time
     // (a tokenizer-exact prompt can take milliseconds), so the pacer below
@@ -814,34 +968,9 @@ fn pace<B: Backend>(
     // 5 ms, and time to start every slot's task.
     let lead = Duration::from_millis(5) + Duration::from_micros(10) * limit.unwrap_or(0);
     let t0 = env.start_at.unwrap_or_else(|| Instant::now() + lead);
-    let warmup_end = match load.warmup {
-        Warmup::Time(d) => Some(t0 + d.as_std()),
-        Warmup::None => Some(t0),
-        Warmup::Requests(_) => None,
-    };
-    let mut recorder = Recorder::new(
-        cfg.workload.stream,
-        cfg.goodput.clone(),
-        open,
-        load.window,
-        load.ramp.is_some(),
-    );
-    if let Some(d) = load.duration {
-        recorder.set_duration(d.as_std());
-    }
-    if load.cold_connections {
-        recorder.keep_connect_in_latency();
-    }
-    if let Some(w) = warmup_end {
-        recorder.set_window_start(w);
-    }
-    if turns > 1 {
-        recorder.track_turns();
-    }
-    if !cfg.workload.mix.is_empty() {
-        recorder.track_parts();
-    }
-    recorder.track_phases(t0);
+    let window = Window::new(load, t0, env.agent);
+    let warmup_end = window.warmup_end();
+    let recorder = new_recorder(cfg, open, turns, t0, warmup_end);
     let recorder = RecorderThread::start(recorder, env.sink.clone());
     let live = env.live.clone();
     let probe = super::probe::ReadProbe::start(&env.handle, move || {
@@ -853,24 +982,7 @@ fn pace<B: Backend>(
         run,
         open,
         t0,
-        warmup_count: match load.warmup {
-            Warmup::Requests(n) => n,
-            _ => 0,
-        },
-        request_limit: load.requests.map(|n| {
-            let lo = match load.warmup {
-                Warmup::Requests(w) => w,
-                _ => 0,
-            };
-            indices_of_agent(lo, lo + n, env.agent)
-        }),
-        window: Mutex::new(Window {
-            warmup_end,
-            measure_end: warmup_end.and_then(|w| load.duration.map(|d| w + d.as_std())),
-            measured: 0,
-            ended: false,
-            by_count: false,
-        }),
+        window: Mutex::new(window),
         notes: recorder.tx.clone(),
         concurrency_max: AtomicU64::new(0),
         live: env.live.clone(),
@@ -964,7 +1076,7 @@ fn pace<B: Backend>(
                     }
                 };
                 if !sent {
-                    shared.window.lock().ended = true;
+                    shared.window.lock().end();
                 }
                 if shared.ended() {
                     break;
@@ -1059,6 +1171,7 @@ mod tests {
                 launch: None,
                 gpu_ids: None,
                 sim: None,
+                gpu_hour_usd: None,
             }),
             model: Arc::new(Model {
                 name: "m".into(),

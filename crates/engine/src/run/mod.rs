@@ -23,6 +23,7 @@ pub mod recorder;
 pub mod requests;
 pub mod secrets;
 pub mod servers;
+pub mod virtual_time;
 pub mod workload;
 
 pub use assemble::failed_point;

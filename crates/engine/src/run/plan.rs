@@ -196,7 +196,12 @@ pub fn run_plan_on(
                 continue;
             }
         };
-        if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
+        if opts.progress != Progress::Quiet && matches!(server, Server::Virtual(_)) {
+            eprintln!(
+                "{}: simulated in virtual time (no server, no sockets; an ideal client)",
+                group_name(first)
+            );
+        } else if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
             eprintln!(
                 "{}: server ready in {:.1}s at {}",
                 group_name(first),

@@ -128,7 +128,7 @@ pub(super) fn run_point(
     let declared = match (cfg.target.dialect, &server) {
         (Some(d), _) => Some((d, "spec")),
         // The simulator takes vLLM's fields.
-        (None, Server::Sim(_)) => Some((Dialect::Vllm, "server")),
+        (None, Server::Sim(_) | Server::Virtual(_)) => Some((Dialect::Vllm, "server")),
         (None, _) => None,
     };
     let mut backend = {
@@ -158,7 +158,7 @@ pub(super) fn run_point(
     if opts.verbose {
         let how = match dialect_from {
             "spec" => "declared in the spec",
-            "server" if matches!(server, Server::Sim(_)) => "the simulator's",
+            "server" if matches!(server, Server::Sim(_) | Server::Virtual(_)) => "the simulator's",
             "server" => "named by the server's /v1/models",
             _ => "the server did not name one",
         };
@@ -192,6 +192,7 @@ pub(super) fn run_point(
     let mut stopped: Option<String> = None;
     // Set when connections could not all be opened before a run (said once).
     let mut warm_failed: Option<String> = None;
+    let virtual_time = matches!(server, Server::Virtual(_));
     for run in 0..cfg.load.runs {
         server.begin_run(run);
         // Every run starts with its connections open, none measured; as
@@ -199,12 +200,17 @@ pub(super) fn run_point(
         // last run's, which need none).
         let in_process = matches!(server, Server::Sim(_));
         let (warm, room) = match descriptor_room(in_process) {
+            _ if virtual_time => (0, None),
             Some(room) if room < conns.warm => (room, Some(room)),
             _ => (conns.warm, None),
         };
         let warming = Instant::now();
-        let warmed = rt.block_on(backend.warm(warm));
-        if opts.verbose {
+        let warmed = if virtual_time {
+            Ok(())
+        } else {
+            rt.block_on(backend.warm(warm))
+        };
+        if opts.verbose && !virtual_time {
             eprintln!(
                 "{label}: run {}: {warm} connections opened before the clock in {:.1} ms{}",
                 run + 1,
@@ -269,7 +275,14 @@ pub(super) fn run_point(
         };
         let ticker = (opts.progress == Progress::Live)
             .then(|| super::progress::Ticker::start(label.to_string(), run, cfg, live.clone()));
-        let out = run_once(backend.clone(), cfg, &p.hash, run, &env);
+        let out = if virtual_time {
+            match super::virtual_time::run_once_virtual(&*backend, cfg, &p.hash, run, &env) {
+                Ok(out) => out,
+                Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
+            }
+        } else {
+            run_once(backend.clone(), cfg, &p.hash, run, &env)
+        };
         if let Some(t) = ticker {
             t.stop();
         }
@@ -389,7 +402,10 @@ pub(super) fn run_point(
     );
     pr.telemetry = Some(telemetry.finish());
     workload(&mut pr, &turns);
-    if !matches!(server, Server::Sim(_)) {
+    if virtual_time {
+        pr.clock = Some(infer_bench_spec::raw::SimClock::Virtual.name().into());
+    }
+    if !matches!(server, Server::Sim(_) | Server::Virtual(_)) {
         let info = pr.server.get_or_insert_with(Default::default);
         info.dialect = Some(dialect.name().into());
         info.dialect_from = Some(dialect_from.into());
@@ -409,7 +425,9 @@ pub(super) fn run_point(
     pr.warnings.extend(late_starts);
     pr.warnings.extend(warm_failed);
     pr.mix = mix_results(cfg, &parts, merged_window_s, open);
-    pr.client = load_start.finish(tel.host);
+    // In virtual time the client's own load is not the benchmark's: it
+    // is the simulation's, and nothing of it enters the numbers.
+    pr.client = load_start.finish(tel.host).filter(|_| !virtual_time);
     pr.preflight = findings;
     pr.memory = memory(&pr, &timelines, before_server);
     if let Some(why) = stopped {

@@ -11,10 +11,19 @@ use infer_bench_spec::results::ServerInfo;
 
 /// A running (or reachable) server.
 pub enum Server {
-    External { base_url: String },
+    External {
+        base_url: String,
+    },
     Sim(infer_bench_sim::server::SimServer),
+    /// The simulator in virtual time: no server runs; each run is a
+    /// discrete-event simulation (`virtual_time.rs`).
+    Virtual(ServerInfo),
     Launched(super::launch::Launched),
 }
+
+/// The base URL a virtual-time point's client is built with: never
+/// contacted (`.invalid` cannot resolve).
+const VIRTUAL_BASE_URL: &str = "http://simulator.invalid/v1";
 
 impl Server {
     /// Starts what the point's target needs. `log_dir` receives server logs.
@@ -26,6 +35,15 @@ impl Server {
         interrupt: &super::engine::Interrupt,
     ) -> Result<Server, String> {
         match cfg.target.kind {
+            TargetKind::Sim
+                if cfg
+                    .target
+                    .sim
+                    .as_ref()
+                    .is_some_and(|s| s.clock == infer_bench_spec::raw::SimClock::Virtual) =>
+            {
+                infer_bench_sim::request::Setup::of(cfg).map(|s| Server::Virtual(s.info))
+            }
             TargetKind::Sim => infer_bench_sim::server::SimServer::start(cfg).map(Server::Sim),
             TargetKind::Openai => match &cfg.target.launch {
                 Some(_) => {
@@ -43,6 +61,7 @@ impl Server {
         match self {
             Server::External { base_url } => base_url.clone(),
             Server::Sim(s) => s.base_url(),
+            Server::Virtual(_) => VIRTUAL_BASE_URL.into(),
             Server::Launched(l) => l.base_url(),
         }
     }
@@ -51,6 +70,7 @@ impl Server {
     pub fn metrics_url(&self, cfg: &PointConfig) -> Option<String> {
         match self {
             Server::Sim(s) => Some(s.metrics_url()),
+            Server::Virtual(_) => None,
             Server::Launched(l) => l.metrics_url(cfg),
             Server::External { .. } => cfg.target.metrics_url.clone(),
         }
@@ -76,6 +96,7 @@ impl Server {
         match self {
             Server::External { .. } => None,
             Server::Sim(s) => Some(s.info()),
+            Server::Virtual(info) => Some(info.clone()),
             Server::Launched(l) => Some(l.info()),
         }
     }
@@ -89,7 +110,7 @@ impl Server {
 
     pub fn stop(self, handle: &tokio::runtime::Handle) {
         match self {
-            Server::External { .. } => {}
+            Server::External { .. } | Server::Virtual(_) => {}
             Server::Sim(s) => s.stop(),
             Server::Launched(l) => l.stop(handle),
         }

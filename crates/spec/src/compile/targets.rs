@@ -157,6 +157,7 @@ impl Cx<'_> {
                     },
                     kv_cache_tokens: tune.kv_cache_tokens,
                     tokens_per_event: tune.tokens_per_event.unwrap_or(1),
+                    clock: tune.clock.unwrap_or_default(),
                 });
             }
             TargetKind::Openai => {
@@ -323,6 +324,15 @@ impl Cx<'_> {
                 allow_env: l.allow_env,
             }
         });
+        if let Some(x) = t.gpu_hour_usd {
+            if !(x >= 0.0 && x.is_finite()) {
+                self.err(
+                    &k("gpu_hour_usd"),
+                    format!("expected a price >= 0, found {x}"),
+                    None,
+                );
+            }
+        }
         let base_url = match (&t.kind, t.base_url, &launch) {
             (TargetKind::Openai, None, Some(_)) => Some("http://127.0.0.1:{port}/v1".to_string()),
             (_, url, _) => url.map(|u| u.trim_end_matches('/').to_string()),
@@ -343,6 +353,7 @@ impl Cx<'_> {
             launch,
             gpu_ids: t.gpu_ids,
             sim,
+            gpu_hour_usd: t.gpu_hour_usd,
         })
     }
 }

@@ -1,0 +1,714 @@
+//! One run of a point on the simulator in virtual time: a discrete-event
+//! simulation of the load engine, an ideal client and the simulated
+//! server, with no sleeping, no sockets and no threads. Time jumps from
+//! one event to the next (an arrival, the end of an engine step, a
+//! conversation's next turn, a ramp step, a deadline), so a saturated
+//! point of thousands of streams takes seconds, and the same spec and seed
+//! give the same statistics to the byte.
+//!
+//! What is shared with a real run, so that the two measure the same way:
+//! the arrival schedule (`Arrivals`), the prompts and request bodies
+//! (`PromptGen`, the backend's `prepare`: the very bodies a real run
+//! sends), which requests are warm-up and when the window ends
+//! (`engine::Window`), how a conversation's next turn is built
+//! (`engine::Conversation`), the slots of a closed loop or a capped open
+//! loop (`engine::slots`), the recorder and every statistic; on the server
+//! side, how a body is read and refused (`sim::request::read`) and the
+//! continuous-batching engine with its step times. What differs is the
+//! client: it costs no time. A request is handed to the server the instant
+//! it is due, and a token is seen the instant its step ends, so dispatch
+//! lag and read delay are zero and nothing of this machine enters the
+//! numbers.
+//!
+//! Ordering at one instant follows the real simulator: a step that ends
+//! delivers its tokens and the next step is planned from what was already
+//! queued; requests sent in reaction to those tokens (a closed loop's next
+//! request) join the step after, as they would arrive while it runs.
+//! Events at the same instant run in the order they were scheduled.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::engine::{Conversation, Item, RunEnv, RunOutcome, Window, build, new_recorder, slots};
+use super::recorder::Recorder;
+use crate::backend::openai::timeout_failure;
+use crate::backend::record::OutputEvent;
+use crate::backend::{Backend, ErrorClass, Failure, Prepared, RequestRecord};
+use infer_bench_sim::engine::{Engine, Step};
+use infer_bench_sim::request::{self, Setup};
+use infer_bench_spec::plan::PointConfig;
+use infer_bench_spec::raw::Api;
+use infer_bench_spec::seed::{Purpose, derive};
+use infer_bench_spec::{Level, Load, Warmup};
+use infer_bench_workload::Arrivals;
+use infer_bench_workload::arrival::step_at;
+
+/// A run stops once this many requests in a row were refused without any
+/// having been accepted since: a refusal takes no virtual time, so a
+/// server that refuses everything would otherwise loop at one instant.
+const REFUSED_IN_A_ROW: u64 = 1_000;
+
+/// Something due at an instant of the run.
+enum Ev {
+    /// An open loop's next arrival.
+    Arrival(Box<Item>),
+    /// A conversation's next turn, due after the think time.
+    Turn(Box<Turn>),
+    /// A closed-loop ramp's step `i` starts.
+    Ramp(usize),
+    /// A request's first-token, idle or total deadline may have passed.
+    Deadline(u64),
+}
+
+/// A conversation between turns.
+struct Turn {
+    conversation: Conversation,
+    k: usize,
+    base: u64,
+    prepared: Prepared,
+    slot: Option<u32>,
+}
+
+struct Timed {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Timed {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// A request the server has accepted and not finished.
+struct Flight {
+    rec: RequestRecord,
+    send_ns: u64,
+    last_event_ns: u64,
+    generated: u32,
+    prompt_tokens: u32,
+    stream: bool,
+    include_usage: bool,
+    /// What follows the request: its slot, and its conversation's next turn.
+    slot: Option<u32>,
+    conversation: Option<(Conversation, usize, u64)>,
+}
+
+/// The whole run: clock, server, client.
+struct Sim<'a, B: Backend> {
+    backend: &'a B,
+    load: &'a Load,
+    env: &'a RunEnv,
+    run: u32,
+    t0: Instant,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Reverse<Timed>>,
+    // The server.
+    engine: Engine,
+    speed: f64,
+    served: Vec<String>,
+    max_len: u32,
+    per_event: u32,
+    chat: bool,
+    busy: Option<(u64, Step)>,
+    flights: HashMap<u64, Flight>,
+    next_id: u64,
+    // The client.
+    items: Box<dyn Iterator<Item = Item> + 'a>,
+    open: bool,
+    turns: u32,
+    think_ns: u64,
+    window: Window,
+    recorder: Recorder,
+    active: u32,
+    /// Closed-loop slots waiting for a ramp to activate them.
+    parked: Vec<u32>,
+    /// Capped open loop: slots with nothing to send, and arrivals waiting
+    /// for a slot.
+    idle_slots: VecDeque<u32>,
+    queue: VecDeque<Item>,
+    in_flight: u64,
+    concurrency_max: u64,
+    refused_in_a_row: u64,
+    accepted: u64,
+    stopped: Option<String>,
+}
+
+/// Runs one run of a point on the simulator in virtual time.
+pub fn run_once_virtual<B: Backend>(
+    backend: &B,
+    cfg: &PointConfig,
+    point_hash: &str,
+    run: u32,
+    env: &RunEnv,
+) -> Result<RunOutcome, String> {
+    let setup = Setup::of(cfg)?;
+    let speed = setup.speed(run);
+    let load = &cfg.load;
+    let prompts = super::engine::prompt_gen(cfg, point_hash, run, &env.material);
+    let warmup_ns = match load.warmup {
+        Warmup::Time(d) => d.as_nanos(),
+        _ => 0,
+    };
+    let horizon = load
+        .duration
+        .map(|d| warmup_ns + d.as_nanos())
+        .unwrap_or(u64::MAX);
+    let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
+    let arrivals = Arrivals::new(load, arrival_seed, horizon);
+    let open = arrivals.is_open();
+    let turns = prompts.turns();
+    let agent = env.agent;
+    let items = arrivals
+        .filter(move |d| agent.is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64))
+        .map(move |d| build(backend, &prompts, d));
+    let (limit, first_active) = slots(load, env.agent);
+    let t0 = Instant::now();
+    let window = Window::new(load, t0, env.agent);
+    let recorder = new_recorder(cfg, open, turns, t0, window.warmup_end());
+    let max_len = setup.engine.max_model_len_tokens();
+    let per_event = setup.engine.tokens_per_event();
+    let mut sim = Sim {
+        backend,
+        load,
+        env,
+        run,
+        t0,
+        now: 0,
+        seq: 0,
+        heap: BinaryHeap::new(),
+        engine: setup.engine,
+        speed,
+        served: setup.served,
+        max_len,
+        per_event,
+        chat: cfg.workload.api == Api::Chat,
+        busy: None,
+        flights: HashMap::new(),
+        next_id: 1,
+        items: Box::new(items),
+        open,
+        turns,
+        think_ns: cfg
+            .workload
+            .conversation
+            .as_ref()
+            .map(|c| c.think_time.as_nanos())
+            .unwrap_or(0),
+        window,
+        recorder,
+        active: first_active,
+        parked: Vec::new(),
+        idle_slots: VecDeque::new(),
+        queue: VecDeque::new(),
+        in_flight: 0,
+        concurrency_max: 0,
+        refused_in_a_row: 0,
+        accepted: 0,
+        stopped: None,
+    };
+    sim.start(limit, first_active);
+    sim.start_step();
+    let interrupted = sim.run_events();
+    Ok(sim.finish(interrupted))
+}
+
+impl<'a, B: Backend> Sim<'a, B> {
+    fn at(&self, ns: u64) -> Instant {
+        self.t0 + Duration::from_nanos(ns)
+    }
+
+    fn ns_of(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.t0).as_nanos() as u64
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse(Timed {
+            at,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    /// The slots, the first arrival and a closed loop's ramp.
+    fn start(&mut self, limit: Option<u32>, first_active: u32) {
+        if self.open {
+            if let Some(n) = limit {
+                self.idle_slots.extend(0..n);
+            }
+            if let Some(item) = self.items.next() {
+                let at = item.due.at_ns.unwrap_or(0);
+                self.schedule(at, Ev::Arrival(Box::new(item)));
+            }
+        } else {
+            for i in 0..limit.unwrap_or(0) {
+                if i < first_active {
+                    self.slot_free(i, 0);
+                } else {
+                    self.parked.push(i);
+                }
+            }
+            if let Some(r) = &self.load.ramp {
+                let start = self.ns_of(self.window.warmup_end().unwrap_or(self.t0));
+                let every = r.every.as_nanos();
+                for i in 1..r.levels.len() {
+                    self.schedule(start + every * i as u64, Ev::Ramp(i));
+                }
+            }
+        }
+    }
+
+    /// The event loop; true if interrupted.
+    fn run_events(&mut self) -> bool {
+        let mut turns_of_loop = 0u32;
+        loop {
+            turns_of_loop = turns_of_loop.wrapping_add(1);
+            if turns_of_loop % 1024 == 0 && self.env.interrupt.is_set() {
+                return true;
+            }
+            let next_ev = self.heap.peek().map(|Reverse(t)| t.at);
+            let step_end = self.busy.as_ref().map(|(t, _)| *t);
+            match (step_end, next_ev) {
+                (None, None) => return false,
+                (Some(s), e) if e.is_none_or(|e| s <= e) => {
+                    self.now = s;
+                    self.end_step();
+                }
+                _ => {
+                    let Some(Reverse(t)) = self.heap.pop() else {
+                        return false;
+                    };
+                    self.now = t.at;
+                    self.handle(t.ev);
+                    // Everything due at this instant goes in before an idle
+                    // engine plans its next step.
+                    if self.heap.peek().is_some_and(|Reverse(n)| n.at == self.now) {
+                        continue;
+                    }
+                    if self.busy.is_none() {
+                        self.start_step();
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_step(&mut self) {
+        if let Some(step) = self.engine.step() {
+            let ns = (step.duration * self.speed * 1e9).max(0.0).round() as u64;
+            self.busy = Some((self.now + ns, step));
+        }
+    }
+
+    /// A step ends: its tokens arrive, the next step is planned, then the
+    /// finished requests end (and their slots send again).
+    fn end_step(&mut self) {
+        let Some((_, step)) = self.busy.take() else {
+            return;
+        };
+        for &(id, n) in &step.tokens {
+            let per_event = self.per_event.max(1);
+            let now = self.now;
+            let Some(f) = self.flights.get_mut(&id) else {
+                continue;
+            };
+            let mut left = n;
+            while left > 0 {
+                let m = left.min(per_event);
+                if f.stream {
+                    f.rec.events.push(OutputEvent {
+                        at_ns: now - f.send_ns,
+                        text_bytes: request::text_bytes(m, id + f.generated as u64),
+                        token_ids: None,
+                    });
+                }
+                f.generated += m;
+                left -= m;
+            }
+            f.last_event_ns = now;
+        }
+        self.start_step();
+        for id in &step.finished {
+            if let Some(f) = self.flights.remove(id) {
+                self.answered(*id, f);
+            }
+        }
+        // An engine left idle takes what the finished requests' slots sent.
+        if self.busy.is_none() {
+            self.start_step();
+        }
+    }
+
+    /// A request the server finished: the response is complete.
+    fn answered(&mut self, id: u64, mut f: Flight) {
+        let now = self.now;
+        f.rec.t_done = self.at(now);
+        f.rec.response_id = Some(if self.chat {
+            format!("chatcmpl-{id}")
+        } else {
+            format!("cmpl-{id}")
+        });
+        if !f.stream || f.include_usage {
+            f.rec.usage.prompt_tokens = Some(f.prompt_tokens);
+            f.rec.usage.completion_tokens = Some(f.generated);
+        }
+        if f.generated == 0 {
+            f.rec
+                .fail(ErrorClass::Empty, "the stream completed without any output");
+        } else if !f.stream {
+            f.rec.events.push(OutputEvent {
+                at_ns: now - f.send_ns,
+                text_bytes: request::text_bytes(f.generated, id),
+                token_ids: None,
+            });
+        }
+        if f.conversation.is_some() && f.rec.ok() {
+            f.rec.reply = Some(request::text_of(f.generated, id));
+        }
+        self.complete(f.rec, f.slot, f.conversation);
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Arrival(item) => self.arrival(*item),
+            Ev::Turn(turn) => self.turn(*turn),
+            Ev::Ramp(i) => self.ramp(i),
+            Ev::Deadline(id) => self.deadline(id),
+        }
+    }
+
+    fn arrival(&mut self, item: Item) {
+        if self.window.ended() {
+            return;
+        }
+        let due = item.due.at_ns.unwrap_or(self.now);
+        if !self.capped() {
+            // Uncapped: sent at its time.
+            let index = item.due.index * self.turns as u64;
+            let Some(warmup) = self.admit(index, due) else {
+                return;
+            };
+            self.send(item, warmup, due, due, None);
+        } else {
+            self.queue.push_back(item);
+            if let Some(i) = self.idle_slots.pop_front() {
+                self.slot_free(i, self.now);
+            }
+        }
+        if !self.window.ended() {
+            if let Some(next) = self.items.next() {
+                let at = next.due.at_ns.unwrap_or(self.now);
+                self.schedule(at, Ev::Arrival(Box::new(next)));
+            }
+        }
+    }
+
+    /// Whether an open loop goes through slots (`max_concurrency`).
+    fn capped(&self) -> bool {
+        self.open && self.load.max_concurrency.is_some()
+    }
+
+    /// Slot `i` is free since `free_since`: it takes its next request.
+    fn slot_free(&mut self, i: u32, free_since: u64) {
+        if self.window.ended() {
+            return;
+        }
+        if !self.open {
+            if i >= self.active {
+                self.parked.push(i);
+                return;
+            }
+            let end = self.window.measure_end().map(|e| self.ns_of(e));
+            if end.is_some_and(|end| free_since >= end) {
+                return;
+            }
+            let Some(item) = self.items.next() else {
+                return;
+            };
+            let index = item.due.index * self.turns as u64;
+            let Some(warmup) = self.admit(index, free_since) else {
+                return;
+            };
+            self.send(item, warmup, free_since, free_since, Some(i));
+            return;
+        }
+        let Some(item) = self.queue.pop_front() else {
+            self.idle_slots.push_back(i);
+            return;
+        };
+        let due = item.due.at_ns.unwrap_or(self.now);
+        let t_slot = due.max(free_since).min(self.now);
+        let index = item.due.index * self.turns as u64;
+        let Some(warmup) = self.admit(index, due) else {
+            return;
+        };
+        self.send(item, warmup, due, t_slot, Some(i));
+    }
+
+    fn admit(&mut self, index: u64, t_sched: u64) -> Option<bool> {
+        let (warmup, opened) = self.window.admit(self.load, index, self.at(t_sched));
+        if let Some(t) = opened {
+            self.recorder.set_window_start(t);
+        }
+        warmup
+    }
+
+    fn send(&mut self, item: Item, warmup: bool, t_sched: u64, t_slot: u64, slot: Option<u32>) {
+        let base = item.due.index * self.turns as u64;
+        let conversation = item.session.map(|s| (Conversation::new(s), 0usize, base));
+        self.send_one(
+            base,
+            0,
+            item.prepared,
+            warmup,
+            t_sched,
+            t_slot,
+            slot,
+            conversation,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_one(
+        &mut self,
+        index: u64,
+        turn: u32,
+        prepared: Prepared,
+        warmup: bool,
+        t_sched: u64,
+        t_slot: u64,
+        slot: Option<u32>,
+        conversation: Option<(Conversation, usize, u64)>,
+    ) {
+        let warmup_end = self.ns_of(self.window.warmup_end().unwrap_or(self.t0));
+        let step = step_at(self.load, t_sched.saturating_sub(warmup_end));
+        let mut rec = RequestRecord::new(index, self.run, step, warmup, self.at(t_sched));
+        rec.turn = turn;
+        rec.t_slot = self.at(t_slot);
+        rec.t_send = self.at(self.now);
+        rec.t_done = rec.t_send;
+        rec.requested_input = prepared.input_tokens;
+        rec.requested_output = prepared.output_tokens;
+        rec.part = prepared.part;
+        self.in_flight += 1;
+        self.env.live.in_flight.fetch_add(1, Ordering::Relaxed);
+        if !warmup {
+            self.concurrency_max = self.concurrency_max.max(self.in_flight);
+        }
+        match request::read(&prepared.body, self.chat, &self.served, self.max_len) {
+            Err(r) => {
+                rec.failure = Some(Failure {
+                    class: ErrorClass::of_status(r.status),
+                    detail: format!("HTTP {}: {}", r.status, r.message),
+                    status: Some(r.status),
+                });
+                self.refused_in_a_row += 1;
+                if self.accepted == 0 && self.refused_in_a_row >= REFUSED_IN_A_ROW {
+                    self.stopped.get_or_insert_with(|| {
+                        format!(
+                            "the run stopped early: the simulator refused all of its first {REFUSED_IN_A_ROW} requests ({})",
+                            rec.failure.as_ref().map(|f| f.detail.as_str()).unwrap_or("")
+                        )
+                    });
+                    self.window.end();
+                }
+                self.complete(rec, slot, conversation);
+            }
+            Ok(a) => {
+                self.refused_in_a_row = 0;
+                self.accepted += 1;
+                let id = self.next_id;
+                self.next_id += 1;
+                self.engine.submit(id, a.prompt_tokens, a.max_tokens);
+                let first = self.first_deadline(self.now);
+                self.schedule(first, Ev::Deadline(id));
+                self.flights.insert(
+                    id,
+                    Flight {
+                        rec,
+                        send_ns: self.now,
+                        last_event_ns: self.now,
+                        generated: 0,
+                        prompt_tokens: a.prompt_tokens,
+                        stream: a.stream,
+                        include_usage: a.include_usage,
+                        slot,
+                        conversation,
+                    },
+                );
+            }
+        }
+    }
+
+    fn first_deadline(&self, send_ns: u64) -> u64 {
+        let t = self.load.timeouts;
+        (send_ns + t.first_token.as_nanos()).min(send_ns + t.total.as_nanos())
+    }
+
+    /// The deadline a request in flight has now.
+    fn deadline_of(&self, f: &Flight) -> (u64, bool) {
+        let t = self.load.timeouts;
+        let total = f.send_ns + t.total.as_nanos();
+        let d = if f.rec.events.is_empty() && f.generated == 0 {
+            self.first_deadline(f.send_ns)
+        } else if f.stream {
+            (f.last_event_ns + t.idle.as_nanos()).min(total)
+        } else {
+            total
+        };
+        (d, d == total)
+    }
+
+    fn deadline(&mut self, id: u64) {
+        let Some(f) = self.flights.get(&id) else {
+            return;
+        };
+        let (d, total) = self.deadline_of(f);
+        if d > self.now {
+            self.schedule(d, Ev::Deadline(id));
+            return;
+        }
+        let Some(mut f) = self.flights.remove(&id) else {
+            return;
+        };
+        self.engine.cancel(id);
+        let (class, detail) = timeout_failure(
+            self.load.timeouts,
+            total,
+            f.rec.events.len(),
+            Duration::from_nanos(self.now - f.last_event_ns),
+        );
+        f.rec.t_done = self.at(self.now);
+        f.rec.fail(class, detail);
+        self.complete(f.rec, f.slot, f.conversation);
+    }
+
+    /// A request ended (answered, refused or timed out): it is recorded,
+    /// then its conversation's next turn is scheduled or its slot freed.
+    fn complete(
+        &mut self,
+        mut rec: RequestRecord,
+        slot: Option<u32>,
+        conversation: Option<(Conversation, usize, u64)>,
+    ) {
+        self.in_flight -= 1;
+        let live = &self.env.live;
+        live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if !rec.warmup {
+            live.done.fetch_add(1, Ordering::Relaxed);
+            if !rec.ok() {
+                live.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let ok = rec.ok();
+        let done = self.ns_of(rec.t_done);
+        let output_tokens = rec.output_tokens().0;
+        let reply = rec.reply.take();
+        self.recorder.record(&rec);
+        if let Some(sink) = &self.env.sink {
+            sink(&rec);
+        }
+        if let Some((mut conversation, k, base)) = conversation {
+            if ok && !self.window.ended() && k + 1 < conversation.turns() {
+                let prepared = conversation.next(
+                    self.backend,
+                    k + 1,
+                    reply.unwrap_or_default(),
+                    output_tokens,
+                );
+                let turn = Turn {
+                    conversation,
+                    k: k + 1,
+                    base,
+                    prepared,
+                    slot,
+                };
+                self.schedule(done + self.think_ns, Ev::Turn(Box::new(turn)));
+                return;
+            }
+        }
+        if let Some(i) = slot {
+            self.slot_free(i, done);
+        }
+    }
+
+    fn turn(&mut self, t: Turn) {
+        let index = t.base + t.k as u64;
+        let Some(warmup) = self.admit(index, self.now) else {
+            if let Some(i) = t.slot {
+                self.slot_free(i, self.now);
+            }
+            return;
+        };
+        let now = self.now;
+        self.send_one(
+            index,
+            t.k as u32,
+            t.prepared,
+            warmup,
+            now,
+            now,
+            t.slot,
+            Some((t.conversation, t.k, t.base)),
+        );
+    }
+
+    fn ramp(&mut self, i: usize) {
+        let Some(Level::Concurrency(c)) = self.load.ramp.as_ref().and_then(|r| r.levels.get(i))
+        else {
+            return;
+        };
+        self.active = super::engine::agent_share(*c as u64, self.env.agent) as u32;
+        let active = self.active;
+        let mut woken: Vec<u32> = Vec::new();
+        self.parked.retain(|&s| {
+            if s < active {
+                woken.push(s);
+                false
+            } else {
+                true
+            }
+        });
+        woken.sort_unstable();
+        for s in woken {
+            self.slot_free(s, self.now);
+        }
+    }
+
+    fn finish(mut self, interrupted: bool) -> RunOutcome {
+        let unfinished = if interrupted {
+            self.flights.len() as u64
+        } else {
+            0
+        };
+        let ran_full = self.load.duration.is_some()
+            && !self.window.by_count()
+            && !interrupted
+            && self.stopped.is_none();
+        self.recorder.close(ran_full);
+        self.recorder.note_in_flight(self.concurrency_max);
+        self.recorder.unfinished(unfinished);
+        RunOutcome {
+            recorder: self.recorder,
+            interrupted,
+            started: self.t0,
+            stopped: self.stopped,
+        }
+    }
+}

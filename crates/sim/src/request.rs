@@ -1,0 +1,328 @@
+//! What the simulated server makes of one completion request, and what it
+//! answers with, as pure functions: the HTTP server (`server.rs`) and the
+//! virtual-time driver (the engine crate's `run::virtual_time`) both read a
+//! request body through [`read`], so a request counts the same prompt
+//! tokens and is refused for the same reasons whichever clock runs it.
+//! Also here: the simulator's setup from a point ([`Setup`]), the run's
+//! speed factor, and the text the simulated model "generates".
+
+use serde::Deserialize;
+
+use super::engine::Engine;
+use super::perf::PerfModel;
+use infer_bench_spec::DType;
+use infer_bench_spec::plan::PointConfig;
+use infer_bench_spec::results::ServerInfo;
+
+/// Words the simulated model "generates" (text only; counts are what matter).
+const WORDS: &[&str] = &[
+    "the", "model", "says", "that", "tokens", "flow", "in", "batches", "of", "time", "and",
+    "memory",
+];
+
+/// Tokens a chat template adds per message, and once per request, roughly
+/// as Llama 3's template does (header and end-of-turn tokens).
+pub const CHAT_TOKENS_PER_MESSAGE: u32 = 5;
+pub const CHAT_TOKENS_PER_REQUEST: u32 = 5;
+
+/// `max_tokens` when a request gives none (vLLM's legacy default).
+pub const DEFAULT_MAX_TOKENS: u32 = 16;
+
+/// A request the simulator takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub model: String,
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+/// A request the simulator refuses: the HTTP status, message and error type
+/// it answers with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub message: String,
+    pub kind: &'static str,
+}
+
+fn refuse(status: u16, message: impl Into<String>, kind: &'static str) -> Refusal {
+    Refusal {
+        status,
+        message: message.into(),
+        kind,
+    }
+}
+
+#[derive(Deserialize)]
+struct Body {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    prompt: Option<serde_json::Value>,
+    #[serde(default)]
+    messages: Option<Vec<Message>>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+/// Tokens of a prompt as the simulator counts them: one per word.
+fn words(v: &serde_json::Value) -> u32 {
+    match v {
+        serde_json::Value::String(s) => s.split_whitespace().count() as u32,
+        serde_json::Value::Array(a) => a.iter().map(words).sum(),
+        serde_json::Value::Object(o) => o.get("text").map(words).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Reads a `/v1/completions` (`chat` false) or `/v1/chat/completions` body
+/// for a server that serves the names in `served` with room for `max_len`
+/// tokens of prompt and output.
+pub fn read(body: &[u8], chat: bool, served: &[String], max_len: u32) -> Result<Accepted, Refusal> {
+    let body: Body = serde_json::from_slice(body).map_err(|e| {
+        refuse(
+            400,
+            format!("invalid JSON body: {e}"),
+            "invalid_request_error",
+        )
+    })?;
+    let model = body.model.clone().unwrap_or_default();
+    if !served.contains(&model) {
+        return Err(refuse(
+            404,
+            format!("The model `{model}` does not exist."),
+            "NotFoundError",
+        ));
+    }
+    let prompt_tokens = if chat {
+        let msgs = body.messages.as_deref().unwrap_or(&[]);
+        if msgs.is_empty() {
+            return Err(refuse(
+                400,
+                "`messages` is required",
+                "invalid_request_error",
+            ));
+        }
+        msgs.iter()
+            .map(|m| m.content.as_ref().map(words).unwrap_or(0) + CHAT_TOKENS_PER_MESSAGE)
+            .sum::<u32>()
+            + CHAT_TOKENS_PER_REQUEST
+    } else {
+        match &body.prompt {
+            Some(p) => words(p).max(1),
+            None => {
+                return Err(refuse(400, "`prompt` is required", "invalid_request_error"));
+            }
+        }
+    };
+    let max_tokens = body
+        .max_completion_tokens
+        .or(body.max_tokens)
+        .unwrap_or(DEFAULT_MAX_TOKENS)
+        .max(1);
+    if prompt_tokens.saturating_add(max_tokens) > max_len {
+        return Err(refuse(
+            400,
+            format!(
+                "This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
+                prompt_tokens.saturating_add(max_tokens)
+            ),
+            "BadRequestError",
+        ));
+    }
+    Ok(Accepted {
+        model,
+        prompt_tokens,
+        max_tokens,
+        include_usage: body
+            .stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false),
+        stream: body.stream.unwrap_or(false),
+    })
+}
+
+/// The text of `n` generated tokens, the `offset`-th onwards of request
+/// `id`'s output: one word per token.
+pub fn text_of(n: u32, offset: u64) -> String {
+    let mut s = String::new();
+    for i in 0..n as u64 {
+        s.push(' ');
+        s.push_str(WORDS[((offset + i) % WORDS.len() as u64) as usize]);
+    }
+    s
+}
+
+/// `text_of(n, offset).len()`, without building it.
+pub fn text_bytes(n: u32, offset: u64) -> u32 {
+    (0..n as u64)
+        .map(|i| 1 + WORDS[((offset + i) % WORDS.len() as u64) as usize].len() as u32)
+        .sum()
+}
+
+/// What the simulator of one point is: its engine (idle), the names it
+/// serves, its run-to-run noise and seed, and how it describes itself.
+pub struct Setup {
+    pub engine: Engine,
+    pub served: Vec<String>,
+    pub noise: f64,
+    pub seed: u64,
+    pub info: ServerInfo,
+}
+
+impl Setup {
+    /// The simulator of a point's target, model and precision.
+    pub fn of(cfg: &PointConfig) -> Result<Setup, String> {
+        let sim = cfg
+            .target
+            .sim
+            .as_ref()
+            .ok_or("the target has no simulator settings")?;
+        let arch = cfg.model.architecture.as_ref().ok_or_else(|| {
+            format!(
+                "model `{}` has no architecture for the simulator",
+                cfg.model.name
+            )
+        })?;
+        let weights = cfg
+            .precision
+            .as_ref()
+            .and_then(|p| p.dtype)
+            .unwrap_or(DType::Bf16);
+        let kv = cfg
+            .precision
+            .as_ref()
+            .and_then(|p| p.kv_dtype)
+            .unwrap_or(DType::Bf16);
+        let perf = PerfModel::new(sim, arch, weights, kv)?;
+        let engine = Engine::new(perf, sim);
+        let mut served = vec![
+            cfg.served_name().to_string(),
+            cfg.model.served_name.clone(),
+            cfg.model.name.clone(),
+        ];
+        served.dedup();
+        let gpu = infer_bench_spec::catalog::gpu(&sim.gpu)
+            .map(|g| g.name)
+            .unwrap_or("?");
+        Ok(Setup {
+            engine,
+            served,
+            noise: sim.noise,
+            seed: cfg.seed,
+            info: ServerInfo {
+                command: None,
+                name: Some("infer-bench-sim".into()),
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+                model: Some(
+                    format!("{} on {}x {gpu} ({:?})", cfg.model.name, sim.gpus, weights)
+                        .to_lowercase(),
+                ),
+                log: None,
+                ..Default::default()
+            },
+        })
+    }
+
+    /// Run `run`'s speed factor: drawn from N(1, noise), clamped to
+    /// [0.5, 1.5], deterministically from the seed and the run index; 1
+    /// without noise. Every step of the run takes its modelled time times
+    /// this.
+    pub fn speed(&self, run: u32) -> f64 {
+        speed_of(self.noise, self.seed, run)
+    }
+}
+
+/// See [`Setup::speed`].
+pub fn speed_of(noise: f64, seed: u64, run: u32) -> f64 {
+    if noise > 0.0 {
+        use rand_distr::Distribution;
+        let mut r = infer_bench_spec::seed::rng(seed ^ 0x5eed_5eed, run as u64);
+        let z: f64 = rand_distr::StandardNormal.sample(&mut r);
+        (1.0 + noise * z).clamp(0.5, 1.5)
+    } else {
+        1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served() -> Vec<String> {
+        vec!["m".into()]
+    }
+
+    #[test]
+    fn prompts_count_words_and_chat_adds_the_template() {
+        let a = read(
+            br#"{"model":"m","prompt":"a b c","max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}"#,
+            false,
+            &served(),
+            100,
+        )
+        .unwrap();
+        assert_eq!((a.prompt_tokens, a.max_tokens), (3, 4));
+        assert!(a.stream && a.include_usage);
+        let c = read(
+            br#"{"model":"m","messages":[{"role":"user","content":"a b"},{"role":"assistant","content":"c"}]}"#,
+            true,
+            &served(),
+            100,
+        )
+        .unwrap();
+        assert_eq!(
+            c.prompt_tokens,
+            3 + 2 * CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_PER_REQUEST
+        );
+        assert_eq!(c.max_tokens, DEFAULT_MAX_TOKENS);
+        assert!(!c.stream);
+    }
+
+    #[test]
+    fn refusals_say_why_with_vllms_status() {
+        let r = |b: &[u8], chat| read(b, chat, &served(), 10).unwrap_err().status;
+        assert_eq!(r(b"{", false), 400);
+        assert_eq!(r(br#"{"model":"x","prompt":"a"}"#, false), 404);
+        assert_eq!(r(br#"{"model":"m"}"#, false), 400);
+        assert_eq!(r(br#"{"model":"m","messages":[]}"#, true), 400);
+        let long = read(
+            br#"{"model":"m","prompt":"a b c","max_tokens":8}"#,
+            false,
+            &served(),
+            10,
+        )
+        .unwrap_err();
+        assert!(
+            long.message.contains("maximum context length is 10"),
+            "{long:?}"
+        );
+    }
+
+    #[test]
+    fn text_bytes_is_the_length_of_the_text() {
+        for (n, off) in [(0, 0), (1, 5), (7, 3), (30, 11)] {
+            assert_eq!(text_bytes(n, off) as usize, text_of(n, off).len());
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! The simulator in virtual time, end to end through the command line:
+//! statistics identical to the byte from run to run, the same numbers as
+//! the simulator in real time, every load mode (closed and open loops, a
+//! cap, ramps, conversations, mixes), deadlines and refusals in simulated
+//! time, and thousands of streams without a socket.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn write(dir: &Path, spec: &str) -> PathBuf {
+    let path = dir.join("spec.toml");
+    std::fs::write(&path, spec).unwrap();
+    path
+}
+
+fn infer_bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs `spec` with `extra` arguments; the results and the process output.
+fn run_with(spec: &str, extra: &[&str]) -> (Value, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), spec);
+    let out = dir.path().join("out");
+    let mut args = vec![
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--requests",
+    ];
+    args.extend_from_slice(extra);
+    let o = infer_bench(&args);
+    let results = std::fs::read_to_string(out.join("results.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let mut results: Value = serde_json::from_str(&results).unwrap();
+    let lines: Vec<Value> = std::fs::read_to_string(out.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    results["requests"] = Value::Array(lines);
+    (results, o)
+}
+
+fn run(spec: &str) -> Value {
+    let (r, o) = run_with(spec, &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    r
+}
+
+fn spec(load: &str, workload: &str) -> String {
+    format!(
+        r#"
+name = "virtual"
+seed = 11
+[targets.sim]
+kind = "sim"
+gpu = "h100-sxm"
+[targets.sim.sim]
+clock = "virtual"
+[models.m]
+preset = "llama-3.1-8b"
+[workloads.w]
+api = "chat"
+ignore_eos = true
+{workload}
+[load]
+{load}
+[validity]
+percentile_sample_check = false
+"#
+    )
+}
+
+const TOKENS: &str = "input_tokens = \"uniform(64, 512)\"\noutput_tokens = \"uniform(16, 128)\"";
+
+fn point(r: &Value) -> &Value {
+    &r["points"][0]
+}
+
+fn stat(p: &Value, path: &[&str]) -> f64 {
+    let mut v = &p["merged"];
+    for k in path {
+        v = &v[*k];
+    }
+    v.as_f64()
+        .unwrap_or_else(|| panic!("{path:?} in {}", p["merged"]))
+}
+
+#[test]
+fn two_runs_of_one_spec_give_byte_identical_statistics() {
+    for load in [
+        "concurrency = 64\nwarmup = \"2s\"\nduration = \"10s\"\nruns = 2",
+        "rate = \"40/s\"\narrival = \"poisson\"\nduration = \"10s\"",
+    ] {
+        let s = spec(load, TOKENS);
+        let (a, b) = (run(&s), run(&s));
+        let (pa, pb) = (point(&a), point(&b));
+        assert_eq!(pa["clock"], "virtual");
+        assert_eq!(pa["valid"], true, "{}", pa["invalid_reasons"]);
+        assert!(stat(pa, &["requests", "succeeded"]) > 100.0, "{load}");
+        for key in ["merged", "histograms", "steps"] {
+            assert_eq!(
+                serde_json::to_string(&pa[key]).unwrap(),
+                serde_json::to_string(&pb[key]).unwrap(),
+                "{load}: {key}"
+            );
+        }
+        for (ra, rb) in pa["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(pb["runs"].as_array().unwrap())
+        {
+            assert_eq!(ra["stats"], rb["stats"], "{load}");
+        }
+        // An ideal client: no dispatch lag, and no client load to report.
+        assert_eq!(stat(pa, &["latency_ms", "dispatch_lag", "max"]), 0.0);
+        assert!(pa.get("client").is_none());
+    }
+}
+
+#[test]
+fn the_same_numbers_as_the_simulator_in_real_time() {
+    // The real-time simulator carries this machine's scheduling jitter.
+    let _machine = infer_bench_testkit::timing::exclusive();
+    // Lengths that vary: with fixed ones a closed loop's streams stay in
+    // step, and then the virtual client's requests (due at one instant)
+    // enter one engine step together where the real client's, microseconds
+    // apart, split over two.
+    let s = spec(
+        "concurrency = 16\nwarmup = \"1s\"\nduration = \"4s\"",
+        "input_tokens = \"uniform(128, 384)\"\noutput_tokens = \"uniform(32, 96)\"",
+    );
+    let simulated = run(&s);
+    let real = run(&s.replace("clock = \"virtual\"", "clock = \"real\""));
+    let (v, r) = (point(&simulated), point(&real));
+    assert!(r.get("clock").is_none(), "a real-time point says nothing");
+    for (path, tolerance) in [
+        (&["output_tokens_per_s"][..], 0.05),
+        (&["latency_ms", "tpot", "p50"], 0.05),
+        (&["latency_ms", "e2e", "p50"], 0.05),
+    ] {
+        let (x, y) = (stat(v, path), stat(r, path));
+        assert!(
+            (x / y - 1.0).abs() < tolerance,
+            "{path:?}: virtual {x}, real {y}"
+        );
+    }
+    // TTFT is a few steps: the real client adds its own fraction of a
+    // millisecond and the steps' alignment differs.
+    let (x, y) = (
+        stat(v, &["latency_ms", "ttft", "p50"]),
+        stat(r, &["latency_ms", "ttft", "p50"]),
+    );
+    assert!(
+        (x - y).abs() < 3.0 + 0.1 * y,
+        "TTFT p50: virtual {x}, real {y}"
+    );
+}
+
+#[test]
+fn every_load_mode_runs_in_virtual_time() {
+    // Open loop: every arrival of the schedule is sent, none late.
+    let r = run(&spec("rate = \"20/s\"\nduration = \"30s\"", TOKENS));
+    let p = point(&r);
+    let sent = stat(p, &["requests", "sent"]);
+    assert!((540.0..=660.0).contains(&sent), "20/s for 30 s sent {sent}");
+    for line in r["requests"].as_array().unwrap() {
+        assert_eq!(line["dispatch_lag_ms"], 0.0);
+        assert_eq!(line["queue_ms"], 0.0);
+    }
+
+    // A cap below the offered load: requests queue for a slot, and the
+    // wait counts in their latency.
+    let r = run(&spec(
+        "rate = \"200/s\"\nmax_concurrency = 8\nduration = \"5s\"",
+        TOKENS,
+    ));
+    let p = point(&r);
+    assert_eq!(stat(p, &["concurrency_max"]), 8.0);
+    let queued = r["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["queue_ms"].as_f64().unwrap() > 100.0)
+        .count();
+    assert!(queued > 10, "{queued} requests waited for a slot");
+
+    // A closed-loop ramp: one step per level, each holding its concurrency.
+    let r = run(&spec(
+        "ramp = { from = 4, to = 64, step = 20, every = \"5s\" }",
+        TOKENS,
+    ));
+    let steps = point(&r)["steps"].as_array().unwrap().clone();
+    assert_eq!(steps.len(), 4);
+    let mut last = 0.0;
+    for s in &steps {
+        let c = s["stats"]["concurrency_mean"].as_f64().unwrap();
+        assert!(c > last, "ramp steps: {steps:?}");
+        last = c;
+    }
+    assert!((last / 64.0 - 1.0).abs() < 0.1, "the last step held {last}");
+
+    // Conversations: later turns carry the history, so their prompts grow.
+    let r = run(&spec(
+        "concurrency = 8\nduration = \"20s\"",
+        "input_tokens = 64\noutput_tokens = 32\nconversation = { turns = 3, think_time = \"1s\" }",
+    ));
+    let p = point(&r);
+    let turns = p["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    let prompt = |turn: u64| {
+        r["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["turn"] == turn && l["error"].is_null())
+            .map(|l| l["input_tokens"].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    assert!(prompt(2) > prompt(1) && prompt(1) > prompt(0) + 32.0);
+    // Each later turn goes out one think time after the previous reply.
+    let first = r["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["turn"] == 1)
+        .unwrap();
+    assert!(first["sched_ms"].as_f64().unwrap() > 1000.0);
+}
+
+#[test]
+fn deadlines_and_refusals_happen_in_virtual_time() {
+    // Outputs far longer than the total timeout: every request times out,
+    // at exactly its deadline (and a point where nothing succeeded exits 3).
+    let (r, o) = run_with(
+        &spec(
+            "concurrency = 4\nrequests = 8\ntimeouts = { total = \"200ms\" }",
+            "input_tokens = 64\noutput_tokens = 4000",
+        ),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    let p = point(&r);
+    assert_eq!(p["merged"]["errors"]["timeout_total"], 8, "{}", p["merged"]);
+    for line in r["requests"].as_array().unwrap() {
+        assert_eq!(line["error"], "timeout_total");
+        let done = line["done_ms"].as_f64().unwrap();
+        assert!((done - 200.0).abs() < 1e-6, "{line}");
+    }
+
+    // A prompt beyond the model's context is refused as vLLM refuses it,
+    // and a run in which every request is refused stops instead of
+    // spinning at one instant.
+    let (r, o) = run_with(
+        &spec(
+            "concurrency = 4\nduration = \"10s\"",
+            "input_tokens = 5000\noutput_tokens = 16",
+        )
+        .replace(
+            "clock = \"virtual\"",
+            "clock = \"virtual\"\nkv_cache_tokens = 4096",
+        ),
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = point(&r);
+    assert!(p["merged"]["errors"]["status_4xx"].as_u64().unwrap() > 0);
+    assert!(
+        p["failure"]
+            .as_str()
+            .unwrap()
+            .contains("refused all of its first"),
+        "{}",
+        p["failure"]
+    );
+}
+
+#[test]
+fn run_virtual_puts_every_simulator_target_on_the_virtual_clock() {
+    let s = spec("concurrency = 8\nrequests = 40", TOKENS).replace("clock = \"virtual\"", "");
+    let (r, o) = run_with(&s, &["--virtual"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(point(&r)["clock"], "virtual");
+    assert_eq!(point(&r)["config"]["target"]["sim"]["clock"], "virtual");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("simulated in virtual time"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("simulated in virtual time"), "{stdout}");
+
+    // A spec without a simulator target has nothing to simulate.
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "name = \"x\"\n[targets.api]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[models.m]\n[workloads.w]\ninput_tokens = 8\noutput_tokens = 8\n[load]\nconcurrency = 1\nrequests = 1\n",
+    );
+    let o = infer_bench(&["run", path.to_str().unwrap(), "--virtual"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--virtual runs simulator targets"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn thousands_of_streams_without_a_socket() {
+    // 2,048 streams against 256 sequences: the queue is what is measured.
+    let r = run(&spec(
+        "concurrency = 2048\nwarmup = \"20s\"\nduration = \"60s\"\ntimeouts = { first_token = \"10m\", idle = \"10m\", total = \"1h\" }",
+        TOKENS,
+    ));
+    let p = point(&r);
+    assert_eq!(stat(p, &["concurrency_max"]), 2048.0);
+    assert_eq!(stat(p, &["requests", "failed"]), 0.0);
+    // Little's law holds in the simulation: in flight = throughput x latency.
+    let throughput = stat(p, &["request_throughput"]);
+    let e2e_mean = stat(p, &["latency_ms", "e2e", "mean"]) / 1e3;
+    let little = throughput * e2e_mean;
+    assert!(
+        (little / 2048.0 - 1.0).abs() < 0.1,
+        "{throughput} req/s x {e2e_mean} s = {little}"
+    );
+}
