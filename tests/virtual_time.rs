@@ -125,6 +125,18 @@ fn two_runs_of_one_spec_give_byte_identical_statistics() {
         {
             assert_eq!(ra["stats"], rb["stats"], "{load}");
         }
+        // The simulated server's metrics, read at simulated instants: the
+        // same on both runs, and the closed loop's 64 streams all running.
+        let metrics = &pa["telemetry"]["server_metrics"];
+        assert_eq!(metrics, &pb["telemetry"]["server_metrics"], "{load}");
+        assert!(
+            metrics["url"].as_str().unwrap().contains("virtual time"),
+            "{metrics}"
+        );
+        if load.starts_with("concurrency") {
+            let running = serde_json::to_string(metrics).unwrap();
+            assert!(running.contains("num_requests_running"), "{running}");
+        }
         // An ideal client: no dispatch lag, and no client load to report.
         assert_eq!(stat(pa, &["latency_ms", "dispatch_lag", "max"]), 0.0);
         assert!(pa.get("client").is_none());

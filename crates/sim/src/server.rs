@@ -323,17 +323,39 @@ async fn handle(ctx: Arc<Ctx>, req: Request) -> Response {
 
 fn metrics(ctx: &Ctx) -> String {
     let s = (*ctx.shared.stats.lock()).unwrap_or_default();
-    let model = ctx
-        .served
-        .first()
-        .cloned()
-        .unwrap_or_default()
-        .replace('"', "");
+    let model = ctx.served.first().cloned().unwrap_or_default();
+    let lag = Lag {
+        late_steps: ctx.shared.lag_late_steps.load(Ordering::Relaxed),
+        max_s: ctx.shared.lag_max_us.load(Ordering::Relaxed) as f64 / 1e6,
+        sum_s: ctx.shared.lag_sum_us.load(Ordering::Relaxed) as f64 / 1e6,
+    };
+    exposition(
+        &model,
+        &s,
+        ctx.shared.steps_total.load(Ordering::Relaxed),
+        lag,
+    )
+}
+
+/// How far behind its own schedule a real-time simulator ran (zero in
+/// virtual time).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lag {
+    pub late_steps: u64,
+    pub max_s: f64,
+    pub sum_s: f64,
+}
+
+/// The simulator's `/metrics` text: the engine's counters and gauges in
+/// vLLM's metric names, and its own step and lag counters. The HTTP server
+/// serves it; a virtual-time run reads the same text at each simulated
+/// scrape.
+pub fn exposition(model: &str, s: &EngineStats, steps: u64, lag: Lag) -> String {
+    let model = model.replace('"', "");
     let l = format!("{{model_name=\"{model}\"}}");
-    let steps = ctx.shared.steps_total.load(Ordering::Relaxed);
-    let late = ctx.shared.lag_late_steps.load(Ordering::Relaxed);
-    let lag_max = ctx.shared.lag_max_us.load(Ordering::Relaxed) as f64 / 1e6;
-    let lag_sum = ctx.shared.lag_sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+    let late = lag.late_steps;
+    let lag_max = lag.max_s;
+    let lag_sum = lag.sum_s;
     format!(
         "# HELP vllm:num_requests_running Number of requests in model execution batches.\n\
          # TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{l} {}\n\

@@ -193,6 +193,12 @@ pub(super) fn run_point(
     // Set when connections could not all be opened before a run (said once).
     let mut warm_failed: Option<String> = None;
     let virtual_time = matches!(server, Server::Virtual(_));
+    // In virtual time each run's clock starts after the previous run's last
+    // simulated instant, so the point's runs (and their telemetry) follow
+    // one another on one timeline, as real runs do.
+    let mut virtual_next: Option<Instant> = virtual_time.then(|| telemetry.origin());
+    let virtual_scrape =
+        (virtual_time && tel.config.server_metrics).then(|| tel.config.scrape_interval.as_std());
     for run in 0..cfg.load.runs {
         server.begin_run(run);
         // Every run starts with its connections open, none measured; as
@@ -238,7 +244,10 @@ pub(super) fn run_point(
         telemetry.mark();
         let live = Arc::new(Live::default());
         let started_at = now_rfc3339();
-        let run_start = Instant::now();
+        let run_start = match virtual_next {
+            Some(t) if virtual_time => t,
+            _ => Instant::now(),
+        };
         let sink: Option<Sink> = requests.map(|log| {
             let tx = log.sender();
             let id = p.id.clone();
@@ -269,15 +278,32 @@ pub(super) fn run_point(
             live: live.clone(),
             sink,
             agent: opts.agent,
-            start_at,
+            start_at: if virtual_time {
+                Some(run_start)
+            } else {
+                start_at
+            },
             material: material.clone(),
             slow_client: opts.slow_client,
         };
         let ticker = (opts.progress == Progress::Live)
             .then(|| super::progress::Ticker::start(label.to_string(), run, cfg, live.clone()));
         let out = if virtual_time {
-            match super::virtual_time::run_once_virtual(&*backend, cfg, &p.hash, run, &env) {
-                Ok(out) => out,
+            match super::virtual_time::run_once_virtual(
+                &*backend,
+                cfg,
+                &p.hash,
+                run,
+                &env,
+                virtual_scrape,
+            ) {
+                Ok(v) => {
+                    virtual_next = Some(v.ended + std::time::Duration::from_secs(1));
+                    if let Some(every) = virtual_scrape {
+                        telemetry.add_scrapes(VIRTUAL_METRICS, every, v.scrapes);
+                    }
+                    v.outcome
+                }
                 Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
             }
         } else {
@@ -599,6 +625,10 @@ impl LoadMeter {
         })
     }
 }
+
+/// What a virtual-time point's server metrics stand for: the simulated
+/// server's `/metrics`, read at simulated instants.
+const VIRTUAL_METRICS: &str = "simulated /metrics (virtual time)";
 
 /// An agent that began a run later than this after its agreed start says so.
 const LATE_START_MS: f64 = 10.0;

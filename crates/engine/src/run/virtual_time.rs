@@ -36,8 +36,11 @@ use super::recorder::Recorder;
 use crate::backend::openai::timeout_failure;
 use crate::backend::record::OutputEvent;
 use crate::backend::{Backend, ErrorClass, Failure, Prepared, RequestRecord};
+use crate::telemetry::prom;
+use crate::telemetry::scrape::{self, Values};
 use infer_bench_sim::engine::{Engine, Step};
 use infer_bench_sim::request::{self, Setup};
+use infer_bench_sim::server::{Lag, exposition};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::Api;
 use infer_bench_spec::seed::{Purpose, derive};
@@ -60,6 +63,8 @@ enum Ev {
     Ramp(usize),
     /// A request's first-token, idle or total deadline may have passed.
     Deadline(u64),
+    /// The simulated server's metrics are read.
+    Scrape,
 }
 
 /// A conversation between turns.
@@ -118,6 +123,9 @@ struct Sim<'a, B: Backend> {
     now: u64,
     seq: u64,
     heap: BinaryHeap<Reverse<Timed>>,
+    /// Arrivals, turns and ramp steps in the heap: what is left to happen
+    /// besides requests in flight.
+    pending: u64,
     // The server.
     engine: Engine,
     speed: f64,
@@ -147,16 +155,33 @@ struct Sim<'a, B: Backend> {
     refused_in_a_row: u64,
     accepted: u64,
     stopped: Option<String>,
+    // Telemetry: the scrape interval, the served name, what was read.
+    scrape_ns: Option<u64>,
+    model: String,
+    steps: u64,
+    scrapes: Vec<(Instant, Result<Values, String>)>,
 }
 
-/// Runs one run of a point on the simulator in virtual time.
+/// What a virtual run produced: the run as a real run reports it, the
+/// simulated server's metrics as a scraper would have read them, and the
+/// simulated instant the run's last request ended.
+pub struct VirtualRun {
+    pub outcome: RunOutcome,
+    pub scrapes: Vec<(Instant, Result<Values, String>)>,
+    pub ended: Instant,
+}
+
+/// Runs one run of a point on the simulator in virtual time. The run's
+/// clock starts at `env.start_at` (else now); with `scrape`, the server's
+/// metrics are read at that simulated interval.
 pub fn run_once_virtual<B: Backend>(
     backend: &B,
     cfg: &PointConfig,
     point_hash: &str,
     run: u32,
     env: &RunEnv,
-) -> Result<RunOutcome, String> {
+    scrape: Option<Duration>,
+) -> Result<VirtualRun, String> {
     let setup = Setup::of(cfg)?;
     let speed = setup.speed(run);
     let load = &cfg.load;
@@ -178,7 +203,7 @@ pub fn run_once_virtual<B: Backend>(
         .filter(move |d| agent.is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64))
         .map(move |d| build(backend, &prompts, d));
     let (limit, first_active) = slots(load, env.agent);
-    let t0 = Instant::now();
+    let t0 = env.start_at.unwrap_or_else(Instant::now);
     let window = Window::new(load, t0, env.agent);
     let recorder = new_recorder(cfg, open, turns, t0, window.warmup_end());
     let max_len = setup.engine.max_model_len_tokens();
@@ -192,6 +217,7 @@ pub fn run_once_virtual<B: Backend>(
         now: 0,
         seq: 0,
         heap: BinaryHeap::new(),
+        pending: 0,
         engine: setup.engine,
         speed,
         served: setup.served,
@@ -221,10 +247,19 @@ pub fn run_once_virtual<B: Backend>(
         refused_in_a_row: 0,
         accepted: 0,
         stopped: None,
+        scrape_ns: scrape.map(|d| (d.as_nanos() as u64).max(1_000_000)),
+        model: cfg.served_name().to_string(),
+        steps: 0,
+        scrapes: Vec::new(),
     };
+    sim.sample();
+    if let Some(every) = sim.scrape_ns {
+        sim.schedule(every, Ev::Scrape);
+    }
     sim.start(limit, first_active);
     sim.start_step();
     let interrupted = sim.run_events();
+    sim.sample();
     Ok(sim.finish(interrupted))
 }
 
@@ -238,6 +273,9 @@ impl<'a, B: Backend> Sim<'a, B> {
     }
 
     fn schedule(&mut self, at: u64, ev: Ev) {
+        if matches!(ev, Ev::Arrival(_) | Ev::Turn(_) | Ev::Ramp(_)) {
+            self.pending += 1;
+        }
         self.seq += 1;
         self.heap.push(Reverse(Timed {
             at,
@@ -282,6 +320,13 @@ impl<'a, B: Backend> Sim<'a, B> {
             if turns_of_loop % 1024 == 0 && self.env.interrupt.is_set() {
                 return true;
             }
+            // A deadline of a request that has ended is dropped unseen: it
+            // must not move the clock.
+            while self.heap.peek().is_some_and(
+                |Reverse(t)| matches!(t.ev, Ev::Deadline(id) if !self.flights.contains_key(&id)),
+            ) {
+                self.heap.pop();
+            }
             let next_ev = self.heap.peek().map(|Reverse(t)| t.at);
             let step_end = self.busy.as_ref().map(|(t, _)| *t);
             match (step_end, next_ev) {
@@ -295,6 +340,9 @@ impl<'a, B: Backend> Sim<'a, B> {
                         return false;
                     };
                     self.now = t.at;
+                    if matches!(t.ev, Ev::Arrival(_) | Ev::Turn(_) | Ev::Ramp(_)) {
+                        self.pending -= 1;
+                    }
                     self.handle(t.ev);
                     // Everything due at this instant goes in before an idle
                     // engine plans its next step.
@@ -309,8 +357,27 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
+    /// Reads the simulated server's metrics now, as its `/metrics` would
+    /// answer them (the same text, parsed by the same scraper).
+    fn sample(&mut self) {
+        if self.scrape_ns.is_none() {
+            return;
+        }
+        let text = exposition(
+            &self.model,
+            &self.engine.stats(),
+            self.steps,
+            Lag::default(),
+        );
+        let values = prom::parse(&text)
+            .map(|e| scrape::extract(&e))
+            .map_err(|e| format!("the metrics text is malformed: {e}"));
+        self.scrapes.push((self.at(self.now), values));
+    }
+
     fn start_step(&mut self) {
         if let Some(step) = self.engine.step() {
+            self.steps += 1;
             let ns = (step.duration * self.speed * 1e9).max(0.0).round() as u64;
             self.busy = Some((self.now + ns, step));
         }
@@ -390,6 +457,14 @@ impl<'a, B: Backend> Sim<'a, B> {
             Ev::Turn(turn) => self.turn(*turn),
             Ev::Ramp(i) => self.ramp(i),
             Ev::Deadline(id) => self.deadline(id),
+            Ev::Scrape => {
+                self.sample();
+                // Read on while anything is left to happen.
+                let more = self.pending > 0 || self.busy.is_some() || !self.flights.is_empty();
+                if let (true, Some(every)) = (more, self.scrape_ns) {
+                    self.schedule(self.now + every, Ev::Scrape);
+                }
+            }
         }
     }
 
@@ -691,7 +766,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
-    fn finish(mut self, interrupted: bool) -> RunOutcome {
+    fn finish(mut self, interrupted: bool) -> VirtualRun {
         let unfinished = if interrupted {
             self.flights.len() as u64
         } else {
@@ -704,11 +779,16 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.recorder.close(ran_full);
         self.recorder.note_in_flight(self.concurrency_max);
         self.recorder.unfinished(unfinished);
-        RunOutcome {
-            recorder: self.recorder,
-            interrupted,
-            started: self.t0,
-            stopped: self.stopped,
+        let ended = self.at(self.now);
+        VirtualRun {
+            outcome: RunOutcome {
+                recorder: self.recorder,
+                interrupted,
+                started: self.t0,
+                stopped: self.stopped,
+            },
+            scrapes: self.scrapes,
+            ended,
         }
     }
 }

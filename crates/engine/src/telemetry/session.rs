@@ -120,7 +120,16 @@ pub struct Session {
     gpu_status: GpuStatus,
     gpu_note: Option<String>,
     scrape: Option<Scraping>,
+    /// Scrapes taken elsewhere (a virtual-time run's simulated ones): the
+    /// URL they stand for, their interval, and each with its instant.
+    recorded: Option<Recorded>,
     runs: Vec<RunTimes>,
+}
+
+struct Recorded {
+    url: String,
+    interval: Duration,
+    scrapes: Vec<(Instant, Result<Values, String>)>,
 }
 
 impl Session {
@@ -170,8 +179,27 @@ impl Session {
             gpu_status,
             gpu_note,
             scrape,
+            recorded: None,
             runs: Vec::new(),
         }
+    }
+
+    /// Adds scrapes taken elsewhere, in virtual time: `url` names what they
+    /// stand for. Summarized like a scraping thread's.
+    pub fn add_scrapes(
+        &mut self,
+        url: &str,
+        interval: Duration,
+        scrapes: Vec<(Instant, Result<Values, String>)>,
+    ) {
+        self.recorded
+            .get_or_insert_with(|| Recorded {
+                url: url.to_string(),
+                interval,
+                scrapes: Vec::new(),
+            })
+            .scrapes
+            .extend(scrapes);
     }
 
     /// Samples and scrapes once more, and waits for both: call just
@@ -236,15 +264,33 @@ impl Session {
                 ..Default::default()
             },
         };
-        let server_metrics = self.scrape.map(|s| {
-            let scrapes: Vec<(f64, Result<Values, String>)> = s
-                .thread
-                .stop()
-                .into_iter()
-                .map(|x| (at(x.at), x.value))
-                .collect();
-            scrape::summarize(&s.url, s.interval.as_secs_f64(), &scrapes, &windows)
-        });
+        let server_metrics = match (self.scrape, self.recorded) {
+            (Some(s), _) => {
+                let scrapes: Vec<(f64, Result<Values, String>)> = s
+                    .thread
+                    .stop()
+                    .into_iter()
+                    .map(|x| (at(x.at), x.value))
+                    .collect();
+                Some(scrape::summarize(
+                    &s.url,
+                    s.interval.as_secs_f64(),
+                    &scrapes,
+                    &windows,
+                ))
+            }
+            (None, Some(r)) => {
+                let scrapes: Vec<(f64, Result<Values, String>)> =
+                    r.scrapes.into_iter().map(|(t, v)| (at(t), v)).collect();
+                Some(scrape::summarize(
+                    &r.url,
+                    r.interval.as_secs_f64(),
+                    &scrapes,
+                    &windows,
+                ))
+            }
+            (None, None) => None,
+        };
         PointTelemetry {
             runs,
             gpu,
