@@ -70,11 +70,15 @@ fn the_quickstart_is_judged_against_its_committed_baseline_blessed_and_reported(
     copy_dir(&root().join("baselines"), &dir.path().join("baselines"));
     let _machine = infer_bench_testkit::timing::exclusive();
     let mut out_dir: Option<String> = None;
-    for line in block.lines() {
-        let line = line.split('#').next().unwrap().trim();
+    for written in block.lines() {
+        let line = written.split('#').next().unwrap().trim();
         if line.is_empty() {
             continue;
         }
+        let exits: Option<i32> = written
+            .split_once("exits ")
+            .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok());
         let words: Vec<String> = line
             .split_whitespace()
             .map(|w| match (&out_dir, w) {
@@ -213,31 +217,55 @@ fn self_bench_measures_the_client() {
     );
 }
 
-#[test]
-fn the_sharding_example_runs_as_written() {
+/// Runs the README's `sh` block that contains `marker`, line by line as
+/// written, with `results/` under `dir`. A line whose comment says "exits
+/// N" must exit N; every other line must succeed.
+fn run_block(marker: &str, dir: &Path) {
     let text = readme();
     let block = text
         .split("```sh\n")
         .skip(1)
         .map(|b| b.split("```").next().unwrap())
-        .find(|b| b.contains("infer-bench merge"))
-        .expect("the README shows a merge");
-    let dir = tempfile::tempdir().unwrap();
-    for line in block.lines() {
-        let line = line.split('#').next().unwrap().trim();
+        .find(|b| b.contains(marker))
+        .unwrap_or_else(|| panic!("the README shows {marker}"));
+    for written in block.lines() {
+        let line = written.split('#').next().unwrap().trim();
         if line.is_empty() {
             continue;
         }
+        let exits: Option<i32> = written
+            .split_once("exits ")
+            .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok());
         let words: Vec<String> = line
             .split_whitespace()
             .map(|w| match w.strip_prefix("results/") {
-                Some(rest) => dir.path().join(rest).display().to_string(),
+                Some(rest) => dir.join(rest).display().to_string(),
                 None => w.to_string(),
             })
             .collect();
         assert_eq!(words[0], "infer-bench", "{line}");
-        ok(bin().args(&words[1..]));
+        match exits {
+            None => {
+                ok(bin().args(&words[1..]));
+            }
+            Some(code) => {
+                let out = bin().args(&words[1..]).output().unwrap();
+                assert_eq!(
+                    out.status.code(),
+                    Some(code),
+                    "{line}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
     }
+}
+
+#[test]
+fn the_sharding_example_runs_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    run_block("infer-bench merge", dir.path());
     let merged: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("quickstart/results.json")).unwrap(),
     )
@@ -263,4 +291,63 @@ fn the_sharding_example_runs_as_written() {
         .collect();
     assert_eq!(ids, planned, "the two halves make the whole plan, in order");
     assert_eq!(merged["complete"], true);
+}
+
+/// The capacity-planning block as written, and what the README says it
+/// answers: at 4 requests/s the L40S in FP8 is the cheapest point that
+/// passes its SLOs, and at 16/s only the H100 and H200 pass.
+#[test]
+fn the_capacity_planning_example_runs_as_written_and_says_what_the_readme_says() {
+    let dir = tempfile::tempdir().unwrap();
+    run_block("specs/capacity-planning.toml", dir.path());
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(name).join("results.json")).unwrap(),
+        )
+        .unwrap()
+    };
+    let capacity = read("capacity");
+    let points = capacity["points"].as_array().unwrap();
+    assert_eq!(points.len(), 32);
+    assert!(points.iter().all(|p| p["clock"] == "virtual"));
+    assert!(dir.path().join("capacity/report.html").is_file());
+    let passing = |rate: &str| -> Vec<(String, f64)> {
+        let mut v: Vec<(String, f64)> = points
+            .iter()
+            .filter(|p| p["axes"]["rate"] == rate && p["slo_pass"] == true)
+            .map(|p| {
+                (
+                    p["slug"].as_str().unwrap().to_string(),
+                    p["cost"]["usd_per_1m_output_tokens"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| a.1.total_cmp(&b.1));
+        v
+    };
+    let at4 = passing("4/s");
+    assert!(at4[0].0.starts_with("l40s.llama-8b.fp8."), "{at4:?}");
+    let mut at16: Vec<&str> = passing("16/s")
+        .iter()
+        .map(|(slug, _)| {
+            if slug.starts_with("h100") {
+                "h100"
+            } else if slug.starts_with("h200") {
+                "h200"
+            } else {
+                "other"
+            }
+        })
+        .collect();
+    at16.sort();
+    at16.dedup();
+    assert_eq!(at16, ["h100", "h200"]);
+    let quickstart = read("quickstart-virtual");
+    assert!(
+        quickstart["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["clock"] == "virtual")
+    );
 }
