@@ -70,15 +70,11 @@ fn the_quickstart_is_judged_against_its_committed_baseline_blessed_and_reported(
     copy_dir(&root().join("baselines"), &dir.path().join("baselines"));
     let _machine = infer_bench_testkit::timing::exclusive();
     let mut out_dir: Option<String> = None;
-    for written in block.lines() {
-        let line = written.split('#').next().unwrap().trim();
+    for line in block.lines() {
+        let line = line.split('#').next().unwrap().trim();
         if line.is_empty() {
             continue;
         }
-        let exits: Option<i32> = written
-            .split_once("exits ")
-            .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|n| n.parse().ok());
         let words: Vec<String> = line
             .split_whitespace()
             .map(|w| match (&out_dir, w) {

@@ -196,6 +196,7 @@ fn blessing_writes_a_stable_baseline_that_keeps_other_points() {
         "server_version_major",
         "sim_gpu",
         "sim_gpus",
+        "sim_clock",
     ] {
         assert!(
             p.environment.identity.contains_key(key),

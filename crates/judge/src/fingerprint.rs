@@ -51,6 +51,18 @@ pub fn point_environment(global: &Environment, p: &PointResult) -> Environment {
         }
         env.identity.insert("sim_gpu".into(), sim.gpu.clone());
         env.identity.insert("sim_gpus".into(), sim.gpus.to_string());
+        // Virtual time has an ideal client, real time this machine's: a
+        // baseline of one does not judge the other (baselines blessed
+        // before the key existed compare as before).
+        let clock = p.clock.clone().unwrap_or_else(|| "real".into());
+        if clock == "virtual" {
+            // Nothing of the machine enters a virtual-time point's numbers:
+            // the same spec gives the same statistics on every machine.
+            if let Some(v) = env.identity.remove("client_class") {
+                env.facts.insert("client_class".into(), v);
+            }
+        }
+        env.identity.insert("sim_clock".into(), clock);
     }
     env
 }
@@ -127,6 +139,32 @@ mod tests {
         assert_eq!(version_major("b4120"), "b4120");
         assert_eq!(version_major("1.0.0-rc1"), "1");
         assert_eq!(version_major("0"), "0");
+    }
+
+    #[test]
+    fn a_virtual_time_point_is_fingerprinted_without_the_machine() {
+        let (_, plan) = crate::fixtures::plan(32, "");
+        let mut p = crate::fixtures::point(&plan, &[10.0], &[]);
+        let global = env(&[("client_class", "x86_64-2cpu"), ("gpu_model", "none")]);
+        let real = point_environment(&global, &p);
+        assert_eq!(real.identity["sim_clock"], "real");
+        assert_eq!(real.identity["client_class"], "x86_64-2cpu");
+        p.clock = Some("virtual".into());
+        let simulated = point_environment(&global, &p);
+        assert_eq!(simulated.identity["sim_clock"], "virtual");
+        assert!(!simulated.identity.contains_key("client_class"));
+        assert_eq!(simulated.facts["client_class"], "x86_64-2cpu");
+        // One clock does not judge the other.
+        assert_eq!(
+            mismatches(&real, &simulated)
+                .iter()
+                .map(|m| m.to_string())
+                .collect::<Vec<_>>(),
+            ["sim_clock: real -> virtual"]
+        );
+        // A virtual baseline blessed on another machine still judges.
+        let elsewhere = env(&[("client_class", "aarch64-16cpu"), ("gpu_model", "none")]);
+        assert!(mismatches(&simulated, &point_environment(&elsewhere, &p)).is_empty());
     }
 
     #[test]

@@ -156,7 +156,17 @@ pub(crate) fn tested(sources: &[Source]) -> Vec<(&'static str, String)> {
             push(
                 &mut targets,
                 match (&t.sim, &t.base_url) {
-                    (Some(sim), _) => format!("{} (simulated {}× {})", t.name, sim.gpus, sim.gpu),
+                    (Some(sim), _) => format!(
+                        "{} (simulated {}× {}{})",
+                        t.name,
+                        sim.gpus,
+                        sim.gpu,
+                        if p.clock.as_deref() == Some("virtual") {
+                            ", in virtual time"
+                        } else {
+                            ""
+                        }
+                    ),
                     (None, Some(url)) => format!("{} ({})", t.name, url),
                     (None, None) => t.name.clone(),
                 },
