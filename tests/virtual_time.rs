@@ -351,3 +351,44 @@ fn thousands_of_streams_without_a_socket() {
         "{throughput} req/s x {e2e_mean} s = {little}"
     );
 }
+
+#[test]
+fn the_kv_cache_and_admission_are_recorded_and_decide_preemption() {
+    // A KV cache of 8,192 tokens, 32 streams of up to 600 tokens each:
+    // reserving only the prompt admits more and preempts; reserving the
+    // whole sequence admits fewer and never preempts.
+    let base = spec(
+        "concurrency = 32\nduration = \"20s\"",
+        "input_tokens = 200\noutput_tokens = 400",
+    )
+    .replace(
+        "clock = \"virtual\"",
+        "clock = \"virtual\"\nkv_cache_tokens = 8192",
+    );
+    let preemptions = |r: &Value| {
+        point(r)["telemetry"]["server_metrics"]["headline"]["preemptions"]
+            .as_f64()
+            .unwrap()
+    };
+    let prompt = run(&base);
+    let server = &point(&prompt)["server"];
+    assert_eq!(server["kv_dtype"], "bf16");
+    assert_eq!(server["kv_cache_tokens"], 8192);
+    assert_eq!(server["admission"], "reserve-prompt");
+    assert!(preemptions(&prompt) > 0.0);
+
+    let full = run(&base.replace(
+        "kv_cache_tokens = 8192",
+        "kv_cache_tokens = 8192\nadmission = \"reserve-full\"",
+    ));
+    assert_eq!(point(&full)["server"]["admission"], "reserve-full");
+    assert_eq!(preemptions(&full), 0.0);
+    let running = |r: &Value| {
+        point(r)["telemetry"]["server_metrics"]["headline"]["running"]["max"]
+            .as_f64()
+            .unwrap()
+    };
+    // 8,192 tokens hold 13 whole sequences of 600 (38 blocks each).
+    assert_eq!(running(&full), 13.0);
+    assert!(running(&prompt) > 13.0);
+}

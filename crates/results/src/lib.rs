@@ -327,6 +327,16 @@ pub struct ServerInfo {
     pub dialect: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialect_from: Option<String>,
+    /// The simulator: the number format of its KV cache (`bf16`, `fp8`,
+    /// ...; the precision's `kv_dtype`, default bf16), its capacity in
+    /// tokens, and how requests were admitted (`reserve-prompt` or
+    /// `reserve-full`). These decide its answers as much as the GPU does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<String>,
 }
 
 /// One run of a point.

@@ -12,7 +12,9 @@
 //! partially prefilled prompt takes its next chunk), then waiting requests
 //! FCFS while a sequence slot, the remaining token budget and KV blocks for
 //! the whole prompt are free (admission reserves the prompt's blocks, as
-//! vLLM v0 did). When a running sequence needs a new block and none is free,
+//! vLLM v0 did; with `admission = "reserve-full"`, the blocks of the prompt
+//! and of every output token, as TensorRT-LLM's guaranteed-no-evict policy
+//! does, so nothing is preempted). When a running sequence needs a new block and none is free,
 //! the most recently admitted sequence is preempted (recompute: its blocks
 //! are freed and it goes back to the front of the queue, to re-prefill its
 //! prompt and the tokens it generated); a step that preempts admits nobody.
@@ -21,6 +23,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::perf::{PerfModel, PrefillChunk, StepBatch};
 use infer_bench_spec::model::SimTarget;
+use infer_bench_spec::raw::SimAdmission;
 
 /// Tokens per KV-cache block (vLLM's default block size).
 pub const KV_BLOCK_TOKENS: u64 = 16;
@@ -110,6 +113,7 @@ pub struct Engine {
     max_num_seqs: usize,
     max_batched_tokens: u32,
     tokens_per_event: u32,
+    admission: SimAdmission,
     total_blocks: u64,
     free_blocks: u64,
     /// Longest prompt + output a request may have: the KV capacity.
@@ -148,6 +152,7 @@ impl Engine {
             max_num_seqs: usize::try_from(tuning.max_num_seqs.max(1)).unwrap_or(usize::MAX),
             max_batched_tokens: tuning.max_batched_tokens.max(1),
             tokens_per_event: tuning.tokens_per_event.max(1),
+            admission: tuning.admission,
             total_blocks,
             free_blocks: total_blocks,
             max_model_len_tokens,
@@ -356,7 +361,8 @@ impl Engine {
     }
 
     /// Admits queued requests FCFS while a slot, budget and KV blocks for
-    /// the whole (re)prefill are free; each gets its first chunk.
+    /// the whole (re)prefill (with `reserve-full`, for prompt and output)
+    /// are free; each gets its first chunk.
     fn admit_waiting(&mut self, budget: &mut u32) {
         while *budget > 0 && self.running.len() < self.max_num_seqs {
             let Some(front) = self.waiting.front() else {
@@ -370,7 +376,12 @@ impl Engine {
                 self.waiting.pop_front();
                 continue;
             }
-            let need = blocks_for(u64::from(front.known_tokens()));
+            let need = match self.admission {
+                SimAdmission::ReservePrompt => blocks_for(u64::from(front.known_tokens())),
+                SimAdmission::ReserveFull => {
+                    blocks_for(u64::from(front.prompt_tokens) + u64::from(front.max_tokens))
+                }
+            };
             if need > self.free_blocks {
                 break; // head-of-line: FCFS
             }
@@ -599,6 +610,27 @@ mod tests {
         let (bf16, fp8) = (run(DType::Bf16), run(DType::Fp8));
         // Half the weight bytes; the fixed step overhead keeps it under 2×.
         assert!(fp8 > 1.4 * bf16, "fp8 {fp8} vs bf16 {bf16}");
+    }
+
+    #[test]
+    fn reserving_the_whole_sequence_never_preempts() {
+        let mut t = target("h100-sxm", 1);
+        t.kv_cache_tokens = Some(4096);
+        t.admission = SimAdmission::ReserveFull;
+        let mut e = engine_with(&t, "llama-3.1-8b", DType::Bf16);
+        for id in 0..64u64 {
+            e.submit(id, 200, 300);
+        }
+        let mut finished = 0;
+        let mut max_running = 0;
+        while let Some(s) = e.step() {
+            finished += s.finished.len();
+            max_running = max_running.max(e.stats().running);
+        }
+        assert_eq!(finished, 64);
+        assert_eq!(e.stats().preemptions_total, 0);
+        // 4096 tokens hold 8 sequences of 500 (32 blocks each), no more.
+        assert_eq!(max_running, 8);
     }
 
     #[test]

@@ -447,6 +447,7 @@ pub(crate) mod tests {
             kv_cache_tokens: None,
             tokens_per_event: 1,
             clock: Default::default(),
+            admission: Default::default(),
         }
     }
 

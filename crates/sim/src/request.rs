@@ -216,6 +216,7 @@ impl Setup {
             .unwrap_or(DType::Bf16);
         let perf = PerfModel::new(sim, arch, weights, kv)?;
         let engine = Engine::new(perf, sim);
+        let kv_cache_tokens = u64::from(engine.max_model_len_tokens());
         let mut served = vec![
             cfg.served_name().to_string(),
             cfg.model.served_name.clone(),
@@ -239,6 +240,9 @@ impl Setup {
                         .to_lowercase(),
                 ),
                 log: None,
+                kv_dtype: Some(format!("{kv:?}").to_lowercase()),
+                kv_cache_tokens: Some(kv_cache_tokens),
+                admission: Some(sim.admission.name().into()),
                 ..Default::default()
             },
         })

@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{
-    Api, Arrival, DatasetFormat, GpuMode, OnEnvMismatch, RawSampling, SimClock, TargetKind,
+    Api, Arrival, DatasetFormat, GpuMode, OnEnvMismatch, RawSampling, SimAdmission, SimClock,
+    TargetKind,
 };
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
 use infer_bench_results::metric::Metric;
@@ -95,6 +96,9 @@ pub struct SimTarget {
     /// discrete-event simulation); written only when virtual.
     #[serde(default, skip_serializing_if = "SimClock::is_real")]
     pub clock: SimClock,
+    /// How a waiting request is admitted; written only when not the default.
+    #[serde(default, skip_serializing_if = "SimAdmission::is_default")]
+    pub admission: SimAdmission,
 }
 
 /// Number formats of weights and KV cache.

@@ -127,6 +127,11 @@ pub struct RawSimTuning {
     /// for every simulator target).
     #[serde(default)]
     pub clock: Option<SimClock>,
+    /// "reserve-prompt" (default): KV blocks for the prompt at admission,
+    /// preemption when they run out (vLLM). "reserve-full": blocks for prompt
+    /// and output at admission, never a preemption (TensorRT-LLM).
+    #[serde(default)]
+    pub admission: Option<SimAdmission>,
     /// Most sequences in one batch (vLLM's max_num_seqs). Default 256.
     #[serde(default)]
     #[schemars(range(min = 1))]
@@ -713,6 +718,31 @@ impl SimClock {
         match self {
             SimClock::Real => "real",
             SimClock::Virtual => "virtual",
+        }
+    }
+}
+
+/// How the simulator admits a waiting request into the running batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimAdmission {
+    /// Reserve KV blocks for the prompt only, grow as tokens are generated,
+    /// preempt the newest sequence when blocks run out (vLLM's scheduler).
+    #[default]
+    ReservePrompt,
+    /// Reserve blocks for the prompt and every output token up front, so
+    /// nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict policy).
+    ReserveFull,
+}
+
+impl SimAdmission {
+    pub fn is_default(&self) -> bool {
+        *self == SimAdmission::ReservePrompt
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            SimAdmission::ReservePrompt => "reserve-prompt",
+            SimAdmission::ReserveFull => "reserve-full",
         }
     }
 }

@@ -196,18 +196,33 @@ pub fn run_plan_on(
                 continue;
             }
         };
-        if opts.progress != Progress::Quiet && matches!(server, Server::Virtual(_)) {
-            eprintln!(
-                "{}: simulated in virtual time (no server, no sockets; an ideal client)",
-                group_name(first)
-            );
-        } else if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
-            eprintln!(
-                "{}: server ready in {:.1}s at {}",
-                group_name(first),
-                started.elapsed().as_secs_f64(),
-                red(&server.base_url())
-            );
+        if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
+            // What decides a simulator's answers besides its GPU.
+            let kv = server
+                .info()
+                .filter(|i| i.kv_dtype.is_some())
+                .map(|i| {
+                    format!(
+                        " (KV cache {}, {} tokens; admission {})",
+                        i.kv_dtype.unwrap_or_default(),
+                        i.kv_cache_tokens.unwrap_or(0),
+                        i.admission.unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
+            if matches!(server, Server::Virtual(_)) {
+                eprintln!(
+                    "{}: simulated in virtual time{kv}: no server, no sockets, an ideal client",
+                    group_name(first)
+                );
+            } else {
+                eprintln!(
+                    "{}: server ready in {:.1}s at {}{kv}",
+                    group_name(first),
+                    started.elapsed().as_secs_f64(),
+                    red(&server.base_url())
+                );
+            }
         }
         let mut dead: Option<String> = None;
         for &i in &group {

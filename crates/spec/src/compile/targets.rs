@@ -158,6 +158,7 @@ impl Cx<'_> {
                     kv_cache_tokens: tune.kv_cache_tokens,
                     tokens_per_event: tune.tokens_per_event.unwrap_or(1),
                     clock: tune.clock.unwrap_or_default(),
+                    admission: tune.admission.unwrap_or_default(),
                 });
             }
             TargetKind::Openai => {
