@@ -64,9 +64,8 @@ fn the_same_spec_gives_the_same_numbers_twice() {
         }
         v.as_f64().unwrap()
     };
-    // Until the simulator runs in virtual time (the open issue on the
-    // simulator as a capacity-planning tool), its numbers carry the
-    // machine's scheduling jitter. TTFT p50 here is mostly queueing behind
+    // In real time the simulator's numbers carry the machine's scheduling
+    // jitter (in virtual time they repeat to the byte: tests/virtual_time.rs). TTFT p50 here is mostly queueing behind
     // 16 streams, which amplifies that jitter (273.7 then 305.9 ms in one
     // fresh-clone CI run while TPOT agreed within 5%): it gets a wider band.
     for (path, tolerance) in [
