@@ -140,6 +140,8 @@ fn two_runs_of_one_spec_give_byte_identical_statistics() {
         // An ideal client: no dispatch lag, and no client load to report.
         assert_eq!(stat(pa, &["latency_ms", "dispatch_lag", "max"]), 0.0);
         assert!(pa.get("client").is_none());
+        // Nor a pre-flight on the machine's load: nothing of it counts.
+        assert!(pa.get("preflight").is_none());
     }
 }
 
