@@ -475,13 +475,17 @@ percentile_sample_check = false
     let spec = infer_bench::spec::load(&dir.path().join("growth.toml")).unwrap();
     let plan = infer_bench::plan::Plan::build(&spec).unwrap();
     let cfg = &plan.points[0].config;
-    let perf = infer_bench::sim::perf::PerfModel::new(
+    let arch = cfg.model.architecture.as_ref().unwrap();
+    let engine = infer_bench::sim::profile::resolve(
         cfg.target.sim.as_ref().unwrap(),
-        cfg.model.architecture.as_ref().unwrap(),
+        arch,
         infer_bench::spec::DType::Bf16,
-        infer_bench::spec::DType::Bf16,
+        None,
     )
     .unwrap();
+    let perf =
+        infer_bench::sim::perf::PerfModel::new(&engine, arch, infer_bench::spec::DType::Bf16)
+            .unwrap();
     let expected = perf.kv_capacity_tokens() as f64 / 1088.0;
     let got = g.runs_out_at.unwrap();
     assert!(

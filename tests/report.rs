@@ -288,6 +288,7 @@ fn predicted_tpot_ms(
                 };
                 prefills
             ],
+            reuses_schedule: false,
         })
     };
     let f = f64::from(c) / f64::from(n_out);
@@ -302,13 +303,17 @@ fn fresh() -> &'static Fresh {
         let spec = infer_bench::spec::load(&template_path).unwrap();
         let plan = infer_bench::plan::Plan::build(&spec).unwrap();
         let cfg = &plan.points[0].config;
-        let perf = infer_bench::sim::perf::PerfModel::new(
+        let arch = cfg.model.architecture.as_ref().unwrap();
+        let engine = infer_bench::sim::profile::resolve(
             cfg.target.sim.as_ref().unwrap(),
-            cfg.model.architecture.as_ref().unwrap(),
+            arch,
             infer_bench::spec::DType::Bf16,
-            infer_bench::spec::DType::Bf16,
+            None,
         )
         .unwrap();
+        let perf =
+            infer_bench::sim::perf::PerfModel::new(&engine, arch, infer_bench::spec::DType::Bf16)
+                .unwrap();
         // The spec's prompts are 512 tokens; outputs 16 to 48, 32 on average.
         let (lo, hi) = (
             predicted_tpot_ms(&perf, 8, 512, 32),

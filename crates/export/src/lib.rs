@@ -83,6 +83,7 @@ pub fn catalog() -> String {
         ("GB/s", Align::Right),
         ("bf16 TFLOP/s", Align::Right),
         ("fp8 TFLOP/s", Align::Right),
+        ("fp4 TFLOP/s", Align::Right),
     ]);
     for x in infer_bench_spec::catalog::GPUS {
         g.row(vec![
@@ -94,26 +95,38 @@ pub fn catalog() -> String {
             x.fp8_tflops
                 .map(|f| f.to_string())
                 .unwrap_or_else(|| "-".into()),
+            x.fp4_tflops
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     let mut m = Table::new(&[
         ("preset", Align::Left),
         ("params B", Align::Right),
+        ("active B", Align::Right),
+        ("context", Align::Right),
         ("layers", Align::Right),
         ("hidden", Align::Right),
         ("heads", Align::Right),
         ("kv heads", Align::Right),
         ("head dim", Align::Right),
+        ("KV", Align::Left),
     ]);
     for x in infer_bench_spec::catalog::MODELS {
         m.row(vec![
             x.id.into(),
             format!("{}", x.params_b),
+            format!("{}", x.active_params_b),
+            x.context_tokens.to_string(),
             x.layers.to_string(),
             x.hidden.to_string(),
             x.heads.to_string(),
             x.kv_heads.to_string(),
             x.head_dim.to_string(),
+            match x.kv_latent_dim {
+                Some(d) => format!("latent {d}"),
+                None => "per head".into(),
+            },
         ]);
     }
     format!(

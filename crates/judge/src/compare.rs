@@ -31,7 +31,7 @@
 use serde::Serialize;
 
 use super::baseline::{Baseline, BaselinePoint};
-use super::fingerprint::{Mismatch, mismatches, point_environment};
+use super::fingerprint::{Mismatch, mismatches, point_environment, with_implied_keys};
 use super::rules::{Rules, RulesSource};
 use super::stats::{self, Judgement, Verdict};
 use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
@@ -403,10 +403,21 @@ impl PointReport {
                     .collect::<Vec<_>>()
                     .join("; ");
                 let advisory = report.on_env_mismatch == OnEnvMismatch::Advisory;
+                // A new simulator model or engine profile is not a new
+                // machine: the baseline has to be blessed again.
+                let simulator = self
+                    .env_mismatch
+                    .iter()
+                    .all(|m| m.key == "sim_model" || m.key == "sim_profile");
+                let fix = if simulator {
+                    "the simulator's model or engine profile changed: bless the baseline again with this version"
+                } else {
+                    "run on the machine class the baseline was recorded on, or bless a baseline recorded on this one"
+                };
                 Some(it(
                     "the environment differs from the baseline's",
                     keys,
-                    "run on the machine class the baseline was recorded on, or bless a baseline recorded on this one",
+                    fix,
                     blocking && !advisory,
                 ))
             }
@@ -862,7 +873,7 @@ fn compared(
     settings: &Settings,
 ) -> PointReport {
     let new_env = point_environment(&results.environment, p);
-    let mut env_mismatch = mismatches(&b.environment, &new_env);
+    let mut env_mismatch = mismatches(&with_implied_keys(&b.environment), &new_env);
     if baseline.metrics_version != results.metrics_version {
         env_mismatch.push(Mismatch {
             key: "metrics_version".into(),

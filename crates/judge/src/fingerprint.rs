@@ -51,6 +51,20 @@ pub fn point_environment(global: &Environment, p: &PointResult) -> Environment {
         }
         env.identity.insert("sim_gpu".into(), sim.gpu.clone());
         env.identity.insert("sim_gpus".into(), sim.gpus.to_string());
+        // The performance model and the engine modelled decide the numbers
+        // as much as the GPU: a baseline of another model version or
+        // profile does not judge these (a point written before profiles
+        // carries no profile and is model version 1).
+        let profile = p.server.as_ref().and_then(|s| s.profile.clone());
+        let version = if profile.is_some() {
+            SIM_MODEL_VERSION
+        } else {
+            "1"
+        };
+        env.identity.insert("sim_model".into(), version.into());
+        if let Some(profile) = profile {
+            env.identity.insert("sim_profile".into(), profile);
+        }
         // Virtual time has an ideal client, real time this machine's: a
         // baseline of one does not judge the other (baselines blessed
         // before the key existed compare as before).
@@ -63,6 +77,21 @@ pub fn point_environment(global: &Environment, p: &PointResult) -> Environment {
             }
         }
         env.identity.insert("sim_clock".into(), clock);
+    }
+    env
+}
+
+/// The version of the simulator's performance model: 2 is the calibrated
+/// model with engine profiles (docs/simulator.md). Baselines of simulated
+/// points blessed under another version are not compared with new points.
+pub const SIM_MODEL_VERSION: &str = "2";
+
+/// Keys a stored environment implies without holding them: a simulated
+/// point blessed before the model had versions was version 1.
+pub fn with_implied_keys(env: &Environment) -> Environment {
+    let mut env = env.clone();
+    if env.identity.contains_key("sim_gpu") && !env.identity.contains_key("sim_model") {
+        env.identity.insert("sim_model".into(), "1".into());
     }
     env
 }
@@ -165,6 +194,35 @@ mod tests {
         // A virtual baseline blessed on another machine still judges.
         let elsewhere = env(&[("client_class", "aarch64-16cpu"), ("gpu_model", "none")]);
         assert!(mismatches(&simulated, &point_environment(&elsewhere, &p)).is_empty());
+    }
+
+    #[test]
+    fn a_simulated_point_carries_its_model_version_and_profile() {
+        let (_, plan) = crate::fixtures::plan(32, "");
+        let mut p = crate::fixtures::point(&plan, &[10.0], &[]);
+        let global = env(&[("client_class", "x86_64-2cpu")]);
+        // Written before profiles: no profile, model version 1.
+        let old = point_environment(&global, &p);
+        assert_eq!(old.identity["sim_model"], "1");
+        assert!(!old.identity.contains_key("sim_profile"));
+        p.server.get_or_insert_with(Default::default).profile = Some("trtllm".into());
+        let new = point_environment(&global, &p);
+        assert_eq!(new.identity["sim_model"], SIM_MODEL_VERSION);
+        assert_eq!(new.identity["sim_profile"], "trtllm");
+        // A baseline blessed before the key existed is version 1, so it
+        // does not judge a point of the new model.
+        let mut blessed = old.clone();
+        blessed.identity.remove("sim_model");
+        assert_eq!(
+            mismatches(&with_implied_keys(&blessed), &new)
+                .iter()
+                .map(|m| m.to_string())
+                .collect::<Vec<_>>(),
+            ["sim_model: 1 -> 2"]
+        );
+        // A real server's environment implies nothing.
+        let real = env(&[("gpu_model", "H100")]);
+        assert_eq!(with_implied_keys(&real), real);
     }
 
     #[test]

@@ -337,6 +337,17 @@ pub struct ServerInfo {
     pub kv_cache_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<String>,
+    /// The simulator: the engine it modelled (`vllm-0.10`, `trtllm`, ...),
+    /// how it formed steps (`chunked` or `prefill-first`) and its batch
+    /// limits, defaults resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batched_tokens: Option<u32>,
 }
 
 /// One run of a point.

@@ -11,5 +11,6 @@
 pub mod engine;
 pub mod http;
 pub mod perf;
+pub mod profile;
 pub mod request;
 pub mod server;

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::engine::Engine;
 use super::perf::PerfModel;
+use super::profile::{self, EngineConfig};
 use infer_bench_spec::DType;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::results::ServerInfo;
@@ -184,6 +185,8 @@ pub fn text_bytes(n: u32, offset: u64) -> u32 {
 /// serves, its run-to-run noise and seed, and how it describes itself.
 pub struct Setup {
     pub engine: Engine,
+    /// Every setting of the simulated server, defaults resolved.
+    pub config: EngineConfig,
     pub served: Vec<String>,
     pub noise: f64,
     pub seed: u64,
@@ -209,13 +212,11 @@ impl Setup {
             .as_ref()
             .and_then(|p| p.dtype)
             .unwrap_or(DType::Bf16);
-        let kv = cfg
-            .precision
-            .as_ref()
-            .and_then(|p| p.kv_dtype)
-            .unwrap_or(DType::Bf16);
-        let perf = PerfModel::new(sim, arch, weights, kv)?;
-        let engine = Engine::new(perf, sim);
+        let kv = cfg.precision.as_ref().and_then(|p| p.kv_dtype);
+        let config = profile::resolve(sim, arch, weights, kv)?;
+        let perf = PerfModel::new(&config, arch, weights)?;
+        let kv = config.kv_dtype;
+        let engine = Engine::new(perf, &config);
         let kv_cache_tokens = u64::from(engine.max_model_len_tokens());
         let mut served = vec![
             cfg.served_name().to_string(),
@@ -226,25 +227,30 @@ impl Setup {
         let gpu = infer_bench_spec::catalog::gpu(&sim.gpu)
             .map(|g| g.name)
             .unwrap_or("?");
+        let info = ServerInfo {
+            command: None,
+            name: Some("infer-bench-sim".into()),
+            version: Some(env!("CARGO_PKG_VERSION").into()),
+            model: Some(
+                format!("{} on {}x {gpu} ({:?})", cfg.model.name, sim.gpus, weights).to_lowercase(),
+            ),
+            log: None,
+            kv_dtype: Some(format!("{kv:?}").to_lowercase()),
+            kv_cache_tokens: Some(kv_cache_tokens),
+            admission: Some(config.admission.name().into()),
+            profile: Some(config.profile.name().into()),
+            scheduler: Some(config.scheduler.name().into()),
+            max_num_seqs: Some(config.max_num_seqs),
+            max_batched_tokens: Some(config.max_batched_tokens),
+            ..Default::default()
+        };
         Ok(Setup {
             engine,
+            config,
             served,
             noise: sim.noise,
             seed: cfg.seed,
-            info: ServerInfo {
-                command: None,
-                name: Some("infer-bench-sim".into()),
-                version: Some(env!("CARGO_PKG_VERSION").into()),
-                model: Some(
-                    format!("{} on {}x {gpu} ({:?})", cfg.model.name, sim.gpus, weights)
-                        .to_lowercase(),
-                ),
-                log: None,
-                kv_dtype: Some(format!("{kv:?}").to_lowercase()),
-                kv_cache_tokens: Some(kv_cache_tokens),
-                admission: Some(sim.admission.name().into()),
-                ..Default::default()
-            },
+            info,
         })
     }
 

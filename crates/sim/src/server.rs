@@ -72,6 +72,7 @@ struct Ctx {
     max_len: u32,
     shared: Arc<Shared>,
     tokens_per_event: u32,
+    request_overhead: Duration,
 }
 
 impl SimServer {
@@ -88,8 +89,10 @@ impl SimServer {
             noise,
             seed,
             info,
+            ..
         } = Setup::of(cfg)?;
         let max_len = engine.max_model_len_tokens();
+        let request_overhead = Duration::from_secs_f64(engine.request_overhead_s());
         let tokens_per_event = engine.tokens_per_event();
         let shared = Arc::new(Shared::default());
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -117,6 +120,7 @@ impl SimServer {
             max_len,
             shared,
             tokens_per_event,
+            request_overhead,
         });
         let handle = rt
             .block_on(http::bind_port(port, move |req| {
@@ -420,6 +424,11 @@ async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
             return error(status, &r.message, r.kind);
         }
     };
+    // The server's own time before the engine sees the request (HTTP,
+    // tokenization): the profile's request overhead.
+    if !ctx.request_overhead.is_zero() {
+        tokio::time::sleep(ctx.request_overhead).await;
+    }
     let id = ctx.next_id.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = mpsc::unbounded_channel();
     if ctx

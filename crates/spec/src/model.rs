@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::raw::{
     Api, Arrival, DatasetFormat, GpuMode, OnEnvMismatch, RawSampling, SimAdmission, SimClock,
-    TargetKind,
+    SimMemoryBasis, SimProfile, SimScheduler, TargetKind,
 };
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
 use infer_bench_results::metric::Metric;
@@ -76,17 +76,42 @@ pub struct Launch {
     pub allow_env: Vec<String>,
 }
 
-/// The simulator's settings, every default applied.
+/// The simulator's settings as the spec gives them. `None` is the
+/// profile's default, which depends on the model and GPU as well, so the
+/// simulator resolves it (`infer_bench_sim::profile`) and records the
+/// resolved values with each point's server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SimTarget {
     pub gpu: String,
     pub gpus: u32,
-    pub max_num_seqs: u32,
-    pub max_batched_tokens: u32,
-    pub memory_fraction: f64,
-    pub compute_efficiency: f64,
-    pub bandwidth_efficiency: f64,
-    pub step_overhead: Duration,
+    /// The engine modelled; absent: vllm-0.10 (and in results written
+    /// before profiles, the settings below were all given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<SimProfile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<SimScheduler>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batched_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_fraction: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_fraction_of: Option<SimMemoryBasis>,
+    /// Peak achieved fraction of tensor throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_efficiency: Option<f64>,
+    /// Achieved fraction of memory bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_efficiency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_overhead: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_overhead_per_seq: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_overhead: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_steps: Option<u32>,
     pub slowdown: f64,
     pub noise: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,9 +121,9 @@ pub struct SimTarget {
     /// discrete-event simulation); written only when virtual.
     #[serde(default, skip_serializing_if = "SimClock::is_real")]
     pub clock: SimClock,
-    /// How a waiting request is admitted; written only when not the default.
-    #[serde(default, skip_serializing_if = "SimAdmission::is_default")]
-    pub admission: SimAdmission,
+    /// How a waiting request is admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<SimAdmission>,
 }
 
 /// Number formats of weights and KV cache.
@@ -111,10 +136,13 @@ pub enum DType {
     Fp8,
     Int8,
     Int4,
+    /// 4-bit floating point with a scale per block (NVFP4: an FP8 scale per
+    /// 16 values, 4.5 bits a value; MXFP4: one per 32).
+    Fp4,
 }
 
 impl DType {
-    pub const NAMES: &'static str = "fp32, bf16, fp16, fp8, int8, int4";
+    pub const NAMES: &'static str = "fp32, bf16, fp16, fp8, int8, int4, fp4";
 
     pub fn parse(s: &str) -> Option<DType> {
         Some(match s.to_ascii_lowercase().as_str() {
@@ -124,6 +152,7 @@ impl DType {
             "fp8" | "f8" | "fp8_e4m3" => DType::Fp8,
             "int8" | "q8_0" | "w8a8" | "i8" => DType::Int8,
             "int4" | "q4_0" | "awq" | "gptq" | "w4a16" | "i4" => DType::Int4,
+            "fp4" | "nvfp4" | "mxfp4" => DType::Fp4,
             _ => return None,
         })
     }
@@ -134,6 +163,8 @@ impl DType {
             DType::Bf16 | DType::Fp16 => 2.0,
             DType::Fp8 | DType::Int8 => 1.0,
             DType::Int4 => 0.5,
+            // NVFP4: 4 bits and an 8-bit scale per 16 values.
+            DType::Fp4 => 0.5625,
         }
     }
 }
@@ -165,6 +196,14 @@ pub struct Architecture {
     pub heads: u32,
     pub kv_heads: u32,
     pub head_dim: u32,
+    /// The longest sequence the model takes (its `max_position_embeddings`);
+    /// `None`: the preset's, else 131072. Written only when the spec gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u32>,
+    /// Multi-head latent attention: the values cached per token and layer,
+    /// shared by all heads (DeepSeek's 576); `None`: K and V per KV head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_latent_dim: Option<u32>,
 }
 
 /// A precision of a model, overrides applied.

@@ -127,31 +127,70 @@ pub struct RawSimTuning {
     /// for every simulator target).
     #[serde(default)]
     pub clock: Option<SimClock>,
-    /// "reserve-prompt" (default): KV blocks for the prompt at admission,
-    /// preemption when they run out (vLLM). "reserve-full": blocks for prompt
-    /// and output at admission, never a preemption (TensorRT-LLM).
+    /// The serving engine modelled: "vllm-0.10" (default: vLLM's V1 engine),
+    /// "vllm-0.6", "vllm-0.5", "sglang" or "trtllm". A profile bundles the
+    /// engine's scheduler, its defaults (batch limits, memory, admission, KV
+    /// type) and its host overheads; every other key here overrides one of
+    /// them (docs/simulator.md lists each profile's values and sources).
+    #[serde(default)]
+    pub profile: Option<SimProfile>,
+    /// "chunked": decodes first, then prefill chunks, in one step (vLLM V1).
+    /// "whole-prompt": the same without splitting a prompt across steps
+    /// (TensorRT-LLM). "prefill-first": a step with a prefill has no decodes
+    /// (vLLM V0 without chunked prefill, SGLang). Default: the profile's.
+    #[serde(default)]
+    pub scheduler: Option<SimScheduler>,
+    /// "reserve-prompt": KV blocks for the prompt at admission, preemption
+    /// when they run out (vLLM, SGLang). "reserve-full": blocks for prompt
+    /// and output at admission, never a preemption (TensorRT-LLM). Default:
+    /// the profile's.
     #[serde(default)]
     pub admission: Option<SimAdmission>,
-    /// Most sequences in one batch (vLLM's max_num_seqs). Default 256.
+    /// Most sequences in one batch (vLLM's max_num_seqs, TensorRT-LLM's
+    /// max_batch_size). Default: the profile's.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub max_num_seqs: Option<u32>,
-    /// Most tokens in one step, prefill chunks included (max_num_batched_tokens). Default 8192.
+    /// Most tokens in one step, prefill chunks included (max_num_batched_tokens). Default: the profile's.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub max_batched_tokens: Option<u32>,
-    /// Fraction of GPU memory the server may use (gpu_memory_utilization). Default 0.9.
+    /// Fraction of GPU memory the server may use (gpu_memory_utilization), of
+    /// the memory `memory_fraction_of` names. Default: the profile's.
     #[serde(default)]
     pub memory_fraction: Option<f64>,
-    /// Achieved fraction of peak compute in prefill. Default 0.6.
+    /// "total": `memory_fraction` of all GPU memory holds weights,
+    /// activations and KV cache (vLLM, SGLang). "free": the KV cache gets
+    /// that fraction of what is free after weights and activations
+    /// (TensorRT-LLM's kv_cache_free_gpu_mem_fraction). Default: the profile's.
+    #[serde(default)]
+    pub memory_fraction_of: Option<SimMemoryBasis>,
+    /// Achieved fraction of peak tensor throughput by large matrix products;
+    /// smaller steps achieve less (docs/simulator.md). Default: the GPU's and
+    /// number format's fitted value.
     #[serde(default)]
     pub compute_efficiency: Option<f64>,
-    /// Achieved fraction of peak memory bandwidth in decode. Default 0.75.
+    /// Achieved fraction of peak memory bandwidth. Default: the fitted value.
     #[serde(default)]
     pub bandwidth_efficiency: Option<f64>,
-    /// Fixed cost of every step (scheduling, kernel launches). Default "1ms".
+    /// Fixed host cost of every step (scheduling, input preparation, kernel
+    /// launches) not hidden behind the GPU. Default: the profile's.
     #[serde(default)]
     pub step_overhead: Option<Duration>,
+    /// Host cost per sequence in a step, added to `step_overhead`. Default: the profile's.
+    #[serde(default)]
+    pub step_overhead_per_seq: Option<Duration>,
+    /// Time a request spends in the server before the engine sees it, and
+    /// after its last token (HTTP, tokenization, detokenization), half each
+    /// way. Default: the profile's; "0ms" for an engine without a server.
+    #[serde(default)]
+    pub request_overhead: Option<Duration>,
+    /// Steps run per scheduling decision (vLLM 0.6's --num-scheduler-steps):
+    /// the host overhead is paid once per that many steps, and new requests
+    /// join only at a scheduling step. Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub scheduler_steps: Option<u32>,
     /// Multiplies every step time: 1.1 is a server 10% slower. Default 1.
     #[serde(default)]
     pub slowdown: Option<f64>,
@@ -240,6 +279,15 @@ pub struct RawArchitecture {
     /// Parameters active per token, in billions (for mixture-of-experts; default: params_b).
     #[serde(default)]
     pub active_params_b: Option<f64>,
+    /// The longest sequence the model takes (max_position_embeddings). Default 131072.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub context_tokens: Option<u32>,
+    /// Multi-head latent attention (DeepSeek): values cached per token and
+    /// layer, shared by all heads (kv_lora_rank + qk_rope_head_dim).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub kv_latent_dim: Option<u32>,
 }
 
 /// What a precision changes.
@@ -719,6 +767,96 @@ impl SimClock {
             SimClock::Real => "real",
             SimClock::Virtual => "virtual",
         }
+    }
+}
+
+/// The serving engine a simulator target models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+pub enum SimProfile {
+    /// vLLM 0.5 (V0 engine): prefill-first scheduling without chunked
+    /// prefill, synchronous host work between steps.
+    #[serde(rename = "vllm-0.5")]
+    Vllm05,
+    /// vLLM 0.6 (V0 engine): as 0.5, with the API server in its own process
+    /// and output processing overlapped with the next step.
+    #[serde(rename = "vllm-0.6")]
+    Vllm06,
+    /// vLLM 0.8 to 0.10 and later (V1 engine): chunked prefill, decodes first.
+    #[default]
+    #[serde(rename = "vllm-0.10")]
+    Vllm010,
+    /// SGLang: chunked prefill in steps of their own, host work overlapped.
+    #[serde(rename = "sglang")]
+    Sglang,
+    /// TensorRT-LLM: in-flight batching, guaranteed-no-evict admission, a C++
+    /// runtime with overlapped host work.
+    #[serde(rename = "trtllm")]
+    Trtllm,
+}
+
+impl SimProfile {
+    pub const ALL: [SimProfile; 5] = [
+        SimProfile::Vllm05,
+        SimProfile::Vllm06,
+        SimProfile::Vllm010,
+        SimProfile::Sglang,
+        SimProfile::Trtllm,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            SimProfile::Vllm05 => "vllm-0.5",
+            SimProfile::Vllm06 => "vllm-0.6",
+            SimProfile::Vllm010 => "vllm-0.10",
+            SimProfile::Sglang => "sglang",
+            SimProfile::Trtllm => "trtllm",
+        }
+    }
+}
+
+/// How the simulator forms a step from running and waiting sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimScheduler {
+    /// Running sequences first (a decode or the next prefill chunk each),
+    /// then waiting requests, in one step of `max_batched_tokens`.
+    #[default]
+    Chunked,
+    /// As `chunked`, but a prompt is prefilled in one step: it waits for a
+    /// step with room for all of it (TensorRT-LLM without chunked context).
+    WholePrompt,
+    /// While a request waits and fits, steps hold prefills only (whole
+    /// prompts, or chunks of `max_batched_tokens`); decodes run in steps of
+    /// their own.
+    PrefillFirst,
+}
+
+impl SimScheduler {
+    pub fn is_default(&self) -> bool {
+        *self == SimScheduler::Chunked
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            SimScheduler::Chunked => "chunked",
+            SimScheduler::WholePrompt => "whole-prompt",
+            SimScheduler::PrefillFirst => "prefill-first",
+        }
+    }
+}
+
+/// What `memory_fraction` is a fraction of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SimMemoryBasis {
+    /// All GPU memory: weights, activations and KV cache fit in the fraction.
+    #[default]
+    Total,
+    /// The memory left after weights and activations: the KV cache gets the fraction.
+    Free,
+}
+
+impl SimMemoryBasis {
+    pub fn is_default(&self) -> bool {
+        *self == SimMemoryBasis::Total
     }
 }
 

@@ -203,7 +203,11 @@ pub fn run_plan_on(
                 .filter(|i| i.kv_dtype.is_some())
                 .map(|i| {
                     format!(
-                        " (KV cache {}, {} tokens; admission {})",
+                        " ({} profile, {} scheduler, {} sequences and {} tokens a step; KV cache {}, {} tokens; admission {})",
+                        i.profile.unwrap_or_default(),
+                        i.scheduler.unwrap_or_default(),
+                        i.max_num_seqs.unwrap_or(0),
+                        i.max_batched_tokens.unwrap_or(0),
                         i.kv_dtype.unwrap_or_default(),
                         i.kv_cache_tokens.unwrap_or(0),
                         i.admission.unwrap_or_default()

@@ -65,6 +65,9 @@ enum Ev {
     Deadline(u64),
     /// The simulated server's metrics are read.
     Scrape,
+    /// An accepted request reaches the engine, after the server's own time
+    /// (the profile's request overhead): (id, prompt tokens, max tokens).
+    Submit(u64, u32, u32),
 }
 
 /// A conversation between turns.
@@ -132,6 +135,8 @@ struct Sim<'a, B: Backend> {
     served: Vec<String>,
     max_len: u32,
     per_event: u32,
+    /// The server's own time before the engine sees a request.
+    request_overhead_ns: u64,
     chat: bool,
     busy: Option<(u64, Step)>,
     flights: HashMap<u64, Flight>,
@@ -208,6 +213,7 @@ pub fn run_once_virtual<B: Backend>(
     let recorder = new_recorder(cfg, open, turns, t0, window.warmup_end());
     let max_len = setup.engine.max_model_len_tokens();
     let per_event = setup.engine.tokens_per_event();
+    let request_overhead_ns = (setup.engine.request_overhead_s() * 1e9).round() as u64;
     let mut sim = Sim {
         backend,
         load,
@@ -223,6 +229,7 @@ pub fn run_once_virtual<B: Backend>(
         served: setup.served,
         max_len,
         per_event,
+        request_overhead_ns,
         chat: cfg.workload.api == Api::Chat,
         busy: None,
         flights: HashMap::new(),
@@ -457,6 +464,12 @@ impl<'a, B: Backend> Sim<'a, B> {
             Ev::Turn(turn) => self.turn(*turn),
             Ev::Ramp(i) => self.ramp(i),
             Ev::Deadline(id) => self.deadline(id),
+            // A request that timed out before it got here is not submitted.
+            Ev::Submit(id, prompt, max) => {
+                if self.flights.contains_key(&id) {
+                    self.engine.submit(id, prompt, max);
+                }
+            }
             Ev::Scrape => {
                 self.sample();
                 // Read on while anything is left to happen.
@@ -610,7 +623,14 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.accepted += 1;
                 let id = self.next_id;
                 self.next_id += 1;
-                self.engine.submit(id, a.prompt_tokens, a.max_tokens);
+                if self.request_overhead_ns == 0 {
+                    self.engine.submit(id, a.prompt_tokens, a.max_tokens);
+                } else {
+                    self.schedule(
+                        self.now + self.request_overhead_ns,
+                        Ev::Submit(id, a.prompt_tokens, a.max_tokens),
+                    );
+                }
                 let first = self.first_deadline(self.now);
                 self.schedule(first, Ev::Deadline(id));
                 self.flights.insert(

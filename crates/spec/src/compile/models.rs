@@ -112,6 +112,8 @@ impl Cx<'_> {
                 heads: p.heads,
                 kv_heads: p.kv_heads,
                 head_dim: p.head_dim,
+                context_tokens: None,
+                kv_latent_dim: p.kv_latent_dim,
             }),
             (None, Some(a)) => {
                 let ak = |f: &str| format!("models.{name}.architecture.{f}");
@@ -121,6 +123,8 @@ impl Cx<'_> {
                     ("heads", Some(a.heads)),
                     ("kv_heads", Some(a.kv_heads)),
                     ("head_dim", a.head_dim),
+                    ("context_tokens", a.context_tokens),
+                    ("kv_latent_dim", a.kv_latent_dim),
                 ] {
                     self.count_in(
                         &ak(f),
@@ -173,6 +177,8 @@ impl Cx<'_> {
                         heads: a.heads,
                         kv_heads: a.kv_heads,
                         head_dim: a.head_dim.unwrap_or(a.hidden / a.heads.max(1)),
+                        context_tokens: a.context_tokens,
+                        kv_latent_dim: a.kv_latent_dim,
                     }),
                 }
             }

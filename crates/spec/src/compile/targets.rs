@@ -134,15 +134,28 @@ impl Cx<'_> {
                     }
                     self.float_in(&sk("slowdown"), tune.slowdown, 0.001, MAX_SLOWDOWN);
                 }
+                self.count_in(
+                    &sk("scheduler_steps"),
+                    tune.scheduler_steps.map(u64::from),
+                    1,
+                    1024,
+                    "a number of steps",
+                );
                 sim = Some(SimTarget {
                     gpu,
                     gpus: t.gpus.unwrap_or(1),
-                    max_num_seqs: tune.max_num_seqs.unwrap_or(256),
-                    max_batched_tokens: tune.max_batched_tokens.unwrap_or(8192),
-                    memory_fraction: tune.memory_fraction.unwrap_or(0.9),
-                    compute_efficiency: tune.compute_efficiency.unwrap_or(0.6),
-                    bandwidth_efficiency: tune.bandwidth_efficiency.unwrap_or(0.75),
-                    step_overhead: tune.step_overhead.unwrap_or(Duration::from_millis(1)),
+                    profile: Some(tune.profile.unwrap_or_default()),
+                    scheduler: tune.scheduler,
+                    max_num_seqs: tune.max_num_seqs,
+                    max_batched_tokens: tune.max_batched_tokens,
+                    memory_fraction: tune.memory_fraction,
+                    memory_fraction_of: tune.memory_fraction_of,
+                    compute_efficiency: tune.compute_efficiency,
+                    bandwidth_efficiency: tune.bandwidth_efficiency,
+                    step_overhead: tune.step_overhead,
+                    step_overhead_per_seq: tune.step_overhead_per_seq,
+                    request_overhead: tune.request_overhead,
+                    scheduler_steps: tune.scheduler_steps,
                     slowdown: tune.slowdown.unwrap_or(1.0),
                     noise: match tune.noise {
                         Some(n) if !(0.0..0.5).contains(&n) => {
@@ -158,7 +171,7 @@ impl Cx<'_> {
                     kv_cache_tokens: tune.kv_cache_tokens,
                     tokens_per_event: tune.tokens_per_event.unwrap_or(1),
                     clock: tune.clock.unwrap_or_default(),
-                    admission: tune.admission.unwrap_or_default(),
+                    admission: tune.admission,
                 });
             }
             TargetKind::Openai => {
