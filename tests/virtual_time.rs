@@ -394,3 +394,127 @@ fn the_kv_cache_and_admission_are_recorded_and_decide_preemption() {
     assert_eq!(running(&full), 13.0);
     assert!(running(&prompt) > 13.0);
 }
+
+/// A simulator spec on H100s with `sim` extra settings and `gpus`.
+fn deployment(model: &str, gpus: u32, sim: &str, load: &str) -> String {
+    format!(
+        r#"
+name = "deployment"
+seed = 3
+[targets.t]
+kind = "sim"
+gpu = "h100-sxm"
+gpus = {gpus}
+gpu_hour_usd = 2.0
+sim = {{ clock = "virtual", max_num_seqs = 64{sim} }}
+[models.m]
+preset = "{model}"
+[workloads.w]
+api = "completions"
+ignore_eos = true
+{TOKENS}
+[load]
+{load}
+[validity]
+percentile_sample_check = false
+"#
+    )
+}
+
+#[test]
+fn replicas_multiply_what_a_saturated_server_serves_and_what_it_costs() {
+    let load = "concurrency = 256\nwarmup = \"5s\"\nduration = \"30s\"";
+    let one = run(&deployment("llama-3.1-8b", 1, "", load));
+    let two = run(&deployment("llama-3.1-8b", 1, ", replicas = 2", load));
+    let (a, b) = (point(&one), point(&two));
+    let ratio = stat(b, &["output_tokens_per_s"]) / stat(a, &["output_tokens_per_s"]);
+    assert!((1.95..2.05).contains(&ratio), "{ratio}");
+    // Each replica runs its own 64 sequences and has its own KV cache.
+    assert_eq!(
+        b["server"]["kv_cache_tokens"].as_u64().unwrap(),
+        2 * a["server"]["kv_cache_tokens"].as_u64().unwrap()
+    );
+    let running = &b["telemetry"]["server_metrics"]["gauges"]["vllm:num_requests_running"];
+    assert_eq!(running["stats"]["max"], 128.0, "{running}");
+    // Twice the GPUs at twice the throughput: the same cost per token.
+    assert_eq!(b["cost"]["gpus"], 2);
+    let (ca, cb) = (
+        a["cost"]["usd_per_1m_output_tokens"].as_f64().unwrap(),
+        b["cost"]["usd_per_1m_output_tokens"].as_f64().unwrap(),
+    );
+    assert!((cb / ca - 1.0).abs() < 0.03, "{ca} then {cb}");
+    assert!(b["server"]["model"].as_str().unwrap().contains("2x"));
+}
+
+#[test]
+fn a_pipeline_fits_what_one_gpu_cannot_and_runs_a_micro_batch_per_stage() {
+    let c1 = "concurrency = 1\nwarmup_requests = 1\nrequests = 4";
+    // Llama 3.1 70B in BF16 (131.5 GiB) on one H100 does not fit ...
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), &deployment("llama-3.1-70b", 1, "", c1));
+    let out = dir.path().join("out");
+    let r = infer_bench(&[
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_ne!(r.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("does not fit"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    // ... over two pipeline stages it does.
+    let pp = run(&deployment("llama-3.1-70b", 1, ", pipeline = 2", c1));
+    let tp = run(&deployment("llama-3.1-70b", 2, "", c1));
+    // One sequence goes through both stages in turn, each reading half the
+    // weights at one GPU's bandwidth: about twice tensor parallelism's
+    // time per token, which reads both halves at once.
+    let ratio = stat(point(&pp), &["latency_ms", "tpot", "p50"])
+        / stat(point(&tp), &["latency_ms", "tpot", "p50"]);
+    assert!((1.6..2.2).contains(&ratio), "{ratio}");
+    // Two micro-batches in flight: twice the sequences of one engine.
+    let busy = run(&deployment(
+        "llama-3.1-70b",
+        1,
+        ", pipeline = 2, max_num_seqs = 8",
+        "concurrency = 32\nwarmup = \"5s\"\nduration = \"20s\"",
+    )
+    .replace("max_num_seqs = 64, ", ""));
+    let running =
+        &point(&busy)["telemetry"]["server_metrics"]["gauges"]["vllm:num_requests_running"];
+    assert_eq!(running["stats"]["max"], 16.0, "{running}");
+    assert_eq!(point(&busy)["cost"]["gpus"], 2);
+}
+
+#[test]
+fn replicas_in_real_time_give_virtual_times_numbers() {
+    let _machine = infer_bench_testkit::timing::exclusive();
+    // Two replicas of 8 sequences each, both saturated: the real-time
+    // server keeps a step schedule per replica.
+    let s = deployment(
+        "llama-3.1-8b",
+        1,
+        ", replicas = 2, max_num_seqs = 8",
+        "concurrency = 32\nwarmup = \"1s\"\nduration = \"4s\"",
+    )
+    .replace("max_num_seqs = 64, ", "")
+    .replace(
+        "input_tokens = \"uniform(64, 512)\"",
+        "input_tokens = \"uniform(128, 384)\"",
+    );
+    let simulated = run(&s);
+    let real = run(&s.replace("clock = \"virtual\"", "clock = \"real\""));
+    for path in [
+        &["output_tokens_per_s"][..],
+        &["latency_ms", "tpot", "p50"],
+        &["latency_ms", "e2e", "p50"],
+    ] {
+        let (x, y) = (stat(point(&simulated), path), stat(point(&real), path));
+        assert!(
+            (x / y - 1.0).abs() < 0.05,
+            "{path:?}: virtual {x}, real {y}"
+        );
+    }
+}

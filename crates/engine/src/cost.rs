@@ -24,7 +24,7 @@ pub const J_PER_KWH: f64 = 3.6e6;
 /// GPU count, else the number of GPUs the target names in `gpu_ids`, else 1.
 pub fn gpus(cost: &Cost, cfg: &PointConfig) -> u32 {
     cost.gpus
-        .or(cfg.target.sim.as_ref().map(|s| s.gpus))
+        .or(cfg.target.sim.as_ref().map(|s| s.total_gpus()))
         .or(cfg
             .target
             .gpu_ids

@@ -8,9 +8,11 @@
 //! fact) and, for simulator targets, the simulated GPU and GPU count, which
 //! decide the simulated speed but are left out of the point's hash on
 //! purpose (see `plan::UNHASHED`): hardware is the fingerprint's business.
-//! A simulated point is fingerprinted by its modelled hardware and the
-//! runner class (`client_class`: architecture and CPU count) only; the
-//! client machine's real GPUs are kept as facts.
+//! A simulated point is fingerprinted by its modelled hardware (GPU, its
+//! tensor-parallel count, pipeline stages and replicas), the simulator's
+//! model version and engine profile, and the runner class (`client_class`:
+//! architecture and CPU count) only; the client machine's real GPUs are
+//! kept as facts.
 //!
 //! Identity keys must be equal for a comparison; facts are only shown. A
 //! key present on one side only (a baseline written by an older version,
@@ -51,6 +53,10 @@ pub fn point_environment(global: &Environment, p: &PointResult) -> Environment {
         }
         env.identity.insert("sim_gpu".into(), sim.gpu.clone());
         env.identity.insert("sim_gpus".into(), sim.gpus.to_string());
+        env.identity
+            .insert("sim_pipeline".into(), sim.pipeline.unwrap_or(1).to_string());
+        env.identity
+            .insert("sim_replicas".into(), sim.replicas.unwrap_or(1).to_string());
         // The performance model and the engine modelled decide the numbers
         // as much as the GPU: a baseline of another model version or
         // profile does not judge these (a point written before profiles

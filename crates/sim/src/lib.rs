@@ -8,6 +8,7 @@
 //! beside them. Formulas, constants, sources and the checks against public
 //! measurements: `docs/simulator.md`.
 
+pub mod cluster;
 pub mod engine;
 pub mod http;
 pub mod perf;

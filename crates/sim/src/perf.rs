@@ -46,6 +46,9 @@ pub const ALLREDUCE_LATENCY_S: f64 = 8e-6;
 /// `max(max_model_len, 2048)`) still runs its profiling pass in pieces.
 pub const ACTIVATION_TOKENS_MAX: u32 = 16_384;
 
+/// Fixed latency of one point-to-point send between pipeline stages.
+pub const P2P_LATENCY_S: f64 = 10e-6;
+
 /// The smallest KV cache the model accepts: one 16-token block.
 pub const MIN_KV_CACHE_TOKENS: u64 = 16;
 
@@ -142,6 +145,8 @@ pub struct PerfModel {
     /// Per-direction link bandwidth of one GPU (the catalogue's figure is
     /// bidirectional; a ring all-reduce sends and receives at once).
     link_bytes_per_s: f64,
+    /// Pipeline stages a step's activations cross.
+    pipeline: u32,
     /// Tokens of a step at which its GEMMs reach half their peak rate.
     half_fill_tokens: f64,
     p: f64,
@@ -215,8 +220,12 @@ impl PerfModel {
         let kv_capacity_tokens = match config.kv_cache_tokens {
             Some(t) => t,
             None => {
-                // `as` saturates: a negative budget is zero tokens.
-                (kv_budget_bytes(config, arch, weight_bytes) / kv_bytes_per_token).floor() as u64
+                // Each of a pipeline's micro-batch engines has its share of
+                // the cache; `as` saturates: a negative budget is zero tokens.
+                (kv_budget_bytes(config, arch, weight_bytes)
+                    / f64::from(config.pipeline)
+                    / kv_bytes_per_token)
+                    .floor() as u64
             }
         };
         let gemm_tflops = match weights {
@@ -243,6 +252,7 @@ impl PerfModel {
             attention_flops_per_s: gpu.bf16_tflops * 1e12 * gpus * e,
             memory_bytes_per_s: gpu.bandwidth_gbs * 1e9 * gpus * config.bandwidth_efficiency,
             link_bytes_per_s: gpu.interconnect_gbs * 1e9 / 2.0,
+            pipeline: config.pipeline,
             half_fill_tokens: HALF_FILL_TOKENS * 4096.0 * gpus / f64::from(arch.hidden),
             p: ROOFLINE_P,
             step_overhead_s: config.step_overhead_s,
@@ -334,15 +344,19 @@ impl PerfModel {
     /// Tensor-parallel all-reduces of one step: 2 per layer, each a ring
     /// all-reduce of tokens × hidden BF16 activations in which every GPU
     /// sends 2 × (gpus − 1)/gpus of the message, plus a fixed latency.
+    /// Under pipeline parallelism, each stage hands the step's activations
+    /// to the next: pipeline − 1 point-to-point sends.
     fn communication_s(&self, tokens: f64) -> f64 {
+        let message_bytes = tokens * self.hidden * ACTIVATION_VALUE_BYTES;
+        let stages = f64::from(self.pipeline.max(1)) - 1.0;
+        let p2p_s = stages * (message_bytes / self.link_bytes_per_s + P2P_LATENCY_S);
         if self.gpus <= 1 {
-            return 0.0;
+            return p2p_s;
         }
         let g = f64::from(self.gpus);
-        let message_bytes = tokens * self.hidden * ACTIVATION_VALUE_BYTES;
         let sent_bytes = 2.0 * message_bytes * (g - 1.0) / g;
         let per_allreduce_s = sent_bytes / self.link_bytes_per_s + ALLREDUCE_LATENCY_S;
-        ALLREDUCES_PER_LAYER * self.layers * per_allreduce_s
+        ALLREDUCES_PER_LAYER * self.layers * per_allreduce_s + p2p_s
     }
 
     /// KV-cache capacity in tokens (derived, or the `kv_cache_tokens` override).
@@ -411,8 +425,12 @@ fn weight_fraction(config: &EngineConfig) -> f64 {
     }
 }
 
+/// Memory of one replica (all its pipeline stages) the server may fill.
 fn usable_bytes(config: &EngineConfig) -> f64 {
-    f64::from(config.gpus) * config.gpu.memory_gb * GIB_BYTES * weight_fraction(config)
+    f64::from(config.gpus * config.pipeline)
+        * config.gpu.memory_gb
+        * GIB_BYTES
+        * weight_fraction(config)
 }
 
 /// Bytes left for the KV cache: `memory_fraction` of all memory less the
@@ -429,7 +447,7 @@ fn kv_budget_bytes(config: &EngineConfig, arch: &Architecture, weight_bytes: f64
 /// Memory kept from the KV cache besides the weights: a fixed runtime
 /// reserve per GPU plus the activations of a `max_batched_tokens` forward pass.
 fn reserve_bytes(config: &EngineConfig, arch: &Architecture) -> f64 {
-    f64::from(config.gpus) * RUNTIME_RESERVE_BYTES_PER_GPU
+    f64::from(config.gpus * config.pipeline) * RUNTIME_RESERVE_BYTES_PER_GPU
         + f64::from(config.max_batched_tokens.min(ACTIVATION_TOKENS_MAX))
             * f64::from(arch.hidden)
             * ACTIVATION_BYTES_PER_TOKEN_PER_HIDDEN
@@ -438,6 +456,7 @@ fn reserve_bytes(config: &EngineConfig, arch: &Architecture) -> f64 {
 /// The fewest GPUs (up to 64) on which the weights and one KV block fit.
 fn gpus_needed(config: &EngineConfig, arch: &Architecture, weights: DType) -> Option<u32> {
     (config.gpus.saturating_add(1)..=64).find(|&gpus| {
+        // One more GPU of tensor parallelism per stage.
         let c = EngineConfig {
             gpus,
             kv_cache_tokens: None,
@@ -533,6 +552,8 @@ pub(crate) mod tests {
             step_overhead_per_seq: None,
             request_overhead: None,
             scheduler_steps: None,
+            replicas: None,
+            pipeline: None,
             slowdown: 1.0,
             noise: 0.0,
             kv_cache_tokens: None,

@@ -19,7 +19,12 @@ use infer_bench_spec::raw::{SimAdmission, SimMemoryBasis, SimProfile, SimSchedul
 pub struct EngineConfig {
     pub profile: SimProfile,
     pub gpu: Gpu,
+    /// Tensor-parallel GPUs of one pipeline stage.
     pub gpus: u32,
+    /// Pipeline stages of one replica (each `gpus` GPUs).
+    pub pipeline: u32,
+    /// Data-parallel replicas.
+    pub replicas: u32,
     pub scheduler: SimScheduler,
     pub max_num_seqs: u32,
     pub max_batched_tokens: u32,
@@ -212,6 +217,8 @@ pub fn resolve(
         profile,
         gpu: *gpu,
         gpus: target.gpus,
+        pipeline: target.pipeline.unwrap_or(1).max(1),
+        replicas: target.replicas.unwrap_or(1).max(1),
         scheduler: target.scheduler.unwrap_or(d.scheduler),
         max_num_seqs: target.max_num_seqs.unwrap_or(d.max_num_seqs),
         max_batched_tokens: target.max_batched_tokens.unwrap_or(d.max_batched_tokens),

@@ -8,6 +8,7 @@
 
 use serde::Deserialize;
 
+use super::cluster::Cluster;
 use super::engine::Engine;
 use super::perf::PerfModel;
 use super::profile::{self, EngineConfig};
@@ -184,7 +185,8 @@ pub fn text_bytes(n: u32, offset: u64) -> u32 {
 /// What the simulator of one point is: its engine (idle), the names it
 /// serves, its run-to-run noise and seed, and how it describes itself.
 pub struct Setup {
-    pub engine: Engine,
+    /// Its engines: one per data-parallel replica and pipeline micro-batch.
+    pub engine: Cluster,
     /// Every setting of the simulated server, defaults resolved.
     pub config: EngineConfig,
     pub served: Vec<String>,
@@ -216,8 +218,13 @@ impl Setup {
         let config = profile::resolve(sim, arch, weights, kv)?;
         let perf = PerfModel::new(&config, arch, weights)?;
         let kv = config.kv_dtype;
-        let engine = Engine::new(perf, &config);
-        let kv_cache_tokens = u64::from(engine.max_model_len_tokens());
+        let engines = (config.replicas * config.pipeline) as usize;
+        let engine = Cluster::new(
+            (0..engines)
+                .map(|_| Engine::new(perf.clone(), &config))
+                .collect(),
+        );
+        let kv_cache_tokens = engine.stats().kv_capacity_tokens;
         let mut served = vec![
             cfg.served_name().to_string(),
             cfg.model.served_name.clone(),
@@ -232,7 +239,13 @@ impl Setup {
             name: Some("infer-bench-sim".into()),
             version: Some(env!("CARGO_PKG_VERSION").into()),
             model: Some(
-                format!("{} on {}x {gpu} ({:?})", cfg.model.name, sim.gpus, weights).to_lowercase(),
+                format!(
+                    "{} on {}x {gpu} ({:?})",
+                    cfg.model.name,
+                    sim.total_gpus(),
+                    weights
+                )
+                .to_lowercase(),
             ),
             log: None,
             kv_dtype: Some(format!("{kv:?}").to_lowercase()),

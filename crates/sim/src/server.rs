@@ -18,7 +18,8 @@ use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use super::engine::{Engine, EngineStats};
+use super::cluster::Cluster;
+use super::engine::{EngineStats, Step};
 use super::request::{self, Accepted, Setup, speed_of, text_of};
 use crate::http::{self, BodySender, Request, Response};
 use infer_bench_spec::plan::PointConfig;
@@ -199,22 +200,27 @@ fn set_timer_slack() {
     }
 }
 
-/// The engine thread: admit, step, sleep until the step's end on an
-/// absolute schedule, deliver tokens.
+/// The engine thread: admit, step, sleep until a step's end on an absolute
+/// schedule, deliver tokens. Each engine of the deployment (a replica, or
+/// a pipeline's micro-batch) keeps a schedule of its own; with one engine
+/// this is the plain loop.
 fn drive(
-    mut engine: Engine,
+    mut cluster: Cluster,
     rx: std_mpsc::Receiver<Cmd>,
     shared: Arc<Shared>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     speed: Arc<AtomicU64>,
 ) {
     set_timer_slack();
+    let n = cluster.len();
     let mut streams: HashMap<u64, mpsc::UnboundedSender<Out>> = HashMap::new();
-    // The end of the previous step: the next one starts there when the
-    // engine is busy, so OS jitter does not accumulate.
-    let mut clock: Option<Instant> = None;
+    // Per engine, the end of its previous step: the next one starts there
+    // when the engine is busy, so OS jitter does not accumulate; and the
+    // step under way, with its end.
+    let mut clock: Vec<Option<Instant>> = vec![None; n];
+    let mut under_way: Vec<Option<(Instant, Step)>> = (0..n).map(|_| None).collect();
     let apply = |cmd: Cmd,
-                 engine: &mut Engine,
+                 cluster: &mut Cluster,
                  streams: &mut HashMap<u64, mpsc::UnboundedSender<Out>>| match cmd {
         Cmd::Submit {
             id,
@@ -222,43 +228,68 @@ fn drive(
             max_tokens,
             tx,
         } => {
-            engine.submit(id, prompt_tokens, max_tokens);
+            cluster.submit(id, prompt_tokens, max_tokens);
             streams.insert(id, tx);
         }
         Cmd::Cancel(id) => {
-            engine.cancel(id);
+            cluster.cancel(id);
             streams.remove(&id);
         }
     };
     while !stop.load(Ordering::Relaxed) {
         while let Ok(cmd) = rx.try_recv() {
-            apply(cmd, &mut engine, &mut streams);
+            apply(cmd, &mut cluster, &mut streams);
         }
-        let Some(step) = engine.step() else {
-            *shared.stats.lock() = Some(engine.stats());
-            clock = None;
+        // Every idle engine with work starts its next step.
+        let factor = f64::from_bits(speed.load(Ordering::Relaxed));
+        for i in 0..n {
+            if under_way[i].is_some() {
+                continue;
+            }
+            let Some(step) = cluster.step(i) else {
+                clock[i] = None;
+                continue;
+            };
+            let now = Instant::now();
+            let start = match clock[i] {
+                Some(c) if c + Duration::from_millis(2) >= now => c,
+                Some(c) => {
+                    // Behind schedule: the host, not the model, set this pace.
+                    let late = now.duration_since(c).as_micros() as u64;
+                    shared.lag_sum_us.fetch_add(late, Ordering::Relaxed);
+                    shared.lag_max_us.fetch_max(late, Ordering::Relaxed);
+                    shared.lag_late_steps.fetch_add(1, Ordering::Relaxed);
+                    now
+                }
+                None => now,
+            };
+            let end = start + Duration::from_secs_f64((step.duration * factor).max(0.0));
+            under_way[i] = Some((end, step));
+        }
+        *shared.stats.lock() = Some(cluster.stats());
+        let Some(end) = under_way.iter().flatten().map(|(e, _)| *e).min() else {
             match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(cmd) => apply(cmd, &mut engine, &mut streams),
+                Ok(cmd) => apply(cmd, &mut cluster, &mut streams),
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
             }
             continue;
         };
-        let factor = f64::from_bits(speed.load(Ordering::Relaxed));
-        let now = Instant::now();
-        let start = match clock {
-            Some(c) if c + Duration::from_millis(2) >= now => c,
-            Some(c) => {
-                // Behind schedule: the host, not the model, set this pace.
-                let late = now.duration_since(c).as_micros() as u64;
-                shared.lag_sum_us.fetch_add(late, Ordering::Relaxed);
-                shared.lag_max_us.fetch_max(late, Ordering::Relaxed);
-                shared.lag_late_steps.fetch_add(1, Ordering::Relaxed);
-                now
+        // An idle engine takes a request that arrives before the others'
+        // steps end.
+        if under_way.iter().any(Option::is_none) {
+            let left = end.saturating_duration_since(Instant::now());
+            if left > Duration::from_micros(300) {
+                match rx.recv_timeout(left - Duration::from_micros(200)) {
+                    Ok(cmd) => {
+                        apply(cmd, &mut cluster, &mut streams);
+                        continue;
+                    }
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                }
             }
-            None => now,
-        };
-        let end = start + Duration::from_secs_f64((step.duration * factor).max(0.0));
+        }
         loop {
             let now = Instant::now();
             if now >= end || stop.load(Ordering::Relaxed) {
@@ -271,22 +302,31 @@ fn drive(
                 std::hint::spin_loop();
             }
         }
-        clock = Some(end);
-        for (id, n) in &step.tokens {
-            if let Some(tx) = streams.get(id) {
-                if tx.send(Out::Tokens(*n)).is_err() {
-                    engine.cancel(*id);
-                    streams.remove(id);
+        let now = Instant::now();
+        for i in 0..n {
+            if under_way[i].as_ref().is_none_or(|(e, _)| *e > now) {
+                continue;
+            }
+            let Some((end, step)) = under_way[i].take() else {
+                continue;
+            };
+            clock[i] = Some(end);
+            for (id, n) in &step.tokens {
+                if let Some(tx) = streams.get(id) {
+                    if tx.send(Out::Tokens(*n)).is_err() {
+                        cluster.cancel(*id);
+                        streams.remove(id);
+                    }
                 }
             }
-        }
-        for id in &step.finished {
-            if let Some(tx) = streams.remove(id) {
-                let _ = tx.send(Out::Done);
+            for id in &step.finished {
+                if let Some(tx) = streams.remove(id) {
+                    let _ = tx.send(Out::Done);
+                }
             }
+            shared.steps_total.fetch_add(1, Ordering::Relaxed);
         }
-        shared.steps_total.fetch_add(1, Ordering::Relaxed);
-        *shared.stats.lock() = Some(engine.stats());
+        *shared.stats.lock() = Some(cluster.stats());
     }
 }
 

@@ -112,6 +112,12 @@ pub struct SimTarget {
     pub request_overhead: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_steps: Option<u32>,
+    /// Data-parallel replicas (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// Pipeline-parallel stages (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<u32>,
     pub slowdown: f64,
     pub noise: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +130,15 @@ pub struct SimTarget {
     /// How a waiting request is admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<SimAdmission>,
+}
+
+impl SimTarget {
+    /// Every GPU the deployment uses: tensor × pipeline × data parallel.
+    pub fn total_gpus(&self) -> u32 {
+        self.gpus
+            .saturating_mul(self.pipeline.unwrap_or(1))
+            .saturating_mul(self.replicas.unwrap_or(1))
+    }
 }
 
 /// Number formats of weights and KV cache.

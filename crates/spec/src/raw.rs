@@ -185,6 +185,17 @@ pub struct RawSimTuning {
     /// way. Default: the profile's; "0ms" for an engine without a server.
     #[serde(default)]
     pub request_overhead: Option<Duration>,
+    /// Data-parallel copies of the server, each on `gpus` × `pipeline` GPUs
+    /// of its own; a request goes to the least loaded. Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1024))]
+    pub replicas: Option<u32>,
+    /// Pipeline-parallel stages, each on `gpus` tensor-parallel GPUs: the
+    /// layers are split over them and as many micro-batches run at once.
+    /// Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 64))]
+    pub pipeline: Option<u32>,
     /// Steps run per scheduling decision (vLLM 0.6's --num-scheduler-steps):
     /// the host overhead is paid once per that many steps, and new requests
     /// join only at a scheduling step. Default 1.

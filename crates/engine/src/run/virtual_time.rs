@@ -38,7 +38,8 @@ use crate::backend::record::OutputEvent;
 use crate::backend::{Backend, ErrorClass, Failure, Prepared, RequestRecord};
 use crate::telemetry::prom;
 use crate::telemetry::scrape::{self, Values};
-use infer_bench_sim::engine::{Engine, Step};
+use infer_bench_sim::cluster::Cluster;
+use infer_bench_sim::engine::Step;
 use infer_bench_sim::request::{self, Setup};
 use infer_bench_sim::server::{Lag, exposition};
 use infer_bench_spec::plan::PointConfig;
@@ -130,7 +131,7 @@ struct Sim<'a, B: Backend> {
     /// besides requests in flight.
     pending: u64,
     // The server.
-    engine: Engine,
+    engine: Cluster,
     speed: f64,
     served: Vec<String>,
     max_len: u32,
@@ -138,7 +139,8 @@ struct Sim<'a, B: Backend> {
     /// The server's own time before the engine sees a request.
     request_overhead_ns: u64,
     chat: bool,
-    busy: Option<(u64, Step)>,
+    /// Per engine of the deployment, the step under way and its end.
+    busy: Vec<Option<(u64, Step)>>,
     flights: HashMap<u64, Flight>,
     next_id: u64,
     // The client.
@@ -214,6 +216,7 @@ pub fn run_once_virtual<B: Backend>(
     let max_len = setup.engine.max_model_len_tokens();
     let per_event = setup.engine.tokens_per_event();
     let request_overhead_ns = (setup.engine.request_overhead_s() * 1e9).round() as u64;
+    let engines = setup.engine.len();
     let mut sim = Sim {
         backend,
         load,
@@ -231,7 +234,7 @@ pub fn run_once_virtual<B: Backend>(
         per_event,
         request_overhead_ns,
         chat: cfg.workload.api == Api::Chat,
-        busy: None,
+        busy: (0..engines).map(|_| None).collect(),
         flights: HashMap::new(),
         next_id: 1,
         items: Box::new(items),
@@ -264,7 +267,7 @@ pub fn run_once_virtual<B: Backend>(
         sim.schedule(every, Ev::Scrape);
     }
     sim.start(limit, first_active);
-    sim.start_step();
+    sim.start_idle();
     let interrupted = sim.run_events();
     sim.sample();
     Ok(sim.finish(interrupted))
@@ -335,12 +338,18 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.heap.pop();
             }
             let next_ev = self.heap.peek().map(|Reverse(t)| t.at);
-            let step_end = self.busy.as_ref().map(|(t, _)| *t);
+            // The first engine's step to end (the lowest index on a tie).
+            let step_end = self
+                .busy
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| b.as_ref().map(|(t, _)| (*t, i)))
+                .min();
             match (step_end, next_ev) {
                 (None, None) => return false,
-                (Some(s), e) if e.is_none_or(|e| s <= e) => {
+                (Some((s, i)), e) if e.is_none_or(|e| s <= e) => {
                     self.now = s;
-                    self.end_step();
+                    self.end_step(i);
                 }
                 _ => {
                     let Some(Reverse(t)) = self.heap.pop() else {
@@ -356,9 +365,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                     if self.heap.peek().is_some_and(|Reverse(n)| n.at == self.now) {
                         continue;
                     }
-                    if self.busy.is_none() {
-                        self.start_step();
-                    }
+                    self.start_idle();
                 }
             }
         }
@@ -382,18 +389,27 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.scrapes.push((self.at(self.now), values));
     }
 
-    fn start_step(&mut self) {
-        if let Some(step) = self.engine.step() {
+    fn start_step(&mut self, i: usize) {
+        if let Some(step) = self.engine.step(i) {
             self.steps += 1;
             let ns = (step.duration * self.speed * 1e9).max(0.0).round() as u64;
-            self.busy = Some((self.now + ns, step));
+            self.busy[i] = Some((self.now + ns, step));
         }
     }
 
-    /// A step ends: its tokens arrive, the next step is planned, then the
-    /// finished requests end (and their slots send again).
-    fn end_step(&mut self) {
-        let Some((_, step)) = self.busy.take() else {
+    /// Every idle engine with work starts its next step.
+    fn start_idle(&mut self) {
+        for i in 0..self.busy.len() {
+            if self.busy[i].is_none() {
+                self.start_step(i);
+            }
+        }
+    }
+
+    /// Engine `i`'s step ends: its tokens arrive, its next step is planned,
+    /// then the finished requests end (and their slots send again).
+    fn end_step(&mut self, i: usize) {
+        let Some((_, step)) = self.busy[i].take() else {
             return;
         };
         for &(id, n) in &step.tokens {
@@ -417,16 +433,14 @@ impl<'a, B: Backend> Sim<'a, B> {
             }
             f.last_event_ns = now;
         }
-        self.start_step();
+        self.start_step(i);
         for id in &step.finished {
             if let Some(f) = self.flights.remove(id) {
                 self.answered(*id, f);
             }
         }
         // An engine left idle takes what the finished requests' slots sent.
-        if self.busy.is_none() {
-            self.start_step();
-        }
+        self.start_idle();
     }
 
     /// A request the server finished: the response is complete.
@@ -473,7 +487,9 @@ impl<'a, B: Backend> Sim<'a, B> {
             Ev::Scrape => {
                 self.sample();
                 // Read on while anything is left to happen.
-                let more = self.pending > 0 || self.busy.is_some() || !self.flights.is_empty();
+                let more = self.pending > 0
+                    || self.busy.iter().any(Option::is_some)
+                    || !self.flights.is_empty();
                 if let (true, Some(every)) = (more, self.scrape_ns) {
                     self.schedule(self.now + every, Ev::Scrape);
                 }

@@ -135,6 +135,20 @@ impl Cx<'_> {
                     self.float_in(&sk("slowdown"), tune.slowdown, 0.001, MAX_SLOWDOWN);
                 }
                 self.count_in(
+                    &sk("replicas"),
+                    tune.replicas.map(u64::from),
+                    1,
+                    1024,
+                    "a number of replicas",
+                );
+                self.count_in(
+                    &sk("pipeline"),
+                    tune.pipeline.map(u64::from),
+                    1,
+                    64,
+                    "a number of pipeline stages",
+                );
+                self.count_in(
                     &sk("scheduler_steps"),
                     tune.scheduler_steps.map(u64::from),
                     1,
@@ -156,6 +170,8 @@ impl Cx<'_> {
                     step_overhead_per_seq: tune.step_overhead_per_seq,
                     request_overhead: tune.request_overhead,
                     scheduler_steps: tune.scheduler_steps,
+                    replicas: tune.replicas,
+                    pipeline: tune.pipeline,
                     slowdown: tune.slowdown.unwrap_or(1.0),
                     noise: match tune.noise {
                         Some(n) if !(0.0..0.5).contains(&n) => {
