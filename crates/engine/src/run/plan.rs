@@ -197,13 +197,14 @@ pub fn run_plan_on(
             }
         };
         if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
-            // What decides a simulator's answers besides its GPU.
+            // What decides a simulator's answers besides its GPU, on a line
+            // of its own under the server's.
             let kv = server
                 .info()
                 .filter(|i| i.kv_dtype.is_some())
                 .map(|i| {
                     format!(
-                        " ({} profile, {} scheduler, {} sequences and {} tokens a step; KV cache {}, {} tokens; admission {})",
+                        "\n  {} profile, {} scheduler, {} sequences and {} tokens a step; KV cache {}, {} tokens; admission {}",
                         i.profile.unwrap_or_default(),
                         i.scheduler.unwrap_or_default(),
                         i.max_num_seqs.unwrap_or(0),
@@ -216,7 +217,7 @@ pub fn run_plan_on(
                 .unwrap_or_default();
             if matches!(server, Server::Virtual(_)) {
                 eprintln!(
-                    "{}: simulated in virtual time{kv}: no server, no sockets, an ideal client",
+                    "{}: simulated in virtual time: no server, no sockets, an ideal client{kv}",
                     group_name(first)
                 );
             } else {
