@@ -356,6 +356,8 @@ impl BodyTemplate {
 /// The OpenAI-compatible client of one target and point.
 pub struct OpenAi {
     client: reqwest::Client,
+    /// No pool: every request on a new connection (for resends).
+    fresh: reqwest::Client,
     url: reqwest::Url,
     /// `{base_url}/models`: what [`Backend::warm`] asks to open connections.
     models_url: reqwest::Url,
@@ -474,11 +476,21 @@ impl OpenAi {
         let returning = Arc::new(super::connect::Returning::default());
         let client = builder(o)?
             .connector_layer(super::connect::ConnectTimer::new(returning.clone()))
+            .default_headers(headers.clone())
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        // The resend of a request whose kept-alive connection was lost goes
+        // on a connection of its own: from the pool it could take another
+        // the server is closing (llama-server closes one after 5 requests).
+        let fresh = builder(o)?
+            .pool_max_idle_per_host(0)
+            .connector_layer(super::connect::ConnectTimer::new(returning.clone()))
             .default_headers(headers)
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(OpenAi {
             client,
+            fresh,
             url,
             models_url,
             connect_timeout: o.connect_timeout,
@@ -509,7 +521,12 @@ impl OpenAi {
             rec.t_send = Instant::now();
             let total_deadline = rec.t_send + t.total.as_std();
             let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
-            let sent = super::connect::timed(self.client.execute(request));
+            let client = if attempt == 0 {
+                &self.client
+            } else {
+                &self.fresh
+            };
+            let sent = super::connect::timed(client.execute(request));
             let sent = tokio::time::timeout_at(first_deadline.into(), sent)
                 .await
                 .map(|(r, connect_ns)| {
