@@ -209,7 +209,7 @@ kind = "openai"
 launch = {{ command = ["sleep", "30"], startup_timeout = "2s", stop_grace = "1s" }}
 [targets.dies]
 kind = "openai"
-launch = {{ command = ["timeout", "1.5", "{server}", "-m", "{model}", "--port", "{{port}}", "-np", "2", "-t", "1"] }}
+launch = {{ command = ["timeout", "--signal=KILL", "1.5", "{server}", "-m", "{model}", "--port", "{{port}}", "-np", "2", "-t", "1"] }}
 [targets.good]
 kind = "openai"
 launch = {{ command = ["{server}", "-m", "{model}", "--port", "{{port}}", "-np", "2", "-t", "1"] }}
