@@ -307,6 +307,21 @@ pub struct Arch {
     pub source: &'static str,
 }
 
+/// DeepSeek-V3's shape, which DeepSeek-R1 shares.
+const DEEPSEEK_V3: Arch = Arch {
+    id: "deepseek-v3",
+    params_b: 671.0,
+    active_params_b: 36.7,
+    layers: 61,
+    hidden: 7168,
+    heads: 128,
+    kv_heads: 128,
+    head_dim: 192,
+    context_tokens: 163_840,
+    kv_latent_dim: Some(576),
+    source: "deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense then 58 with 8 of 256 routed experts and a shared one; MLA with kv_lora_rank 512 and qk_rope_head_dim 64: 576 values a token and layer; q/k heads of 128 + 64) and README_WEIGHTS (671B total, 36.7B activated)",
+};
+
 /// Well-known open models.
 pub const MODELS: &[Arch] = &[
     Arch {
@@ -556,31 +571,11 @@ pub const MODELS: &[Arch] = &[
         kv_latent_dim: None,
         source: "meta-llama/Llama-4-Maverick-17B-128E config and model card (400B total, 17B activated: 1 of 128 experts and a shared one on every other layer)",
     },
-    Arch {
-        id: "deepseek-v3",
-        params_b: 671.0,
-        active_params_b: 36.7,
-        layers: 61,
-        hidden: 7168,
-        heads: 128,
-        kv_heads: 128,
-        head_dim: 192,
-        context_tokens: 163_840,
-        kv_latent_dim: Some(576),
-        source: "deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense then 58 with 8 of 256 routed experts and a shared one; MLA with kv_lora_rank 512 and qk_rope_head_dim 64: 576 values a token and layer; q/k heads of 128 + 64) and README_WEIGHTS (671B total, 36.7B activated)",
-    },
+    DEEPSEEK_V3,
     Arch {
         id: "deepseek-r1",
-        params_b: 671.0,
-        active_params_b: 36.7,
-        layers: 61,
-        hidden: 7168,
-        heads: 128,
-        kv_heads: 128,
-        head_dim: 192,
-        context_tokens: 163_840,
-        kv_latent_dim: Some(576),
         source: "deepseek-ai/DeepSeek-R1 README: trained from DeepSeek-V3-Base, the same architecture (see deepseek-v3)",
+        ..DEEPSEEK_V3
     },
 ];
 /// Looks a model architecture up by its preset id.
