@@ -175,11 +175,6 @@ pub fn default_compute_efficiency(weights: DType) -> f64 {
     }
 }
 
-/// Fitted achieved fraction of peak memory bandwidth.
-pub fn default_bandwidth_efficiency() -> f64 {
-    BANDWIDTH_EFFICIENCY
-}
-
 /// The context length of a model: its preset's, else the default.
 pub fn context_tokens(arch: &Architecture) -> u32 {
     arch.context_tokens
@@ -229,9 +224,7 @@ pub fn resolve(
         compute_efficiency: target
             .compute_efficiency
             .unwrap_or_else(|| default_compute_efficiency(weights)),
-        bandwidth_efficiency: target
-            .bandwidth_efficiency
-            .unwrap_or_else(default_bandwidth_efficiency),
+        bandwidth_efficiency: target.bandwidth_efficiency.unwrap_or(BANDWIDTH_EFFICIENCY),
         step_overhead_s: secs(target.step_overhead, d.step_overhead_s),
         step_overhead_per_seq_s: secs(target.step_overhead_per_seq, d.step_overhead_per_seq_s),
         request_overhead_s: secs(target.request_overhead, d.request_overhead_s),

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::cluster::Cluster;
 use super::engine::Engine;
 use super::perf::PerfModel;
-use super::profile::{self, EngineConfig};
+use super::profile;
 use infer_bench_spec::DType;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::results::ServerInfo;
@@ -187,8 +187,6 @@ pub fn text_bytes(n: u32, offset: u64) -> u32 {
 pub struct Setup {
     /// Its engines: one per data-parallel replica and pipeline micro-batch.
     pub engine: Cluster,
-    /// Every setting of the simulated server, defaults resolved.
-    pub config: EngineConfig,
     pub served: Vec<String>,
     pub noise: f64,
     pub seed: u64,
@@ -259,7 +257,6 @@ impl Setup {
         };
         Ok(Setup {
             engine,
-            config,
             served,
             noise: sim.noise,
             seed: cfg.seed,

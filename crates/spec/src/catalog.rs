@@ -31,6 +31,21 @@ pub struct Gpu {
     pub source: &'static str,
 }
 
+/// GH200 with 96 GB of HBM3; the 144 GB part differs only in its memory.
+const GH200_96GB: Gpu = Gpu {
+    id: "gh200-96gb",
+    name: "NVIDIA GH200 480GB",
+    memory_gb: 96.0,
+    bandwidth_gbs: 4000.0,
+    bf16_tflops: 989.5,
+    fp8_tflops: Some(1979.0),
+    fp4_tflops: None,
+    int8_tops: 1979.0,
+    interconnect_gbs: 900.0,
+    tdp_w: 1000.0,
+    source: "NVIDIA GH200 Grace Hopper Superchip data sheet, 96 GB HBM3 column (dense); the sheet gives no GPU-to-GPU NVLink figure (H100's 900 GB/s assumed) and power only for the module (450-1,000 W, the maximum taken)",
+};
+
 /// The GPUs the simulator knows.
 pub const GPUS: &[Gpu] = &[
     Gpu {
@@ -202,31 +217,14 @@ pub const GPUS: &[Gpu] = &[
         tdp_w: 1200.0,
         source: "NVIDIA Blackwell data sheet, GB200 NVL72 column, per GPU (dense = half the sparsity figures; FP4 20 PFLOPS sparse); NVLink 5 1.8 TB/s; configurable up to 1,200 W",
     },
-    Gpu {
-        id: "gh200-96gb",
-        name: "NVIDIA GH200 480GB",
-        memory_gb: 96.0,
-        bandwidth_gbs: 4000.0,
-        bf16_tflops: 989.5,
-        fp8_tflops: Some(1979.0),
-        fp4_tflops: None,
-        int8_tops: 1979.0,
-        interconnect_gbs: 900.0,
-        tdp_w: 1000.0,
-        source: "NVIDIA GH200 Grace Hopper Superchip data sheet, 96 GB HBM3 column (dense); the sheet gives no GPU-to-GPU NVLink figure (H100's 900 GB/s assumed) and power only for the module (450-1,000 W, the maximum taken)",
-    },
+    GH200_96GB,
     Gpu {
         id: "gh200-144gb",
         name: "NVIDIA GH200 144G HBM3e",
         memory_gb: 144.0,
         bandwidth_gbs: 4900.0,
-        bf16_tflops: 989.5,
-        fp8_tflops: Some(1979.0),
-        fp4_tflops: None,
-        int8_tops: 1979.0,
-        interconnect_gbs: 900.0,
-        tdp_w: 1000.0,
-        source: "NVIDIA GH200 Grace Hopper Superchip data sheet, 144 GB HBM3e column (dense); NVLink and power as for the 96 GB part",
+        source: "NVIDIA GH200 Grace Hopper Superchip data sheet, 144 GB HBM3e column (dense); compute, NVLink and power as for the 96 GB part",
+        ..GH200_96GB
     },
     Gpu {
         id: "a10g",
