@@ -7,6 +7,9 @@
 //! the measurement so far (not a one-second rate that reads 0 between
 //! completions), and the whole plan's remaining time from its estimate.
 //!
+//! The message is cut to the terminal's width (`wide_msg`), never wrapped:
+//! a wrapped line cannot be redrawn in place.
+//!
 //! [`Phase`] and [`Status::line`] are pure, so what the bar says is
 //! tested without a terminal.
 
@@ -183,9 +186,9 @@ impl Ticker {
                 None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
             };
             let template = if len.is_some() {
-                "{prefix} [{bar:20}] {msg}"
+                "{prefix} [{bar:20}] {wide_msg}"
             } else {
-                "{prefix} {spinner} {msg}"
+                "{prefix} {spinner} {wide_msg}"
             };
             if let Ok(style) = ProgressStyle::with_template(template) {
                 bar.set_style(style.progress_chars("=> "));
