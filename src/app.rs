@@ -7,6 +7,23 @@ use crate::export;
 use crate::plan::Plan;
 use crate::spec;
 
+/// Draws the terminal as the command line says (`--color`, `--wide`):
+/// colour only for a terminal on stdout, unless told otherwise.
+pub fn set_look(cli: &crate::cli::Cli) {
+    use crate::export::term::{ColorChoice, Look, install, use_color};
+    use std::io::IsTerminal;
+    let choice = match cli.color {
+        crate::cli::ColorWhen::Auto => ColorChoice::Auto,
+        crate::cli::ColorWhen::Always => ColorChoice::Always,
+        crate::cli::ColorWhen::Never => ColorChoice::Never,
+    };
+    let no_color = std::env::var("NO_COLOR").ok();
+    install(Look {
+        color: use_color(choice, std::io::stdout().is_terminal(), no_color.as_deref()),
+        wide: cli.wide,
+    });
+}
+
 /// Runs one command.
 pub fn execute(command: Command) -> Result<Outcome> {
     match command {

@@ -43,6 +43,24 @@ Exit status:
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Colour verdicts, SLO results and validity in tables on stdout:
+    /// auto (only when stdout is a terminal and NO_COLOR is not set),
+    /// always, or never. Files and piped output are never coloured
+    /// under auto.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    pub color: ColorWhen,
+    /// Show every column of the summary tables (by default they fit 120
+    /// columns and name the columns they leave out).
+    #[arg(long, global = true)]
+    pub wide: bool,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Subcommand)]

@@ -264,13 +264,31 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
     }
 
     // TPOT spread: how far the slower tenth of requests is from the median.
+    // With one request in flight at a time there is no batch to contend
+    // in: the spread is the server's own (or the lengths'), and the hint
+    // says so rather than blaming other requests.
     if let Some(t) = lat("tpot").filter(|t| t.count >= 10 && t.p50 > 0.0) {
         let spread = t.p90 / t.p50 - 1.0;
         if spread > TPOT_SPREAD {
+            let cause = if m.concurrency_max == 1 {
+                "with one request in flight at a time no other request shares the batch: the server's own step-to-step variation (scheduling, sampling, memory bandwidth) or the requests' lengths"
+            } else {
+                "bandwidth or batching contention between requests"
+            };
             out.push(hint(
                 "tpot_spread",
-                format!("TPOT p90 is {:.0}% above its median ({:.1} against {:.1} ms): bandwidth or batching contention between requests", spread * 100.0, t.p90, t.p50),
-                &[("tpot_spread", spread), ("tpot_p50_ms", t.p50), ("tpot_p90_ms", t.p90)],
+                format!(
+                    "TPOT p90 is {:.0}% above its median ({:.1} against {:.1} ms): {cause}",
+                    spread * 100.0,
+                    t.p90,
+                    t.p50
+                ),
+                &[
+                    ("tpot_spread", spread),
+                    ("tpot_p50_ms", t.p50),
+                    ("tpot_p90_ms", t.p90),
+                    ("concurrency_max", m.concurrency_max as f64),
+                ],
             ));
         }
     }
@@ -509,6 +527,7 @@ mod tests {
             ..Default::default()
         };
         p.merged.latency_ms.insert("tpot".into(), tpot);
+        p.merged.concurrency_max = 8;
         p.telemetry = Some(PointTelemetry {
             gpu: GpuTelemetry {
                 status: GpuStatus::Sampled,
@@ -548,11 +567,16 @@ mod tests {
             "{h:#?}"
         );
         assert_eq!(h[0].evidence["dispatch_lag_p99_ms"], 12.5);
+        assert_eq!(h[1].evidence["concurrency_max"], 8.0);
         assert!(
             h[1].message
                 .contains("72% above its median (31.0 against 18.0 ms)"),
             "{}",
             h[1].message
+        );
+        assert!(
+            h[1].message
+                .contains("batching contention between requests")
         );
         assert!(
             h[2].message.contains("sw_power_cap 40% of samples")
@@ -571,6 +595,37 @@ mod tests {
         tel.gpu.devices.truncate(1);
         let h = hints(&p, &v);
         assert!(h.iter().any(|h| h.kind == "bandwidth_bound"));
+    }
+
+    /// At concurrency 1 there is no batch to share: the TPOT spread hint
+    /// names the server's own variation, never contention between requests.
+    #[test]
+    fn one_request_at_a_time_blames_no_batching() {
+        let mut p = point();
+        let tpot = infer_bench_results::hist::Summary {
+            count: 8,
+            p50: 10.0,
+            p90: 15.0,
+            ..Default::default()
+        };
+        p.merged.latency_ms.insert("tpot".into(), tpot);
+        // Under 10 requests: no hint at all.
+        assert!(hints(&p, &spec().validity).is_empty());
+        p.merged.latency_ms.get_mut("tpot").unwrap().count = 40;
+        for (c, contention) in [(1, false), (2, true), (64, true)] {
+            p.merged.concurrency_max = c;
+            let h = hints(&p, &spec().validity);
+            assert_eq!(h.len(), 1, "{h:#?}");
+            assert_eq!(h[0].kind, "tpot_spread");
+            assert_eq!(
+                h[0].message.contains("contention"),
+                contention,
+                "concurrency {c}: {}",
+                h[0].message
+            );
+            assert_eq!(h[0].message.contains("one request in flight"), !contention);
+            assert_eq!(h[0].evidence["concurrency_max"], c as f64);
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod summary;
 pub mod summary_details;
 pub mod table;
 pub mod telemetry;
+pub mod term;
 pub mod verdict;
 pub mod xml;
 

@@ -1,10 +1,120 @@
 //! The terminal summary of a run: one row per point with the numbers
 //! people look at first, the points' telemetry where there is some, then
-//! what made points invalid or failed.
+//! what made points invalid or failed, and every finding (pre-flight
+//! checks, warnings, hints) once: a finding several points share is one
+//! line that names them ("all 6 points: pre-flight: ..."), never a line per
+//! point. The run prints findings nowhere else (the live progress on
+//! stderr shows only progress), so each is read once.
+//!
+//! Narrow by default: the table fits [`crate::term::WIDTH`] columns by
+//! leaving out, in the order of [`NARROW_DROPS`], the columns that do not
+//! fit (and says which); `--wide` shows them all. An SLO failure's cell
+//! says FAIL and a note names the SLOs that failed; in a wide table the
+//! cell names them itself.
 
 use super::table::{Align, Table};
+use crate::term::Look;
 use infer_bench_judge::compare::tls_insecure_targets;
 use infer_bench_spec::results::{PointStatus, Results};
+
+/// The summary's columns a narrow table leaves out first, in this order,
+/// until it fits: what a person needs at a glance stays (throughput, TTFT,
+/// TPOT, SLO, validity).
+pub const NARROW_DROPS: &[&str] = &[
+    "ITL p99",
+    "E2E p50",
+    "$/1M out",
+    "goodput",
+    "TTFT p99",
+    "err",
+    "out tok/s",
+];
+
+/// Findings gathered over the points, each once with the points it was
+/// found at, in the order first seen. Findings of one kind are one when
+/// their keys are equal: the message itself, or a pre-flight check's name
+/// (its message carries figures that differ point to point, e.g. how busy
+/// the machine was); the line then quotes the first point's message.
+#[derive(Default)]
+pub(crate) struct Findings {
+    seen: Vec<Finding>,
+}
+
+struct Finding {
+    kind: String,
+    key: String,
+    message: String,
+    slugs: Vec<String>,
+    /// Another point's message (same key) said other figures.
+    differs: bool,
+}
+
+impl Findings {
+    /// `kind` is what the line says before the message ("pre-flight",
+    /// "hint", ...; "" for none).
+    pub(crate) fn add(&mut self, slug: &str, kind: &str, message: &str) {
+        self.add_keyed(slug, kind, message, message);
+    }
+
+    /// As `add`, one with every finding of `kind` whose `key` is equal.
+    pub(crate) fn add_keyed(&mut self, slug: &str, kind: &str, key: &str, message: &str) {
+        match self
+            .seen
+            .iter_mut()
+            .find(|f| f.kind == kind && f.key == key)
+        {
+            Some(f) => {
+                if !f.slugs.iter().any(|s| s == slug) {
+                    f.slugs.push(slug.to_string());
+                }
+                f.differs |= f.message != message;
+            }
+            None => self.seen.push(Finding {
+                kind: kind.into(),
+                key: key.into(),
+                message: message.into(),
+                slugs: vec![slug.to_string()],
+                differs: false,
+            }),
+        }
+    }
+
+    /// One line per finding: "slug: kind: message" for one point, "all N
+    /// points: ..." or "N points (a, b, c and 2 more): ..." for several.
+    pub(crate) fn lines(&self, points: usize) -> Vec<String> {
+        const NAMES: usize = 3;
+        self.seen
+            .iter()
+            .map(|f| {
+                let slugs = &f.slugs;
+                let who = match slugs.len() {
+                    1 => slugs[0].clone(),
+                    n if n == points => format!("all {n} points"),
+                    n if n <= NAMES => format!("{n} points ({})", slugs.join(", ")),
+                    n => format!(
+                        "{n} points ({} and {} more)",
+                        slugs[..NAMES].join(", "),
+                        n - NAMES
+                    ),
+                };
+                let message = if f.differs {
+                    format!(
+                        "{} (figures of {}; each point's are in results.json)",
+                        f.message, slugs[0]
+                    )
+                } else {
+                    f.message.clone()
+                };
+                match f.kind.as_str() {
+                    "" => format!("{who}: {message}"),
+                    "INVALID" if slugs.len() == 1 => format!("{who} is INVALID: {message}"),
+                    "INVALID" => format!("{who} are INVALID: {message}"),
+                    k => format!("{who}: {k}: {message}"),
+                }
+            })
+            .collect()
+    }
+}
 
 fn f(x: f64, digits: usize) -> String {
     if x.is_finite() {
@@ -14,8 +124,14 @@ fn f(x: f64, digits: usize) -> String {
     }
 }
 
-/// The summary table and notes.
+/// The summary table and notes, drawn as the command line said
+/// ([`crate::term::current`]).
 pub fn table(r: &Results) -> String {
+    render(r, crate::term::current())
+}
+
+/// The summary table and notes, drawn with `look`.
+pub fn render(r: &Results, look: Look) -> String {
     let mut t = Table::new(&[
         ("point", Align::Left),
         ("ok", Align::Right),
@@ -33,6 +149,7 @@ pub fn table(r: &Results) -> String {
         ("valid", Align::Left),
     ]);
     let mut notes = Vec::new();
+    let mut findings = Findings::default();
     for p in &r.points {
         let s = &p.merged;
         let ms = |m: &str, q: fn(&infer_bench_results::hist::Summary) -> f64| {
@@ -41,7 +158,22 @@ pub fn table(r: &Results) -> String {
                 .map(|x| f(q(x), 1))
                 .unwrap_or_else(|| "-".into())
         };
-        let slo = crate::report::slo_text(p);
+        let slo = match p.slo_pass {
+            // Narrow: the failed SLOs are named in a note, not the cell.
+            Some(false) if !look.wide => {
+                let failed: Vec<String> = p
+                    .slo
+                    .iter()
+                    .filter(|x| !x.pass)
+                    .map(|x| crate::slo_name(&x.metric, &x.expr))
+                    .collect();
+                if !failed.is_empty() {
+                    findings.add(&p.slug, "SLO failed", &failed.join("; "));
+                }
+                "FAIL".to_string()
+            }
+            _ => crate::report::slo_text(p),
+        };
         let valid = match (p.status, p.valid) {
             (PointStatus::Failed, _) => "FAILED",
             (_, true) => "yes",
@@ -68,24 +200,21 @@ pub fn table(r: &Results) -> String {
             valid.into(),
         ]);
         if let Some(fail) = &p.failure {
-            notes.push(format!("{}: {fail}", p.slug));
+            findings.add(&p.slug, "", fail);
         }
         for reason in &p.invalid_reasons {
             if p.status != PointStatus::Failed {
-                notes.push(format!("{} is INVALID: {reason}", p.slug));
+                findings.add(&p.slug, "INVALID", reason);
             }
         }
         for w in &p.warnings {
-            notes.push(format!("{}: warning: {w}", p.slug));
+            findings.add(&p.slug, "warning", w);
         }
         if !s.errors.is_empty() {
-            notes.push(format!(
-                "{}: failures by class: {}",
-                p.slug,
-                crate::failures_text(s)
-            ));
+            findings.add(&p.slug, "failures by class", &crate::failures_text(s));
         }
     }
+    super::summary_details::findings(r, &mut findings);
     let simulated = r
         .points
         .iter()
@@ -102,16 +231,25 @@ pub fn table(r: &Results) -> String {
         r.points.len(),
         if r.complete { "" } else { ", incomplete" }
     );
-    out.push_str(&t.render());
+    let (text, hidden) = t.render_look(look, NARROW_DROPS);
+    out.push_str(&text);
+    if !hidden.is_empty() {
+        out.push_str(&format!(
+            "(to fit {} columns, not shown: {}; --wide shows every column)\n",
+            crate::term::WIDTH,
+            hidden.join(", ")
+        ));
+    }
     let (telemetry, telemetry_notes) = super::telemetry::points(r);
     if let Some(table) = telemetry {
         out.push('\n');
         out.push_str(&table);
     }
+    notes.extend(findings.lines(r.points.len()));
     notes.extend(telemetry_notes);
     for table in [
-        super::summary_details::mix_table(r),
-        super::summary_details::memory_table(r),
+        super::summary_details::mix_table(r, look),
+        super::summary_details::memory_table(r, look),
     ]
     .into_iter()
     .flatten()
@@ -119,7 +257,6 @@ pub fn table(r: &Results) -> String {
         out.push('\n');
         out.push_str(&table);
     }
-    notes.extend(super::summary_details::notes(r));
     for name in tls_insecure_targets(r) {
         notes.push(format!(
             "⚠ TLS verification was off for target {name} (tls_insecure = true)"

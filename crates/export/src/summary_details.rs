@@ -1,7 +1,7 @@
 //! The details under the run summary (`summary::table`): what an expert
 //! reads beyond the headline numbers, as text: each workload of a mix,
-//! memory by phase, and per point the pre-flight findings and bottleneck
-//! hints.
+//! memory by phase, and the points' pre-flight findings and bottleneck
+//! hints (said once each by the summary's notes).
 
 use super::table::{Align, Table};
 use infer_bench_spec::results::Results;
@@ -16,7 +16,7 @@ fn num(x: Option<f64>, digits: usize) -> String {
 }
 
 /// The mixed points' parts, one row each; `None` without a mix.
-pub fn mix_table(r: &Results) -> Option<String> {
+pub fn mix_table(r: &Results, look: crate::term::Look) -> Option<String> {
     let mut t = Table::new(&[
         ("point", Align::Left),
         ("workload", Align::Left),
@@ -56,11 +56,16 @@ pub fn mix_table(r: &Results) -> Option<String> {
             ]);
         }
     }
-    (!t.is_empty()).then(|| format!("workloads of each mix\n\n{}", t.render()))
+    (!t.is_empty()).then(|| {
+        let (text, _) = t.render_look(look, &["in tok p50", "E2E p50", "TTFT p99", "weight"]);
+        format!("workloads of each mix\n\n{text}")
+    })
 }
 
 /// Memory by phase, one row per point that has it; `None` otherwise.
-pub fn memory_table(r: &Results) -> Option<String> {
+/// Narrow, the columns with nothing in them (GPU memory of a simulator)
+/// are left out.
+pub fn memory_table(r: &Results, look: crate::term::Look) -> Option<String> {
     let mut t = Table::new(&[
         ("point", Align::Left),
         ("prefill-heavy s", Align::Right),
@@ -98,19 +103,32 @@ pub fn memory_table(r: &Results) -> Option<String> {
             num(gpu_max(&|g| g.used.decode_peak), 1),
         ]);
     }
-    (!t.is_empty()).then(|| format!("memory by phase of the request timeline\n\n{}", t.render()))
+    (!t.is_empty()).then(|| {
+        let (text, _) = t.render_look(
+            look,
+            &[
+                "GiB before server",
+                "GiB after load",
+                "KV peak prefill %",
+                "KV peak decode %",
+                "GiB peak prefill",
+                "GiB peak decode",
+            ],
+        );
+        format!("memory by phase of the request timeline\n\n{text}")
+    })
 }
 
-/// Notes: every point's pre-flight findings and hints.
-pub fn notes(r: &Results) -> Vec<String> {
-    let mut out = Vec::new();
+/// Every point's pre-flight findings and hints, into `out` (which says
+/// each once, with the points it was found at).
+pub(crate) fn findings(r: &Results, out: &mut super::summary::Findings) {
     for p in &r.points {
         for f in &p.preflight {
-            out.push(format!("{}: pre-flight: {}", p.slug, f.message));
+            let key = format!("{}/{:?}", f.check, f.gpu);
+            out.add_keyed(&p.slug, "pre-flight", &key, &f.message);
         }
         for h in &p.hints {
-            out.push(format!("{}: hint: {}", p.slug, h.message));
+            out.add(&p.slug, "hint", &h.message);
         }
     }
-    out
 }

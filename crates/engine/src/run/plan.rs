@@ -168,6 +168,19 @@ pub fn run_plan_on(
     };
     let total = plan.points.len();
     let mut done = 0usize;
+    // The plan's estimated time left after each point (in the order they
+    // run), for the progress bar's ETA; `None` where a later point ends
+    // by request count.
+    let mut after: Vec<Option<f64>> = vec![Some(0.0); plan.points.len()];
+    let mut left = Some(0.0);
+    for &i in order.iter().flatten().rev() {
+        after[i] = left;
+        left = left
+            .zip(infer_bench_spec::plan::estimate_seconds(
+                &plan.points[i].config,
+            ))
+            .map(|(a, b)| a + b);
+    }
     for group in order {
         if interrupt.is_set() {
             break;
@@ -252,6 +265,7 @@ pub fn run_plan_on(
                 opts,
                 timetable.as_ref(),
                 &label,
+                after[i],
                 &tel,
                 &before_server,
             );

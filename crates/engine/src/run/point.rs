@@ -86,13 +86,16 @@ pub(super) fn run_point(
     opts: &RunOptions,
     timetable: Option<&super::agent::Timetable>,
     label: &str,
+    after_s: Option<f64>,
     tel: &TelemetryEnv<'_>,
     before_server: &BTreeMap<u32, u64>,
 ) -> PointOutcome {
     let cfg = &p.config;
     let findings = super::preflight::check(cfg, tel.config.gpu, tel.gpus, tel.host, server.pid());
-    for f in &findings {
-        if opts.progress != Progress::Quiet {
+    // Said once, in the summary (which names every point a finding holds
+    // for), not also here per point; `-v` says them as they are found.
+    if opts.verbose {
+        for f in &findings {
             eprintln!("{label}: pre-flight: {}", f.message);
         }
     }
@@ -286,8 +289,9 @@ pub(super) fn run_point(
             material: material.clone(),
             slow_client: opts.slow_client,
         };
-        let ticker = (opts.progress == Progress::Live)
-            .then(|| super::progress::Ticker::start(label.to_string(), run, cfg, live.clone()));
+        let ticker = (opts.progress == Progress::Live).then(|| {
+            super::progress::Ticker::start(label.to_string(), run, cfg, live.clone(), after_s)
+        });
         let out = if virtual_time {
             match super::virtual_time::run_once_virtual(
                 &*backend,

@@ -1,13 +1,154 @@
-//! The live progress line on stderr (only when stderr is a terminal):
-//! requests done, failures, in flight, elapsed time and throughput.
+//! The live progress of a run on stderr, only when stderr is a terminal
+//! (`Progress::Live`; CI logs get one plain line per point instead): one
+//! bar per run, drawn by `indicatif`, that says which phase the run is in
+//! and its time in that phase (warm-up against the warm-up, the
+//! measurement against `duration`: warm-up is never counted against the
+//! duration), requests done and failed, in flight, the request rate over
+//! the measurement so far (not a one-second rate that reads 0 between
+//! completions), and the whole plan's remaining time from its estimate.
+//!
+//! The message is cut to the terminal's width (`wide_msg`), never wrapped:
+//! a wrapped line cannot be redrawn in place.
+//!
+//! [`Phase`] and [`Status::line`] are pure, so what the bar says is
+//! tested without a terminal.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::engine::Live;
+use infer_bench_spec::Warmup;
 use infer_bench_spec::plan::PointConfig;
+
+/// What a run is doing, from its elapsed time and its settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Phase {
+    /// Sent, not measured: seconds into the warm-up, and its length when
+    /// it is a time.
+    WarmUp(f64, Option<f64>),
+    /// Measured: seconds into the measurement, and `duration` when set.
+    Measure(f64, Option<f64>),
+    /// After `duration` (the second field): seconds the requests still in
+    /// flight have been finishing.
+    Drain(f64, f64),
+}
+
+/// A run's shape, as the ticker reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub warmup_s: Option<f64>,
+    /// Warm-up by request count: measured from the first measured
+    /// completion on.
+    pub warmup_requests: bool,
+    pub duration_s: Option<f64>,
+    /// Ends by request count.
+    pub requests: Option<u64>,
+}
+
+impl Shape {
+    pub fn of(cfg: &PointConfig) -> Shape {
+        let (warmup_s, warmup_requests) = match cfg.load.warmup {
+            Warmup::Time(d) => (Some(d.as_secs_f64()), false),
+            Warmup::Requests(_) => (None, true),
+            Warmup::None => (None, false),
+        };
+        Shape {
+            warmup_s,
+            warmup_requests,
+            duration_s: cfg.load.duration.map(|d| d.as_secs_f64()),
+            requests: cfg.load.requests,
+        }
+    }
+
+    /// The phase `elapsed` seconds into the run, `measured_since` seconds
+    /// into the run when a warm-up by count ended (first measured request).
+    pub fn phase(&self, elapsed: f64, measured_since: Option<f64>) -> Phase {
+        let start = match (self.warmup_s, self.warmup_requests) {
+            (Some(w), _) => Some(w),
+            (None, true) => measured_since,
+            (None, false) => Some(0.0),
+        };
+        match start {
+            Some(s) if elapsed >= s => {
+                let m = elapsed - s;
+                match self.duration_s {
+                    Some(d) if m > d => Phase::Drain(m - d, d),
+                    d => Phase::Measure(m, d),
+                }
+            }
+            _ => Phase::WarmUp(elapsed, self.warmup_s),
+        }
+    }
+
+    /// Seconds of the run left, when the plan can say (a run by time).
+    pub fn left_s(&self, elapsed: f64) -> Option<f64> {
+        let total = self.warmup_s.unwrap_or(0.0) + self.duration_s?;
+        Some((total - elapsed).max(0.0))
+    }
+}
+
+/// What the bar says at one instant.
+#[derive(Debug, Clone, Copy)]
+pub struct Status {
+    pub phase: Phase,
+    pub done: u64,
+    pub failed: u64,
+    pub in_flight: u64,
+    /// The plan's time left after this run, when known.
+    pub eta_s: Option<f64>,
+}
+
+impl Status {
+    /// The bar's message, e.g. "measure 1.2s/2s  91 done  0 failed  8 in
+    /// flight  75.8 req/s  plan ETA 1m04s".
+    pub fn line(&self) -> String {
+        let phase = match self.phase {
+            Phase::WarmUp(t, Some(w)) => format!("warm-up {t:.1}s/{}", secs(w)),
+            Phase::WarmUp(t, None) => format!("warm-up {t:.1}s"),
+            Phase::Measure(t, Some(d)) => format!("measure {t:.1}s/{}", secs(d)),
+            Phase::Measure(t, None) => format!("measure {t:.1}s"),
+            Phase::Drain(t, _) => format!("drain {t:.1}s"),
+        };
+        let measured = match self.phase {
+            Phase::Measure(t, _) => t,
+            Phase::Drain(t, d) => t + d,
+            Phase::WarmUp(..) => 0.0,
+        };
+        let rate = if measured > 0.0 {
+            format!("{:.1} req/s", self.done as f64 / measured)
+        } else {
+            "- req/s".into()
+        };
+        let eta = self
+            .eta_s
+            .map(|s| format!("  plan ETA {}", clock(s)))
+            .unwrap_or_default();
+        format!(
+            "{phase}  {} done  {} failed  {} in flight  {rate}{eta}",
+            self.done, self.failed, self.in_flight
+        )
+    }
+}
+
+/// "2s", "1.5s".
+fn secs(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{s:.0}s")
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
+/// "42s", "7m42s", "1h02m".
+pub fn clock(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
 
 pub struct Ticker {
     stop: Arc<AtomicBool>,
@@ -15,45 +156,79 @@ pub struct Ticker {
 }
 
 impl Ticker {
-    pub fn start(label: String, run: u32, cfg: &PointConfig, live: Arc<Live>) -> Ticker {
+    /// A bar for run `run` of the point `label`; `after_s` is the plan's
+    /// estimated time after this point's runs (`None` when some later
+    /// point ends by request count).
+    pub fn start(
+        label: String,
+        run: u32,
+        cfg: &PointConfig,
+        live: Arc<Live>,
+        after_s: Option<f64>,
+    ) -> Ticker {
+        use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let runs = cfg.load.runs;
-        let planned = cfg.load.duration.map(|d| d.as_secs_f64());
+        let shape = Shape::of(cfg);
         let thread = std::thread::spawn(move || {
             let start = Instant::now();
-            let mut last_done = 0u64;
-            let mut last_t = start;
-            let mut rate = 0.0;
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
-                let done = live.done.load(Ordering::Relaxed);
-                let now = Instant::now();
-                let dt = now.duration_since(last_t).as_secs_f64();
-                if dt >= 1.0 {
-                    rate = (done - last_done) as f64 / dt;
-                    last_done = done;
-                    last_t = now;
-                }
-                let elapsed = start.elapsed().as_secs_f64();
-                let of = planned.map(|p| format!("/{p:.0}s")).unwrap_or_default();
-                let runs_s = if runs > 1 {
-                    format!(" run {}/{runs}", run + 1)
-                } else {
-                    String::new()
-                };
-                let line = format!(
-                    "{label}{runs_s}  {elapsed:.1}s{of}  {done} done  {} failed  {} in flight  {rate:.1} req/s",
-                    live.failed.load(Ordering::Relaxed),
-                    live.in_flight.load(Ordering::Relaxed),
-                );
-                let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r\x1b[2K{line}");
-                let _ = err.flush();
+            // Length in milliseconds of a run by time, in requests of a
+            // run by count; a spinner otherwise.
+            let by_time = shape.left_s(0.0);
+            let len = match (by_time, shape.requests) {
+                (Some(t), _) => Some((t * 1000.0) as u64),
+                (None, Some(n)) => Some(n),
+                _ => None,
+            };
+            let bar = match len {
+                Some(n) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr()),
+                None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+            };
+            let template = if len.is_some() {
+                "{prefix} [{bar:20}] {wide_msg}"
+            } else {
+                "{prefix} {spinner} {wide_msg}"
+            };
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
             }
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
+            let runs_s = if runs > 1 {
+                format!(" run {}/{runs}", run + 1)
+            } else {
+                String::new()
+            };
+            bar.set_prefix(format!("{label}{runs_s}"));
+            let mut measured_since: Option<f64> = None;
+            loop {
+                let elapsed = start.elapsed().as_secs_f64();
+                let done = live.done.load(Ordering::Relaxed);
+                if done > 0 && measured_since.is_none() {
+                    measured_since = Some(elapsed);
+                }
+                let phase = shape.phase(elapsed, measured_since);
+                let this_point = shape
+                    .left_s(elapsed)
+                    .map(|left| left + (runs - run - 1) as f64 * shape.left_s(0.0).unwrap_or(0.0));
+                let status = Status {
+                    phase,
+                    done,
+                    failed: live.failed.load(Ordering::Relaxed),
+                    in_flight: live.in_flight.load(Ordering::Relaxed),
+                    eta_s: this_point.zip(after_s).map(|(a, b)| a + b),
+                };
+                match (by_time, shape.requests) {
+                    (Some(_), _) => bar.set_position((elapsed * 1000.0) as u64),
+                    (None, Some(_)) => bar.set_position(done),
+                    _ => bar.tick(),
+                }
+                bar.set_message(status.line());
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            bar.finish_and_clear();
         });
         Ticker { stop, thread }
     }
@@ -61,5 +236,81 @@ impl Ticker {
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHAPE: Shape = Shape {
+        warmup_s: Some(0.5),
+        warmup_requests: false,
+        duration_s: Some(20.0),
+        requests: None,
+    };
+
+    /// Warm-up is its own phase: 21.8 s into a run with 0.5 s of warm-up
+    /// and a 20 s duration is 1.3 s of drain, never "21.8s/20s".
+    #[test]
+    fn each_phase_counts_its_own_time() {
+        assert_eq!(SHAPE.phase(0.2, None), Phase::WarmUp(0.2, Some(0.5)));
+        assert_eq!(SHAPE.phase(1.5, None), Phase::Measure(1.0, Some(20.0)));
+        let Phase::Drain(d, 20.0) = SHAPE.phase(21.8, None) else {
+            panic!("{:?}", SHAPE.phase(21.8, None))
+        };
+        assert!((d - 1.3).abs() < 1e-9, "{d}");
+        let drain = Status {
+            phase: SHAPE.phase(21.8, None),
+            done: 42,
+            failed: 1,
+            in_flight: 2,
+            eta_s: Some(0.0),
+        };
+        assert_eq!(
+            drain.line(),
+            "drain 1.3s  42 done  1 failed  2 in flight  2.0 req/s  plan ETA 0s"
+        );
+        assert_eq!(SHAPE.left_s(0.5), Some(20.0));
+        // A warm-up by count ends with the first measured request.
+        let by_count = Shape {
+            warmup_s: None,
+            warmup_requests: true,
+            duration_s: None,
+            requests: Some(100),
+        };
+        assert_eq!(by_count.phase(3.0, None), Phase::WarmUp(3.0, None));
+        assert_eq!(by_count.phase(3.0, Some(2.0)), Phase::Measure(1.0, None));
+        assert_eq!(by_count.left_s(1.0), None);
+    }
+
+    /// The rate is over the measurement so far: 8 requests done 4 s into
+    /// the measurement at concurrency 1 is 2.0 req/s, not 0.0.
+    #[test]
+    fn the_line_says_counts_rate_and_plan_eta() {
+        let s = Status {
+            phase: SHAPE.phase(4.5, None),
+            done: 8,
+            failed: 0,
+            in_flight: 1,
+            eta_s: Some(462.0),
+        };
+        assert_eq!(
+            s.line(),
+            "measure 4.0s/20s  8 done  0 failed  1 in flight  2.0 req/s  plan ETA 7m42s"
+        );
+        let warm = Status {
+            phase: SHAPE.phase(0.3, None),
+            done: 0,
+            failed: 0,
+            in_flight: 4,
+            eta_s: None,
+        };
+        assert_eq!(
+            warm.line(),
+            "warm-up 0.3s/0.5s  0 done  0 failed  4 in flight  - req/s"
+        );
+        assert_eq!(clock(3725.0), "1h02m");
+        assert_eq!(clock(42.4), "42s");
     }
 }

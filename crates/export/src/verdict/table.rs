@@ -18,8 +18,15 @@ use infer_bench_judge::rules::RulesSource;
 /// Points named in a line before "and N more".
 const NAMES: usize = 10;
 
-/// The report as text.
+/// The report as text, drawn as the command line said
+/// ([`crate::term::current`]).
 pub fn table(r: &Report) -> String {
+    render(r, crate::term::current())
+}
+
+/// The report as text; colour from `look` on the verdict cells (every
+/// column is shown: a gate's row is read whole).
+pub fn render(r: &Report, look: crate::term::Look) -> String {
     let mut out = format!(
         "{}: judged against {} (recorded {}), confidence {}, min_runs {}{}{}\n",
         r.spec,
@@ -100,7 +107,8 @@ pub fn table(r: &Report) -> String {
                 g.note.clone().unwrap_or_default(),
             ]);
         }
-        out.push_str(&t.render());
+        let wide = crate::term::Look { wide: true, ..look };
+        out.push_str(&t.render_look(wide, &[]).0);
         out.push('\n');
     }
 
