@@ -103,6 +103,10 @@ pub fn table(r: &Results) -> String {
         if r.complete { "" } else { ", incomplete" }
     );
     out.push_str(&t.render());
+    for table in ramp_steps(r) {
+        out.push('\n');
+        out.push_str(&table);
+    }
     let (telemetry, telemetry_notes) = super::telemetry::points(r);
     if let Some(table) = telemetry {
         out.push('\n');
@@ -140,4 +144,40 @@ pub fn table(r: &Results) -> String {
         }
     }
     out
+}
+
+/// A table per ramp: one row per step, each step measured on its own.
+pub fn ramp_steps(r: &Results) -> Vec<String> {
+    r.points
+        .iter()
+        .filter(|p| !p.steps.is_empty())
+        .map(|p| {
+            let mut t = Table::new(&[
+                ("step", Align::Right),
+                ("level", Align::Left),
+                ("ok", Align::Right),
+                ("err", Align::Right),
+                ("req/s", Align::Right),
+                ("out tok/s", Align::Right),
+                ("TTFT p50", Align::Right),
+                ("TTFT p99", Align::Right),
+                ("TPOT p50", Align::Right),
+                ("TPOT p99", Align::Right),
+                ("E2E p50", Align::Right),
+                ("goodput", Align::Right),
+            ]);
+            for st in &p.steps {
+                let c = crate::report::step_cells(st);
+                // The step table's E2E p99 is left out to stay narrow.
+                t.row(
+                    c.iter()
+                        .enumerate()
+                        .filter(|(k, _)| *k != 11)
+                        .map(|(_, v)| v.clone())
+                        .collect(),
+                );
+            }
+            format!("{}: ramp steps\n{}", p.slug, t.render())
+        })
+        .collect()
 }
