@@ -484,6 +484,227 @@ const PROBE: &str = r#"<script>
 })();
 </script>"#;
 
+/// Appended after `PROBE`: what each picture and the page say, as laid
+/// out: every chart's scales, INVALID markers, label boxes that overlap;
+/// the verdict badge, the radar or the key-metrics table, ramp step rows.
+const PAGE_PROBE: &str = r#"<script>
+(function () {
+  var charts = [];
+  document.querySelectorAll('svg.chart:not(.radar)').forEach(function (s) {
+    var boxes = [];
+    s.querySelectorAll('text.lbl').forEach(function (t) { boxes.push([t.getBoundingClientRect(), t.textContent]); });
+    var overlaps = [];
+    for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+      var a = boxes[i][0], b = boxes[j][0];
+      var w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      var h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1) overlaps.push(boxes[i][1] + ' / ' + boxes[j][1]);
+    }
+    var invalid = 0, invalidTips = 0;
+    s.querySelectorAll('circle.invalid').forEach(function (c) {
+      if (c.getBBox().width > 0 && c.getAttribute('fill') === '#ffffff') invalid++;
+      var t = c.querySelector('title');
+      if (t && t.textContent.indexOf('INVALID: ') >= 0) invalidTips++;
+    });
+    var ticks = [];
+    s.querySelectorAll('text.xtick').forEach(function (t) { ticks.push(t.textContent); });
+    charts.push({ title: s.querySelector('title').textContent, yscale: s.getAttribute('data-yscale'),
+      labels: boxes.length, overlaps: overlaps, invalid: invalid, invalid_tips: invalidTips,
+      invalid_key: s.querySelectorAll('circle.invalid-key').length, xticks: ticks });
+  });
+  var badge = document.getElementById('verdict-badge');
+  var page = { charts: charts, badge: badge ? badge.textContent : null,
+    radar: document.querySelectorAll('svg.radar').length,
+    key_metrics: document.querySelectorAll('#key-metrics').length,
+    step_rows: document.querySelectorAll('tr.step').length,
+    best: (document.querySelector('#summary') || document.body).textContent.indexOf('drawn from INVALID points') >= 0 };
+  var pre = document.createElement('pre');
+  pre.id = 'page-probe';
+  pre.textContent = JSON.stringify(page);
+  document.body.appendChild(pre);
+})();
+</script>"#;
+
+/// Renders `sources` as HTML in `dir`, runs both probes in headless
+/// Chromium and screenshots the page full length; returns the page probe.
+fn probe_page(exe: &Path, dir: &Path, name: &str, sources: &[Source]) -> serde_json::Value {
+    let html = report::html::render(sources);
+    let page = dir.join(format!("{name}.html"));
+    std::fs::write(&page, &html).unwrap();
+    let probe_path = dir.join(format!("{name}-probe.html"));
+    std::fs::write(
+        &probe_path,
+        html.replace("</body>", &format!("{PAGE_PROBE}</body>")),
+    )
+    .unwrap();
+    let dom = chromium(
+        exe,
+        &dir.join(format!("profile-{name}")),
+        &["--dump-dom"],
+        &probe_path,
+    );
+    let tag = "<pre id=\"page-probe\">";
+    let start = dom.find(tag).expect("the probe ran") + tag.len();
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let json = dom[start..end]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&");
+    // The page's full height, for a full-page screenshot.
+    let png = dir.join(format!("{name}.png"));
+    chromium(
+        exe,
+        &dir.join(format!("profile-{name}-shot")),
+        &[
+            &format!("--screenshot={}", png.display()),
+            "--window-size=1400,4000",
+        ],
+        &page,
+    );
+    eprintln!("screenshot: {}", png.display());
+    serde_json::from_str(&json).unwrap()
+}
+
+/// Labels that overlap in any chart of a probed page.
+fn overlapping_labels(page: &serde_json::Value) -> Vec<String> {
+    page["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            c["overlaps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |o| format!("{}: {}", c["title"], o))
+        })
+        .collect()
+}
+
+fn chart<'a>(page: &'a serde_json::Value, title: &str) -> &'a serde_json::Value {
+    page["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["title"].as_str().unwrap().starts_with(title))
+        .unwrap_or_else(|| panic!("no chart {title}"))
+}
+
+/// Runs a committed spec on the simulator in virtual time.
+fn run_virtual(spec: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(spec.trim_end_matches(".toml"));
+    let res = cli(&[
+        "run",
+        &format!("specs/{spec}"),
+        "--virtual",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(matches!(res, Ok(Outcome(0 | 1))), "{spec}: {res:?}");
+    out
+}
+
+#[test]
+fn html_reports_of_each_kind_of_sweep_say_the_truth_in_chromium() {
+    let Some(exe) = find_chromium() else {
+        eprintln!(
+            "SKIPPED html_reports_of_each_kind_of_sweep_say_the_truth_in_chromium: no chromium on PATH"
+        );
+        return;
+    };
+    let dir = scratch("report-kinds");
+
+    // A concurrency sweep without SLOs: one configuration.
+    let conc = read(&[run_virtual("concurrency-sweep.toml", &dir)]);
+    let page = probe_page(&exe, &dir, "concurrency-sweep", &conc);
+    assert_eq!(page["badge"], "no SLOs declared", "{page}");
+    assert_eq!(page["radar"], 0, "no radar for one configuration");
+    assert_eq!(page["key_metrics"], 1);
+    assert!(
+        overlapping_labels(&page).is_empty(),
+        "{:?}",
+        overlapping_labels(&page)
+    );
+
+    // A rate sweep with SLOs: the committed results, whose points are all
+    // INVALID (the client was late), and a fresh run.
+    let rate = read(&[fixture("rate-sweep.json")]);
+    let page = probe_page(&exe, &dir, "rate-sweep-invalid", &rate);
+    let thr = chart(&page, "Output throughput");
+    assert_eq!(thr["invalid"], 4, "{thr}");
+    assert_eq!(thr["invalid_tips"], 4, "{thr}");
+    assert_eq!(thr["invalid_key"], 1, "{thr}");
+    assert_eq!(page["best"], true, "the headline says INVALID: {page}");
+    assert!(page["badge"].as_str().unwrap().ends_with(" pass"), "{page}");
+    let fresh_rate = read(&[run_virtual("rate-sweep.toml", &dir)]);
+    let page = probe_page(&exe, &dir, "rate-sweep", &fresh_rate);
+    let a = Analysis::of(&fresh_rate);
+    let ttft: Vec<f64> = (0..a.points.len())
+        .filter_map(|i| {
+            infer_bench::analysis::latency_ms(
+                a.point(&fresh_rate, i),
+                infer_bench::metric::Metric::Ttft,
+                99.0,
+            )
+        })
+        .chain([300.0, 2000.0])
+        .collect();
+    let span = ttft.iter().copied().fold(0.0, f64::max)
+        / ttft.iter().copied().fold(f64::INFINITY, f64::min);
+    eprintln!("rate sweep: TTFT and its thresholds span a factor of {span:.0}");
+    let expected = if span >= 30.0 { "log" } else { "linear" };
+    assert_eq!(chart(&page, "Time to first token")["yscale"], expected);
+    assert!(
+        overlapping_labels(&page).is_empty(),
+        "{:?}",
+        overlapping_labels(&page)
+    );
+    let itl = chart(&page, "Inter-token latency distribution");
+    let ticks: Vec<&str> = itl["xticks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    let mut uniq = ticks.clone();
+    uniq.dedup();
+    assert_eq!(ticks, uniq, "duplicate percentile ticks");
+
+    // A ramp: a row per step, and its curves.
+    let ramp = read(&[run_virtual("ramp.toml", &dir)]);
+    let steps = ramp[0].results.points[0].steps.len();
+    assert_eq!(steps, 24);
+    let page = probe_page(&exe, &dir, "ramp", &ramp);
+    assert_eq!(page["step_rows"], steps, "{page}");
+    chart(&page, "Output throughput by step");
+    chart(&page, "Time to first token by step");
+    assert!(
+        overlapping_labels(&page).is_empty(),
+        "{:?}",
+        overlapping_labels(&page)
+    );
+    let md = report::markdown::render(&ramp);
+    assert!(md.contains("## Ramp steps"), "{md}");
+    let csv = report::csv::render(&ramp);
+    assert_eq!(
+        csv.lines().filter(|l| !l.ends_with(',')).count() - 1,
+        steps,
+        "one CSV row per step, its step set"
+    );
+    let summary = infer_bench::export::summary::table(&ramp[0].results);
+    assert!(summary.contains("ramp steps"), "{summary}");
+    let step_lines = summary
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|w| w.starts_with("c="))
+        })
+        .count();
+    assert_eq!(step_lines, steps, "{summary}");
+}
+
 #[test]
 fn html_report_renders_its_charts_in_headless_chromium() {
     let Some(exe) = find_chromium() else {
@@ -591,6 +812,24 @@ fn html_report_renders_its_charts_in_headless_chromium() {
         bytes.len()
     );
     eprintln!("screenshot: {}", png.display());
+
+    // The two-file comparison: labels apart, the radar compares the two.
+    let sources = read(&[fixture("quickstart.json"), f.run_dir.clone()]);
+    let page = probe_page(&exe, &dir, "two-files", &sources);
+    assert!(
+        overlapping_labels(&page).is_empty(),
+        "{:?}",
+        overlapping_labels(&page)
+    );
+    assert_eq!(page["radar"], 1);
+    assert_eq!(page["key_metrics"], 0);
+    let thr = chart(&page, "Output throughput");
+    // The quickstart's bf16 c=128 point is INVALID: grey, with its reason.
+    assert!(thr["invalid"].as_u64().unwrap() >= 1, "{thr}");
+    assert_eq!(thr["invalid_tips"], thr["invalid"], "{thr}");
+    let badge = page["badge"].as_str().unwrap();
+    let v: Vec<&str> = badge.split(' ').collect();
+    assert_eq!((v.len(), v[1], v[3]), (4, "/", "pass"), "{badge}");
 }
 
 // ---------------------------------------------------------- command line

@@ -32,6 +32,9 @@ pub fn color(i: usize) -> &'static str {
 /// Colour of SLO threshold lines.
 pub const SLO_COLOR: &str = "#b3261e";
 
+/// Colour of INVALID points' markers.
+pub const INVALID_COLOR: &str = "#8c959f";
+
 /// How values map to positions along an axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scale {
@@ -80,7 +83,9 @@ impl Axis {
             range: None,
         }
     }
-    /// Log when the positive values span at least `ratio`, else linear.
+    /// Log when the positive values span at least `ratio`, else linear:
+    /// a latency that climbs from 300 ms to 80 s would squash everything
+    /// below a second into the bottom pixels of a linear axis.
     pub fn auto(
         label: impl Into<String>,
         values: impl IntoIterator<Item = f64>,
@@ -118,6 +123,9 @@ pub struct Point {
     pub tip: Option<String>,
     /// Drawn as an open marker (e.g. a point that fails its SLOs).
     pub hollow: bool,
+    /// Why the point is INVALID: drawn as a grey, dashed, open marker with
+    /// the reason in its hover title, and named in the legend.
+    pub invalid: Option<String>,
     /// A label written beside the marker.
     pub label: Option<String>,
 }
@@ -147,6 +155,9 @@ pub struct Series {
     /// Leave the series out of the legend (e.g. the p99 twin of a p50 line
     /// when the legend explains the dash once).
     pub in_legend: bool,
+    /// Opacity of the line and markers: below 1 for a lighter shade of the
+    /// colour (a p99 beside its p50).
+    pub shade: f64,
 }
 
 impl Series {
@@ -158,6 +169,7 @@ impl Series {
             markers: true,
             points,
             in_legend: true,
+            shade: 1.0,
         }
     }
 }
@@ -301,6 +313,85 @@ pub fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// A percentile tick label with every digit it needs: 99.999 is "99.999%",
+/// never a rounded "100%".
+pub fn pct_label(p: f64) -> String {
+    let t = format!("{:.6}", clean(p));
+    format!("{}%", t.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// A box a label or marker takes on the chart: x, y of the top left
+/// corner, width, height.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rect {
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+}
+
+impl Rect {
+    /// The area two boxes share.
+    pub fn overlap(&self, o: &Rect) -> f64 {
+        let w = (self.x + self.w).min(o.x + o.w) - self.x.max(o.x);
+        let h = (self.y + self.h).min(o.y + o.h) - self.y.max(o.y);
+        if w > 0.0 && h > 0.0 { w * h } else { 0.0 }
+    }
+}
+
+/// Greedy label placement: each label takes the first of its candidate
+/// boxes that overlaps nothing placed before it (labels and obstacles
+/// such as markers and lines) and stays inside the bounds, else the
+/// candidate that overlaps least. Labels placed earlier win.
+#[derive(Debug, Clone)]
+pub struct Placer {
+    bounds: Rect,
+    taken: Vec<Rect>,
+}
+
+impl Placer {
+    pub fn new(bounds: Rect) -> Placer {
+        Placer {
+            bounds,
+            taken: Vec::new(),
+        }
+    }
+
+    /// Something labels must keep off (a marker, a line).
+    pub fn obstacle(&mut self, r: Rect) {
+        self.taken.push(r);
+    }
+
+    /// The chosen candidate's index, now taken; `None` without candidates.
+    pub fn place(&mut self, candidates: &[Rect]) -> Option<usize> {
+        let b = self.bounds;
+        let cost = |r: &Rect| {
+            let inside =
+                r.x >= b.x && r.y >= b.y && r.x + r.w <= b.x + b.w && r.y + r.h <= b.y + b.h;
+            let outside = if inside {
+                0.0
+            } else {
+                r.w * r.h - r.overlap(&b) + 1.0
+            };
+            self.taken.iter().map(|t| t.overlap(r)).sum::<f64>() + outside * 4.0
+        };
+        let mut best: Option<(usize, f64)> = None;
+        for (i, r) in candidates.iter().enumerate() {
+            let c = cost(r);
+            if c == 0.0 {
+                best = Some((i, 0.0));
+                break;
+            }
+            if best.is_none_or(|(_, bc)| c < bc) {
+                best = Some((i, c));
+            }
+        }
+        let (i, _) = best?;
+        self.taken.push(candidates[i]);
+        Some(i)
+    }
+}
+
 /// The nines transform of a percentile (0-100).
 pub fn nines(p: f64) -> f64 {
     -(1.0 - (p / 100.0).min(0.999_999)).log10()
@@ -402,7 +493,7 @@ impl Mapping {
                 let mut p = 90.0;
                 let mut k = 1.0;
                 while k <= top + 1e-9 {
-                    ticks.push((p, format!("{}%", fmt_tick(p))));
+                    ticks.push((p, pct_label(p)));
                     p = 100.0 - (100.0 - p) / 10.0;
                     k += 1.0;
                 }
@@ -443,18 +534,37 @@ pub fn render(c: &Chart) -> String {
     const AXIS_SPACE: f64 = 46.0;
     const LEGEND_ROW: f64 = 18.0;
 
-    // Legend layout first: it decides the height.
-    let legend: Vec<&Series> = c.series.iter().filter(|s| s.in_legend).collect();
-    let mut rows: Vec<Vec<(&Series, f64)>> = vec![Vec::new()];
+    // Legend layout first: it decides the height. After the series, a key
+    // to the marker styles that appear: open (fails an SLO) and INVALID.
+    let any = |f: &dyn Fn(&Point) -> bool| {
+        c.series.iter().filter(|s| s.markers).any(|s| {
+            s.points
+                .iter()
+                .any(|p| p.x.is_finite() && p.y.is_finite() && f(p))
+        })
+    };
+    let mut legend: Vec<Key<'_>> = c
+        .series
+        .iter()
+        .filter(|s| s.in_legend)
+        .map(Key::Series)
+        .collect();
+    if any(&|p| p.hollow && p.invalid.is_none()) {
+        legend.push(Key::Hollow);
+    }
+    if any(&|p| p.invalid.is_some()) {
+        legend.push(Key::Invalid);
+    }
+    let mut rows: Vec<Vec<(&Key<'_>, f64)>> = vec![Vec::new()];
     let mut used = 0.0;
     let avail = c.width - LEFT - RIGHT;
-    for s in &legend {
-        let w = 26.0 + text_width(&s.name, 12.0) + 14.0;
+    for k in &legend {
+        let w = 34.0 + text_width(k.name(), 12.0) + 14.0;
         if used + w > avail && !rows.last().expect("non-empty").is_empty() {
             rows.push(Vec::new());
             used = 0.0;
         }
-        rows.last_mut().expect("non-empty").push((s, used));
+        rows.last_mut().expect("non-empty").push((k, used));
         used += w;
     }
     if legend.is_empty() {
@@ -487,13 +597,17 @@ pub fn render(c: &Chart) -> String {
     let my = Mapping::new(&c.y, &ys);
     let px = |v: f64| mx.frac(v).map(|f| x0 + f * plot_w);
     let py = |v: f64| my.frac(v).map(|f| y0 + plot_h - f * plot_h);
+    let inside =
+        |x: f64, y: f64| (x0..=x0 + plot_w).contains(&x) && (y0..=y0 + plot_h).contains(&y);
 
     let mut s = String::with_capacity(8192);
     let _ = write!(
         s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif\" font-size=\"12\">",
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" data-yscale=\"{ys}\" data-xscale=\"{xs}\" font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif\" font-size=\"12\">",
         w = n(c.width),
-        h = n(height)
+        h = n(height),
+        ys = scale_word(my.scale),
+        xs = scale_word(mx.scale)
     );
     let _ = write!(s, "<title>{}</title>", escape(&c.title));
     let _ = write!(
@@ -509,7 +623,28 @@ pub fn render(c: &Chart) -> String {
         escape(&c.title)
     );
 
-    // Grid and ticks.
+    // Ticks that fit: a label too close to the one before it is left out
+    // (the grid line stays).
+    let mut yticks: Vec<(f64, &str)> = Vec::new();
+    for (v, label) in &my.ticks {
+        if let Some(y) = py(*v) {
+            if yticks.last().is_none_or(|(ly, _)| (ly - y).abs() >= 14.0) {
+                yticks.push((y, label));
+            }
+        }
+    }
+    let mut xticks: Vec<(f64, &str)> = Vec::new();
+    for (v, label) in &mx.ticks {
+        if let Some(x) = px(*v) {
+            let half = text_width(label, 12.0) / 2.0;
+            let clear = xticks.last().is_none_or(|(lx, last)| {
+                x - half >= lx + text_width(last, 12.0) / 2.0 + 6.0 && *last != label.as_str()
+            });
+            if clear {
+                xticks.push((x, label));
+            }
+        }
+    }
     s.push_str("<g class=\"grid\" stroke=\"#e3e6ea\" stroke-width=\"1\">");
     for (v, _) in &my.ticks {
         if let Some(y) = py(*v) {
@@ -523,27 +658,23 @@ pub fn render(c: &Chart) -> String {
     }
     s.push_str("</g>");
     s.push_str("<g class=\"ticks\" fill=\"#57606a\">");
-    for (v, label) in &my.ticks {
-        if let Some(y) = py(*v) {
-            let _ = write!(
-                s,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>",
-                n(x0 - 6.0),
-                n(y),
-                escape(label)
-            );
-        }
+    for (y, label) in &yticks {
+        let _ = write!(
+            s,
+            "<text class=\"ytick\" x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>",
+            n(x0 - 6.0),
+            n(*y),
+            escape(label)
+        );
     }
-    for (v, label) in &mx.ticks {
-        if let Some(x) = px(*v) {
-            let _ = write!(
-                s,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                n(x),
-                n(y0 + plot_h + 16.0),
-                escape(label)
-            );
-        }
+    for (x, label) in &xticks {
+        let _ = write!(
+            s,
+            "<text class=\"xtick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            n(*x),
+            n(y0 + plot_h + 16.0),
+            escape(label)
+        );
     }
     s.push_str("</g>");
     let _ = write!(
@@ -556,17 +687,27 @@ pub fn render(c: &Chart) -> String {
     );
     let _ = write!(
         s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#1b1f24\">{}</text>",
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#1b1f24\">{}{}</text>",
         n(x0 + plot_w / 2.0),
         n(y0 + plot_h + 36.0),
-        escape(&c.x.label)
+        escape(&c.x.label),
+        if mx.scale == Scale::Log {
+            ", log scale"
+        } else {
+            ""
+        }
     );
     let _ = write!(
         s,
-        "<text transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\" fill=\"#1b1f24\">{}</text>",
+        "<text transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\" fill=\"#1b1f24\">{}{}</text>",
         n(16.0),
         n(y0 + plot_h / 2.0),
-        escape(&c.y.label)
+        escape(&c.y.label),
+        if my.scale == Scale::Log {
+            ", log scale"
+        } else {
+            ""
+        }
     );
 
     let clip = format!("{}-plot", escape(&c.id));
@@ -579,63 +720,141 @@ pub fn render(c: &Chart) -> String {
         n(plot_h + 10.0)
     );
 
-    // Reference lines under the data; labels of vertical ones staggered so
-    // that close lines stay readable.
-    let mut verticals = 0usize;
-    let mut placed: Vec<(f64, f64, f64)> = Vec::new();
+    // Labels are placed greedily, away from markers, lines and each other:
+    // reference lines' first, then the points'.
+    let mut placer = Placer::new(Rect {
+        x: x0,
+        y: y0,
+        w: plot_w,
+        h: plot_h,
+    });
+    for series in c.series.iter().filter(|s| s.markers) {
+        for p in &series.points {
+            if let (Some(x), Some(y)) = (px(p.x), py(p.y)) {
+                placer.obstacle(Rect {
+                    x: x - 5.0,
+                    y: y - 5.0,
+                    w: 10.0,
+                    h: 10.0,
+                });
+            }
+        }
+    }
+    for l in &c.lines {
+        let r = if l.vertical {
+            px(l.value).map(|x| Rect {
+                x: x - 1.0,
+                y: y0,
+                w: 2.0,
+                h: plot_h,
+            })
+        } else {
+            py(l.value).map(|y| Rect {
+                x: x0,
+                y: y - 1.0,
+                w: plot_w,
+                h: 2.0,
+            })
+        };
+        if let Some(r) = r {
+            placer.obstacle(r);
+        }
+    }
+    let mut labels = String::new();
+
+    // Reference lines under the data.
     for l in &c.lines {
         let col = l.color.map(color).unwrap_or(SLO_COLOR);
+        let tip = escape(l.tip.as_deref().unwrap_or(&l.label));
+        let w = text_width(&l.label, 11.0);
         if l.vertical {
-            if let Some(x) = px(l.value) {
-                let ly = y0 + 4.0 + (verticals % 3) as f64 * plot_h / 3.0;
-                verticals += 1;
-                let _ = write!(
-                    s,
-                    "<g class=\"ref\"><path d=\"M{} {}V{}\" stroke=\"{col}\" stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/><text x=\"{}\" y=\"{}\" fill=\"{col}\" font-size=\"11\" text-anchor=\"end\" transform=\"rotate(-90 {} {})\">{}</text><title>{}</title></g>",
-                    n(x),
-                    n(y0),
-                    n(y0 + plot_h),
-                    n(x - 4.0),
-                    n(ly),
-                    n(x - 4.0),
-                    n(ly),
-                    escape(&l.label),
-                    escape(l.tip.as_deref().unwrap_or(&l.label))
-                );
+            let Some(x) = px(l.value) else { continue };
+            if !(x0..=x0 + plot_w).contains(&x) {
+                continue;
             }
-        } else if let Some(y) = py(l.value) {
-            // Right-aligned above the line, moved left of any label it
-            // would overlap.
-            let w = text_width(&l.label, 11.0);
-            let mut end = x0 + plot_w - 4.0;
-            while let Some(&(_, start, _)) = placed
-                .iter()
-                .find(|(py, start, stop)| (py - y).abs() < 14.0 && end > *start && end - w < *stop)
-            {
-                end = start - 10.0;
-            }
-            placed.push((y, end - w, end));
             let _ = write!(
                 s,
-                "<g class=\"ref\"><path d=\"M{} {}H{}\" stroke=\"{col}\" stroke-width=\"1.5\" stroke-dasharray=\"8 3 2 3\"/><text x=\"{}\" y=\"{}\" fill=\"{col}\" font-size=\"11\" text-anchor=\"end\">{}</text><title>{}</title></g>",
+                "<g class=\"ref\"><path d=\"M{} {}V{}\" stroke=\"{col}\" stroke-width=\"1.5\" stroke-dasharray=\"3 3\"/><title>{tip}</title></g>",
+                n(x),
+                n(y0),
+                n(y0 + plot_h)
+            );
+            // Rotated text reading upwards from (ax, ay), left or right
+            // of the line, at the top, middle or bottom.
+            let mut cands = Vec::new();
+            for frac in [0.0, 0.35, 0.7] {
+                let ay = y0 + 4.0 + w + frac * (plot_h - w - 8.0).max(0.0);
+                for ax in [x - 4.0, x + 13.0] {
+                    cands.push(Rect {
+                        x: ax - 9.0,
+                        y: ay - w,
+                        w: 11.0,
+                        h: w,
+                    });
+                }
+            }
+            if let Some(i) = placer.place(&cands) {
+                let r = cands[i];
+                let (ax, ay) = (r.x + 9.0, r.y + r.h);
+                let _ = write!(
+                    labels,
+                    "<text class=\"lbl\" x=\"{}\" y=\"{}\" fill=\"{col}\" font-size=\"11\" transform=\"rotate(-90 {} {})\">{}<title>{tip}</title></text>",
+                    n(ax),
+                    n(ay),
+                    n(ax),
+                    n(ay),
+                    escape(&l.label)
+                );
+            }
+        } else {
+            let Some(y) = py(l.value) else { continue };
+            if !(y0 - 0.5..=y0 + plot_h + 0.5).contains(&y) {
+                continue;
+            }
+            let _ = write!(
+                s,
+                "<g class=\"ref\"><path d=\"M{} {}H{}\" stroke=\"{col}\" stroke-width=\"1.5\" stroke-dasharray=\"8 3 2 3\"/><title>{tip}</title></g>",
                 n(x0),
                 n(y),
-                n(x0 + plot_w),
-                n(end),
-                n(y - 4.0),
-                escape(&l.label),
-                escape(l.tip.as_deref().unwrap_or(&l.label))
+                n(x0 + plot_w)
             );
+            // Above or below the line, from the right end leftwards.
+            let mut cands = Vec::new();
+            for k in 0..6 {
+                let start = x0 + plot_w - 4.0 - w - k as f64 * (plot_w - w - 8.0).max(0.0) / 5.0;
+                for top in [y - 14.0, y + 3.0] {
+                    cands.push(Rect {
+                        x: start,
+                        y: top,
+                        w,
+                        h: 11.0,
+                    });
+                }
+            }
+            if let Some(i) = placer.place(&cands) {
+                let r = cands[i];
+                let _ = write!(
+                    labels,
+                    "<text class=\"lbl\" x=\"{}\" y=\"{}\" fill=\"{col}\" font-size=\"11\">{}<title>{tip}</title></text>",
+                    n(r.x),
+                    n(r.y + 9.0),
+                    escape(&l.label)
+                );
+            }
         }
     }
 
     // Data.
-    let mut labels = String::new();
     for series in &c.series {
         let col = color(series.color);
+        let shade = if series.shade < 1.0 {
+            format!(" opacity=\"{:.2}\"", series.shade)
+        } else {
+            String::new()
+        };
         let _ = write!(
             s,
-            "<g class=\"series\" clip-path=\"url(#{clip})\"><title>{}</title>",
+            "<g class=\"series\" clip-path=\"url(#{clip})\"{shade}><title>{}</title>",
             escape(&series.name)
         );
         if series.stroke != Stroke::None {
@@ -665,26 +884,63 @@ pub fn render(c: &Chart) -> String {
                 let (Some(x), Some(y)) = (px(p.x), py(p.y)) else {
                     continue;
                 };
-                let fill = if p.hollow { "#ffffff" } else { col };
-                let _ = write!(
-                    s,
-                    "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{fill}\" stroke=\"{col}\" stroke-width=\"2\">",
-                    n(x),
-                    n(y)
-                );
-                if let Some(tip) = &p.tip {
-                    let _ = write!(s, "<title>{}</title>", escape(tip));
+                let mut tip = p.tip.clone().unwrap_or_default();
+                if let Some(why) = &p.invalid {
+                    let _ = write!(
+                        s,
+                        "<circle class=\"invalid\" cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"#ffffff\" stroke=\"{INVALID_COLOR}\" stroke-width=\"2\" stroke-dasharray=\"2 1.5\">",
+                        n(x),
+                        n(y)
+                    );
+                    if !tip.is_empty() {
+                        tip.push('\n');
+                    }
+                    tip.push_str("INVALID: ");
+                    tip.push_str(why);
+                } else {
+                    let fill = if p.hollow { "#ffffff" } else { col };
+                    let _ = write!(
+                        s,
+                        "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{fill}\" stroke=\"{col}\" stroke-width=\"2\">",
+                        n(x),
+                        n(y)
+                    );
+                }
+                if !tip.is_empty() {
+                    let _ = write!(s, "<title>{}</title>", escape(&tip));
                 }
                 s.push_str("</circle>");
-                let inside = (x0..=x0 + plot_w).contains(&x) && (y0..=y0 + plot_h).contains(&y);
-                if let (Some(label), true) = (&p.label, inside) {
-                    let anchor_right = x > x0 + plot_w * 0.75;
+                let (Some(label), true) = (&p.label, inside(x, y)) else {
+                    continue;
+                };
+                let w = text_width(label, 11.0);
+                let cands = [
+                    (x + 7.0, y - 18.0),
+                    (x - 7.0 - w, y - 18.0),
+                    (x + 7.0, y + 6.0),
+                    (x - 7.0 - w, y + 6.0),
+                    (x + 8.0, y - 6.0),
+                    (x - 8.0 - w, y - 6.0),
+                    (x - w / 2.0, y - 22.0),
+                    (x - w / 2.0, y + 10.0),
+                    (x + 7.0, y - 32.0),
+                    (x - 7.0 - w, y - 32.0),
+                    (x + 7.0, y + 20.0),
+                    (x - 7.0 - w, y + 20.0),
+                ]
+                .map(|(lx, ty)| Rect {
+                    x: lx,
+                    y: ty,
+                    w,
+                    h: 12.0,
+                });
+                if let Some(i) = placer.place(&cands) {
+                    let r = cands[i];
                     let _ = write!(
                         labels,
-                        "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#1b1f24\" text-anchor=\"{}\">{}</text>",
-                        n(if anchor_right { x - 7.0 } else { x + 7.0 }),
-                        n(y - 7.0),
-                        if anchor_right { "end" } else { "start" },
+                        "<text class=\"lbl\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#1b1f24\">{}</text>",
+                        n(r.x),
+                        n(r.y + 10.0),
                         escape(label)
                     );
                 }
@@ -692,7 +948,7 @@ pub fn render(c: &Chart) -> String {
         }
         s.push_str("</g>");
     }
-    // Point labels above the data, unclipped.
+    // Labels above the data, unclipped.
     s.push_str(&labels);
 
     // Legend.
@@ -700,38 +956,92 @@ pub fn render(c: &Chart) -> String {
     s.push_str("<g class=\"legend\">");
     for (r, row) in rows.iter().enumerate() {
         let y = ly0 + r as f64 * LEGEND_ROW;
-        for (series, off) in row {
+        for (key, off) in row {
             let x = x0 + off;
-            let col = color(series.color);
-            if series.stroke != Stroke::None {
-                let _ = write!(
-                    s,
-                    "<path d=\"M{} {}H{}\" stroke=\"{col}\" stroke-width=\"2\"{}/>",
-                    n(x),
-                    n(y),
-                    n(x + 20.0),
-                    dash(series.stroke)
-                );
-            }
-            if series.markers {
-                let _ = write!(
-                    s,
-                    "<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{col}\"/>",
-                    n(x + 10.0),
-                    n(y)
-                );
+            match key {
+                Key::Series(series) => {
+                    let col = color(series.color);
+                    let shade = if series.shade < 1.0 {
+                        format!(" opacity=\"{:.2}\"", series.shade)
+                    } else {
+                        String::new()
+                    };
+                    let _ = write!(s, "<g{shade}>");
+                    if series.stroke != Stroke::None {
+                        let _ = write!(
+                            s,
+                            "<path d=\"M{} {}H{}\" stroke=\"{col}\" stroke-width=\"2\"{}/>",
+                            n(x),
+                            n(y),
+                            n(x + 28.0),
+                            dash(series.stroke)
+                        );
+                    }
+                    if series.markers {
+                        let _ = write!(
+                            s,
+                            "<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{col}\"/>",
+                            n(x + 14.0),
+                            n(y)
+                        );
+                    }
+                    s.push_str("</g>");
+                }
+                Key::Hollow => {
+                    let _ = write!(
+                        s,
+                        "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#ffffff\" stroke=\"#3d444d\" stroke-width=\"2\"/>",
+                        n(x + 14.0),
+                        n(y)
+                    );
+                }
+                Key::Invalid => {
+                    let _ = write!(
+                        s,
+                        "<circle class=\"invalid-key\" cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"#ffffff\" stroke=\"{INVALID_COLOR}\" stroke-width=\"2\" stroke-dasharray=\"2 1.5\"><title>INVALID points: measured, but their numbers are not to be trusted; hover a marker for why</title></circle>",
+                        n(x + 14.0),
+                        n(y)
+                    );
+                }
             }
             let _ = write!(
                 s,
                 "<text x=\"{}\" y=\"{}\" dominant-baseline=\"middle\" fill=\"#1b1f24\">{}</text>",
-                n(x + 26.0),
+                n(x + 34.0),
                 n(y),
-                escape(&series.name)
+                escape(key.name())
             );
         }
     }
     s.push_str("</g></svg>");
     s
+}
+
+/// One entry of a chart's legend.
+enum Key<'a> {
+    Series(&'a Series),
+    /// Open markers: points that fail an SLO.
+    Hollow,
+    /// Grey dashed open markers: INVALID points.
+    Invalid,
+}
+
+impl Key<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Key::Series(s) => &s.name,
+            Key::Hollow => "open: fails an SLO",
+            Key::Invalid => "INVALID (hover for why)",
+        }
+    }
+}
+
+fn scale_word(s: Scale) -> &'static str {
+    match s {
+        Scale::Linear => "linear",
+        Scale::Log => "log",
+        Scale::Nines => "nines",
+    }
 }
 
 #[cfg(test)]
@@ -817,6 +1127,170 @@ mod tests {
         );
         assert!(svg.contains("<title>c=8</title>"));
         assert!(c.has_data());
+    }
+
+    #[test]
+    fn scale_is_log_where_the_data_spans_decades() {
+        // A rate sweep's TTFT: 300 ms and 2 s thresholds, data to 80 s.
+        let ttft = [120.0, 180.0, 900.0, 14_000.0, 80_000.0, 300.0, 2000.0];
+        assert_eq!(Axis::auto("TTFT", ttft, 30.0).scale, Scale::Log);
+        // Within a factor of 30: linear.
+        let tpot = [8.0, 9.5, 12.0, 21.0, 60.0];
+        assert_eq!(Axis::auto("TPOT", tpot, 30.0).scale, Scale::Linear);
+        // Zeros and NaNs do not count.
+        assert_eq!(
+            Axis::auto("x", [0.0, f64::NAN, 5.0, 7.0], 30.0).scale,
+            Scale::Linear
+        );
+    }
+
+    #[test]
+    fn percent_ticks_keep_their_digits() {
+        assert_eq!(pct_label(99.0), "99%");
+        assert_eq!(pct_label(99.9), "99.9%");
+        assert_eq!(pct_label(99.999), "99.999%");
+        assert_eq!(pct_label(50.0), "50%");
+    }
+
+    #[test]
+    fn placer_takes_the_first_free_candidate_else_the_least_overlap() {
+        let mut p = Placer::new(Rect {
+            x: 0.0,
+            y: 0.0,
+            w: 100.0,
+            h: 100.0,
+        });
+        let at = |x: f64, y: f64| Rect {
+            x,
+            y,
+            w: 30.0,
+            h: 10.0,
+        };
+        // Four "knee" labels wanting the same spot spread out.
+        let cands = [
+            at(10.0, 10.0),
+            at(10.0, 25.0),
+            at(50.0, 10.0),
+            at(50.0, 25.0),
+        ];
+        let picks: Vec<usize> = (0..4).map(|_| p.place(&cands).unwrap()).collect();
+        assert_eq!(picks, [0, 1, 2, 3]);
+        // A fifth overlaps something: the candidate that overlaps least,
+        // and never one outside the bounds when one inside is as good.
+        let fifth = p.place(&[at(10.0, 10.0), at(80.0, 95.0), at(10.0, 60.0)]);
+        assert_eq!(fifth, Some(2));
+        p.obstacle(at(10.0, 80.0));
+        assert_eq!(p.place(&[at(15.0, 82.0), at(60.0, 80.0)]), Some(1));
+        assert_eq!(p.place(&[]), None);
+    }
+
+    /// The boxes of the `class="lbl"` labels of an SVG, as placed.
+    fn label_boxes(svg: &str) -> Vec<(f64, f64, String)> {
+        svg.split("<text class=\"lbl\" ")
+            .skip(1)
+            .map(|t| {
+                let num = |k: &str| -> f64 {
+                    let i = t.find(&format!("{k}=\"")).unwrap() + k.len() + 2;
+                    t[i..i + t[i..].find('"').unwrap()].parse().unwrap()
+                };
+                let text = t[t.find('>').unwrap() + 1..].split('<').next().unwrap();
+                (num("x"), num("y"), text.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn point_and_threshold_labels_do_not_collide() {
+        let mut c = Chart::new("knees", Axis::linear("load"), Axis::log("ms"));
+        for k in 0..4 {
+            let mut pts: Vec<Point> = (1..=5)
+                .map(|i| Point::new(f64::from(i) * 10.0, 100.0 + f64::from(k)))
+                .collect();
+            pts[2].label = Some("knee".into());
+            c.series
+                .push(Series::line(format!("run {k}"), k as usize, pts));
+        }
+        for (v, label) in [
+            (300.0, "SLO ttft p50 < 300ms"),
+            (2000.0, "SLO ttft p99 < 2s"),
+        ] {
+            c.lines.push(RefLine {
+                value: v,
+                label: label.into(),
+                tip: None,
+                vertical: false,
+                color: None,
+            });
+        }
+        let svg = render(&c);
+        let boxes = label_boxes(&svg);
+        assert_eq!(boxes.len(), 6, "{boxes:?}");
+        assert_eq!(boxes.iter().filter(|b| b.2 == "knee").count(), 4);
+        let rect = |b: &(f64, f64, String)| Rect {
+            x: b.0,
+            y: b.1 - 10.0,
+            w: text_width(&b.2, 11.0),
+            h: 11.0,
+        };
+        for (i, a) in boxes.iter().enumerate() {
+            for b in &boxes[i + 1..] {
+                assert_eq!(rect(a).overlap(&rect(b)), 0.0, "{a:?} and {b:?}");
+            }
+        }
+        assert!(svg.contains("data-yscale=\"log\""));
+        assert!(svg.contains("ms, log scale"));
+    }
+
+    #[test]
+    fn invalid_points_are_grey_with_their_reason_and_a_legend_key() {
+        let mut c = Chart::new("t", Axis::linear("x"), Axis::linear("y"));
+        let mut bad = Point::new(2.0, 2.0).tip("r=8");
+        bad.invalid = Some("the client itself was late".into());
+        let mut open = Point::new(3.0, 3.0);
+        open.hollow = true;
+        c.series
+            .push(Series::line("s", 0, vec![Point::new(1.0, 1.0), bad, open]));
+        let svg = render(&c);
+        assert_eq!(svg.matches("<circle class=\"invalid\"").count(), 1);
+        assert!(svg.contains("<title>r=8\nINVALID: the client itself was late</title>"));
+        assert!(svg.contains("INVALID (hover for why)"));
+        assert!(svg.contains("open: fails an SLO"));
+        // Without such points, no such keys.
+        let mut c = Chart::new("t", Axis::linear("x"), Axis::linear("y"));
+        c.series
+            .push(Series::line("s", 0, vec![Point::new(1.0, 1.0)]));
+        let svg = render(&c);
+        assert!(!svg.contains("INVALID") && !svg.contains("open: fails"));
+    }
+
+    #[test]
+    fn nines_axis_labels_are_distinct_and_apart() {
+        let mut c = Chart::new("ITL", Axis::nines("percentile"), Axis::linear("ms"));
+        c.series.push(Series::line(
+            "itl",
+            0,
+            vec![Point::new(0.0, 1.0), Point::new(99.999, 30.0)],
+        ));
+        let svg = render(&c);
+        let ticks: Vec<(f64, &str)> = svg
+            .split("<text class=\"xtick\" x=\"")
+            .skip(1)
+            .map(|t| {
+                let x: f64 = t[..t.find('"').unwrap()].parse().unwrap();
+                let label = t[t.find('>').unwrap() + 1..].split('<').next().unwrap();
+                (x, label)
+            })
+            .collect();
+        let labels: Vec<&str> = ticks.iter().map(|t| t.1).collect();
+        let mut uniq = labels.clone();
+        uniq.dedup();
+        assert_eq!(labels, uniq, "duplicate tick labels");
+        assert!(labels.contains(&"99.999%"), "{labels:?}");
+        for w in ticks.windows(2) {
+            let gap = w[1].0 - w[0].0;
+            let need = (text_width(w[0].1, 12.0) + text_width(w[1].1, 12.0)) / 2.0;
+            assert!(gap >= need, "{:?} crowd {:?}", w[0], w[1]);
+        }
     }
 
     #[test]

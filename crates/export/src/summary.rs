@@ -240,6 +240,10 @@ pub fn render(r: &Results, look: Look) -> String {
             hidden.join(", ")
         ));
     }
+    for table in ramp_steps(r) {
+        out.push('\n');
+        out.push_str(&table);
+    }
     let (telemetry, telemetry_notes) = super::telemetry::points(r);
     if let Some(table) = telemetry {
         out.push('\n');
@@ -277,4 +281,40 @@ pub fn render(r: &Results, look: Look) -> String {
         }
     }
     out
+}
+
+/// A table per ramp: one row per step, each step measured on its own.
+pub fn ramp_steps(r: &Results) -> Vec<String> {
+    r.points
+        .iter()
+        .filter(|p| !p.steps.is_empty())
+        .map(|p| {
+            let mut t = Table::new(&[
+                ("step", Align::Right),
+                ("level", Align::Left),
+                ("ok", Align::Right),
+                ("err", Align::Right),
+                ("req/s", Align::Right),
+                ("out tok/s", Align::Right),
+                ("TTFT p50", Align::Right),
+                ("TTFT p99", Align::Right),
+                ("TPOT p50", Align::Right),
+                ("TPOT p99", Align::Right),
+                ("E2E p50", Align::Right),
+                ("goodput", Align::Right),
+            ]);
+            for st in &p.steps {
+                let c = crate::report::step_cells(st);
+                // The step table's E2E p99 is left out to stay narrow.
+                t.row(
+                    c.iter()
+                        .enumerate()
+                        .filter(|(k, _)| *k != 11)
+                        .map(|(_, v)| v.clone())
+                        .collect(),
+                );
+            }
+            format!("{}: ramp steps\n{}", p.slug, t.render())
+        })
+        .collect()
 }

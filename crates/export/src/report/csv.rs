@@ -1,4 +1,5 @@
-//! The report as CSV: one row per point and run, with stable, documented
+//! The report as CSV: one row per point and run, then one per ramp step
+//! (its `step` set, `run` empty, `load` the step's), with stable, documented
 //! column names (`COLUMNS`, listed in docs/reports.md) whose units are in
 //! their names. Run-level columns come from each run's own statistics;
 //! cost columns are the point's (all runs merged). A point that could not
@@ -55,6 +56,7 @@ pub const COLUMNS: &[&str] = &[
     "output_tokens_per_s_per_user",
     "usd_per_1m_output_tokens",
     "good_requests_per_gpu_usd",
+    "step",
 ];
 
 /// A field quoted as RFC 4180 asks: when it holds a comma, quote or line break.
@@ -130,17 +132,45 @@ pub fn render(sources: &[Source]) -> String {
             opt(cost.and_then(|c| c.good_requests_per_gpu_usd)),
         ];
         let gpus = f64::from(r.gpus);
-        let mut runs: Vec<(String, &Stats)> = p
+        // (run, step, its load, statistics)
+        let mut runs: Vec<(String, String, String, &Stats)> = p
             .runs
             .iter()
-            .map(|run| ((run.run + 1).to_string(), &run.stats))
+            .map(|run| {
+                (
+                    (run.run + 1).to_string(),
+                    String::new(),
+                    opt(r.load),
+                    &run.stats,
+                )
+            })
             .collect();
         let empty = Stats::default();
         if runs.is_empty() {
-            runs.push((String::new(), &empty));
+            runs.push((String::new(), String::new(), opt(r.load), &empty));
         }
-        for (run, s) in runs {
-            let measured = !run.is_empty();
+        for st in &p.steps {
+            let load = super::step_load(p, st.step);
+            runs.push((
+                String::new(),
+                (st.step + 1).to_string(),
+                opt(load.map(|l| l.1)),
+                &st.stats,
+            ));
+        }
+        let step_kind = p
+            .steps
+            .first()
+            .and_then(|st| super::step_load(p, st.step))
+            .map(|l| super::word(&l.0))
+            .unwrap_or_default();
+        for (run, step, load, s) in runs {
+            let measured = !run.is_empty() || !step.is_empty();
+            let mut head = head.clone();
+            if !step.is_empty() {
+                head[13] = step_kind.clone();
+            }
+            head[14] = load;
             let m = |x: f64| if measured { num(x) } else { String::new() };
             let cells: Vec<String> = head
                 .iter()
@@ -189,6 +219,7 @@ pub fn render(sources: &[Source]) -> String {
                     },
                 ])
                 .chain(tail.iter().cloned())
+                .chain([step])
                 .collect();
             debug_assert_eq!(cells.len(), COLUMNS.len());
             out.push_str(&cells.iter().map(|c| field(c)).collect::<Vec<_>>().join(","));

@@ -66,6 +66,10 @@ th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); text-align: ri
 th { background: var(--bg); font-weight: 600; position: sticky; top: 0; }
 th.l, td.l { text-align: left; }
 td.wrap { white-space: normal; min-width: 16em; }
+th { white-space: normal; min-width: 3.5em; }
+td.slo { white-space: normal; min-width: 8em; max-width: 22em; text-align: left; }
+.card table { font-size: 12.5px; }
+.card th, .card td { padding: 3px 6px; }
 .badge { display: inline-block; padding: 0 7px; border-radius: 10px; font-size: 12px; font-weight: 600; }
 .pass { color: var(--pass); background: var(--pass-bg); }
 .fail { color: var(--fail); background: var(--fail-bg); }
@@ -135,6 +139,10 @@ pub fn render(sources: &[Source]) -> String {
             capitalize(&super::word(k))
         );
     }
+    let ramps = super::ramps(&a, sources);
+    if !ramps.is_empty() {
+        h.push_str("<a href=\"#ramps\">Ramp steps</a>");
+    }
     h.push_str("<a href=\"#pareto\">Pareto</a><a href=\"#latency\">Latency percentiles</a>");
     let tele = telemetry_charts(&a, sources);
     if !tele.is_empty() {
@@ -149,7 +157,8 @@ pub fn render(sources: &[Source]) -> String {
     for k in kinds {
         sweep_section(&mut h, &a, sources, k);
     }
-    pareto_section(&mut h, &a);
+    ramp_section(&mut h, &a, sources, &ramps);
+    pareto_section(&mut h, &a, sources);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {
         h.push_str("<section id=\"telemetry\"><h2>GPU telemetry</h2><p class=\"lead\">Sampled during each point's measurement; time from the first sample.</p><div class=\"charts\">");
@@ -261,9 +270,8 @@ fn verdict_card(h: &mut String, a: &Analysis, sources: &[Source]) {
     };
     let _ = write!(
         h,
-        "<p class=\"big\"><span class=\"badge {class}\">{} / {} pass</span></p><p>{}</p>",
-        v.slo_pass,
-        v.points,
+        "<p class=\"big\"><span class=\"badge {class}\" id=\"verdict-badge\">{}</span></p><p>{}</p>",
+        escape(&v.badge()),
         escape(&v.sentence())
     );
     h.push_str("<h3>Capacity at SLO</h3><ul>");
@@ -273,9 +281,14 @@ fn verdict_card(h: &mut String, a: &Analysis, sources: &[Source]) {
     for s in &a.sweeps {
         let _ = write!(
             h,
-            "<li><b>{}</b>: {}</li>",
+            "<li><b>{}</b>: {}{}</li>",
             escape(&s.name),
-            escape(&describe_capacity(&s.capacity, s.load_kind))
+            escape(&describe_capacity(&s.capacity, s.load_kind)),
+            if s.from_invalid {
+                " <span class=\"badge warn\">drawn from INVALID points</span>"
+            } else {
+                ""
+            }
         );
     }
     h.push_str("</ul></div>");
@@ -293,6 +306,9 @@ fn best_card(h: &mut String, a: &Analysis, sources: &[Source]) {
                 escape(&fmt_sig(b.value)),
                 escape(b.basis.describe())
             );
+            if b.from_invalid {
+                h.push_str("<p><span class=\"badge warn\">drawn from INVALID points</span> every measured point is INVALID, so this is the best of untrusted numbers (see the notes).</p>");
+            }
             if let Some(i) = a
                 .points
                 .iter()
@@ -365,6 +381,22 @@ fn tip(a: &Analysis, row: usize, what: &str) -> String {
     format!("{}: {what}{slo}", r.label)
 }
 
+/// A point's marker as validity and SLOs say: open when it fails an SLO,
+/// grey and dashed with the reasons on hover when it is INVALID.
+fn marked(a: &Analysis, sources: &[Source], row: usize, mut p: Point) -> Point {
+    let r = &a.points[row];
+    p.hollow = r.slo_pass == Some(false);
+    if r.measured && !r.valid {
+        let why = &a.point(sources, row).invalid_reasons;
+        p.invalid = Some(if why.is_empty() {
+            "no reason recorded".into()
+        } else {
+            why.join("; ")
+        });
+    }
+    p
+}
+
 /// What the parts of one load kind's section draw from.
 struct SweepView<'a> {
     a: &'a Analysis,
@@ -401,7 +433,7 @@ fn sweep_section(h: &mut String, a: &Analysis, sources: &[Source], kind: LoadKin
     };
     let _ = write!(
         h,
-        "<section id=\"load-{}\"><h2>Throughput and latency against {}</h2><p class=\"lead\">One line per sweep (points that differ only in {}). Open markers fail an SLO. Hover a marker for its numbers.</p>",
+        "<section id=\"load-{}\"><h2>Throughput and latency against {}</h2><p class=\"lead\">One line per sweep (points that differ only in {}). Open markers fail an SLO; grey dashed markers are INVALID (hover for why) and take no part in capacity, knee or best point. Hover a marker for its numbers.</p>",
         super::word(&kind),
         escape(&super::word(&kind)),
         escape(&super::word(&kind))
@@ -437,7 +469,7 @@ fn capacity_table(h: &mut String, v: &SweepView<'_>) {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            escape(&describe_capacity(&s.capacity, kind)),
+            escape(&super::capacity_text(s)),
             bracket_cell(&s.capacity, kind),
             escape(&describe_knee(&s.knee, kind)),
             s.best
@@ -513,7 +545,7 @@ fn throughput_figure(h: &mut String, v: &SweepView<'_>) {
                     i,
                     &format!("{:.0} output tok/s", r.output_tokens_per_s),
                 ));
-                p.hollow = r.slo_pass == Some(false);
+                p = marked(a, v.sources, i, p);
                 if knee_id == Some(r.id.as_str()) {
                     p.label = Some("knee".into());
                 }
@@ -524,7 +556,15 @@ fn throughput_figure(h: &mut String, v: &SweepView<'_>) {
         if let Capacity::Between { capacity, .. } = &s.capacity {
             c.lines.push(RefLine {
                 value: *capacity,
-                label: format!("capacity ≈ {}", kind.show(round_sig(*capacity, 3))),
+                label: format!(
+                    "capacity ≈ {}{}",
+                    kind.show(round_sig(*capacity, 3)),
+                    if s.from_invalid {
+                        " (from INVALID points)"
+                    } else {
+                        ""
+                    }
+                ),
                 tip: Some(format!(
                     "{}: {}",
                     s.name,
@@ -554,7 +594,7 @@ fn goodput_figure(h: &mut String, v: &SweepView<'_>) {
             .map(|&i| {
                 let r = &a.points[i];
                 let p = a.point(sources, i);
-                let mut pt = Point::new(
+                let pt = Point::new(
                     r.load.unwrap_or(f64::NAN),
                     measured(r, r.goodput_requests_per_s),
                 )
@@ -568,8 +608,7 @@ fn goodput_figure(h: &mut String, v: &SweepView<'_>) {
                         p.merged.goodput_ratio * 100.0
                     ),
                 ));
-                pt.hollow = r.slo_pass == Some(false);
-                pt
+                marked(a, sources, i, pt)
             })
             .collect();
         c.series.push(Series::line(&s.name, col, pts));
@@ -592,6 +631,7 @@ fn goodput_figure(h: &mut String, v: &SweepView<'_>) {
             markers: false,
             points: all,
             in_legend: v.sweeps.len() == 1,
+            shade: 1.0,
         });
     }
     figure(
@@ -615,7 +655,21 @@ fn latency_figure(h: &mut String, v: &SweepView<'_>, metric: Metric, title: &str
         }
     }
     let label = format!("{} (ms)", metric.name().to_uppercase());
-    let mut c = Chart::new(title, v.xaxis.clone(), Axis::linear(label));
+    // Log when the values and thresholds span a factor of 30 or more.
+    let mut values: Vec<f64> = slos
+        .iter()
+        .map(|(e, _)| threshold_value(&e.threshold))
+        .collect();
+    for s in &v.sweeps {
+        for &i in &s.rows {
+            if a.points[i].measured {
+                for &q in &stats {
+                    values.extend(latency_ms(a.point(sources, i), metric, q));
+                }
+            }
+        }
+    }
+    let mut c = Chart::new(title, v.xaxis.clone(), Axis::auto(label, values, 30.0));
     for s in &v.sweeps {
         let col = sweep_color(a, s);
         for &q in &stats {
@@ -625,13 +679,12 @@ fn latency_figure(h: &mut String, v: &SweepView<'_>, metric: Metric, title: &str
                 .map(|&i| {
                     let r = &a.points[i];
                     let v = latency_ms(a.point(sources, i), metric, q).unwrap_or(f64::NAN);
-                    let mut p = Point::new(r.load.unwrap_or(f64::NAN), measured(r, v)).tip(tip(
+                    let p = Point::new(r.load.unwrap_or(f64::NAN), measured(r, v)).tip(tip(
                         a,
                         i,
                         &format!("p{} {:.1} ms", infer_bench_spec::fmt_number(q), v),
                     ));
-                    p.hollow = r.slo_pass == Some(false);
-                    p
+                    marked(a, sources, i, p)
                 })
                 .collect();
             c.series.push(Series {
@@ -645,6 +698,7 @@ fn latency_figure(h: &mut String, v: &SweepView<'_>, metric: Metric, title: &str
                 markers: true,
                 points: pts,
                 in_legend: true,
+                shade: if q == 50.0 { 1.0 } else { 0.6 },
             });
         }
     }
@@ -652,8 +706,136 @@ fn latency_figure(h: &mut String, v: &SweepView<'_>, metric: Metric, title: &str
     figure(
         h,
         &c,
-        "Solid: p50; dashed: p99; dotted: a percentile an SLO is set on. Red dash-dot lines: SLO thresholds.",
+        "Solid: p50; dashed and lighter: p99; dotted: a percentile an SLO is set on. Red dash-dot lines: SLO thresholds. A log axis where the values span a factor of 30 or more.",
     );
+}
+
+/// Each ramp as the sweep it is: a row per step, and throughput and
+/// latencies against the step's load.
+fn ramp_section(h: &mut String, a: &Analysis, sources: &[Source], ramps: &[usize]) {
+    if ramps.is_empty() {
+        return;
+    }
+    h.push_str("<section id=\"ramps\"><h2>Ramp steps</h2><p class=\"lead\">A ramp climbs through its load levels within one point; each step is measured on its own, so a ramp reads as a sweep. SLOs judge the point as a whole, not each step; the thresholds are drawn for reference.</p>");
+    for &i in ramps {
+        let r = &a.points[i];
+        let p = a.point(sources, i);
+        let _ = write!(
+            h,
+            "<h3>{}</h3><div class=\"table-wrap\"><table class=\"steps\"><thead><tr>",
+            escape(&r.label)
+        );
+        for (k, c) in super::STEP_COLUMNS.iter().enumerate() {
+            let class = if k < 2 { " class=\"l\"" } else { "" };
+            let _ = write!(h, "<th{class}>{}</th>", escape(c));
+        }
+        h.push_str("</tr></thead><tbody>");
+        for st in &p.steps {
+            h.push_str("<tr class=\"step\">");
+            for (k, c) in super::step_cells(st).iter().enumerate() {
+                let class = if k < 2 { " class=\"l\"" } else { "" };
+                let _ = write!(h, "<td{class}>{}</td>", escape(c));
+            }
+            h.push_str("</tr>");
+        }
+        h.push_str("</tbody></table></div>");
+
+        let steps: Vec<(f64, &infer_bench_spec::results::StepResult)> = p
+            .steps
+            .iter()
+            .filter_map(|st| Some((super::step_load(p, st.step)?.1, st)))
+            .collect();
+        let Some(kind) = p
+            .steps
+            .first()
+            .and_then(|st| super::step_load(p, st.step))
+            .map(|l| l.0)
+        else {
+            continue;
+        };
+        let xaxis = Axis::auto(kind.axis_label(), steps.iter().map(|(l, _)| *l), 8.0);
+        let invalid = (r.measured && !r.valid).then(|| p.invalid_reasons.join("; "));
+        let step_point =
+            |load: f64, y: f64, st: &infer_bench_spec::results::StepResult, what: String| {
+                let mut pt = Point::new(load, y).tip(format!(
+                    "{} step {} ({}): {what}",
+                    r.label,
+                    st.step + 1,
+                    st.level
+                ));
+                pt.invalid = invalid.clone();
+                pt
+            };
+        h.push_str("<div class=\"charts\" style=\"margin-top:12px\">");
+        let mut c = Chart::new(
+            format!("Output throughput by step: {}", r.label),
+            xaxis.clone(),
+            Axis::linear("output tokens/s"),
+        );
+        c.series.push(Series::line(
+            "output tokens/s",
+            0,
+            steps
+                .iter()
+                .map(|(l, st)| {
+                    let y = st.stats.output_tokens_per_s;
+                    step_point(*l, y, st, format!("{y:.0} output tok/s"))
+                })
+                .collect(),
+        ));
+        figure(h, &c, "One marker per ramp step, at the step's load.");
+        let here: Vec<&Source> = vec![&sources[r.source_index]];
+        for (metric, title) in [
+            (Metric::Ttft, "Time to first token by step"),
+            (Metric::Tpot, "Time per output token by step"),
+        ] {
+            let slos = slo_lines(here.iter().copied(), metric.name());
+            let mut values: Vec<f64> = slos
+                .iter()
+                .map(|(e, _)| threshold_value(&e.threshold))
+                .collect();
+            let mut series = Vec::new();
+            for (q, stroke, shade) in [(50.0, Stroke::Solid, 1.0), (99.0, Stroke::Dashed, 0.6)] {
+                let pts: Vec<Point> = steps
+                    .iter()
+                    .map(|(l, st)| {
+                        let y = st
+                            .stats
+                            .latency_ms
+                            .get(metric.name())
+                            .map(|x| if q == 50.0 { x.p50 } else { x.p99 })
+                            .unwrap_or(f64::NAN);
+                        values.push(y);
+                        step_point(*l, y, st, format!("p{q} {y:.1} ms"))
+                    })
+                    .collect();
+                series.push(Series {
+                    name: format!("p{q}"),
+                    color: 0,
+                    stroke,
+                    markers: true,
+                    points: pts,
+                    in_legend: true,
+                    shade,
+                });
+            }
+            let label = format!("{} (ms)", metric.name().to_uppercase());
+            let mut c = Chart::new(
+                format!("{title}: {}", r.label),
+                xaxis.clone(),
+                Axis::auto(label, values, 30.0),
+            );
+            c.series = series;
+            c.lines.extend(slo_refs(&slos, 1, metric));
+            figure(
+                h,
+                &c,
+                "Solid: p50; dashed and lighter: p99. Red dash-dot lines: the point's SLO thresholds.",
+            );
+        }
+        h.push_str("</div>");
+    }
+    h.push_str("</section>\n");
 }
 
 /// NaN for points that were not measured (their zeros are not data).
@@ -661,8 +843,8 @@ fn measured(r: &infer_bench_judge::analysis::PointRow, v: f64) -> f64 {
     if r.measured { v } else { f64::NAN }
 }
 
-fn pareto_section(h: &mut String, a: &Analysis) {
-    h.push_str("<section id=\"pareto\"><h2>Interactivity against efficiency</h2><p class=\"lead\">Each point: how fast one user's tokens arrive (1000 / TPOT p50) against how many output tokens each GPU produces. Up and to the right is better; the line joins the Pareto frontier, the points no other point beats on both. Open markers fail an SLO.</p><div class=\"charts\">");
+fn pareto_section(h: &mut String, a: &Analysis, sources: &[Source]) {
+    h.push_str("<section id=\"pareto\"><h2>Interactivity against efficiency</h2><p class=\"lead\">Each point: how fast one user's tokens arrive (1000 / TPOT p50) against how many output tokens each GPU produces. Up and to the right is better; the line joins the Pareto frontier, the points no other point beats on both. Open markers fail an SLO; grey dashed ones are INVALID. A ramp is one point: all its steps together.</p><div class=\"charts\">");
     let xs: Vec<f64> = a
         .points
         .iter()
@@ -679,11 +861,19 @@ fn pareto_section(h: &mut String, a: &Analysis) {
         .enumerate()
         .map(|(i, s)| (s.name.clone(), i, s.rows.clone()))
         .collect();
-    let loose: Vec<usize> = (0..a.points.len())
-        .filter(|&i| a.points[i].sweep.is_none())
-        .collect();
+    // A ramp is a sweep within one point: its own group, named so.
+    let mut next = a.sweeps.len();
+    let mut loose: Vec<usize> = Vec::new();
+    for i in (0..a.points.len()).filter(|&i| a.points[i].sweep.is_none()) {
+        if a.point(sources, i).steps.is_empty() {
+            loose.push(i);
+        } else {
+            groups.push((format!("ramp {}", a.points[i].label), next, vec![i]));
+            next += 1;
+        }
+    }
     if !loose.is_empty() {
-        groups.push(("other points".into(), a.sweeps.len(), loose));
+        groups.push(("other points".into(), next, loose));
     }
     let xy = |i: usize| {
         let r = &a.points[i];
@@ -703,11 +893,11 @@ fn pareto_section(h: &mut String, a: &Analysis) {
                     i,
                     &format!("{x:.1} tok/s per user, {y:.0} tok/s per GPU"),
                 ));
-                p.hollow = r.slo_pass == Some(false);
+                p = marked(a, sources, i, p);
                 if r.pareto {
                     p.label = match (r.load_kind, r.load) {
                         (Some(k), Some(l)) => Some(k.show(l)),
-                        _ => None,
+                        _ => Some("ramp".into()),
                     };
                 }
                 p
@@ -720,6 +910,7 @@ fn pareto_section(h: &mut String, a: &Analysis) {
             markers: true,
             points: pts,
             in_legend: true,
+            shade: 1.0,
         });
     }
     let mut frontier: Vec<usize> = (0..a.points.len())
@@ -741,6 +932,7 @@ fn pareto_section(h: &mut String, a: &Analysis) {
                 })
                 .collect(),
             in_legend: true,
+            shade: 1.0,
         },
     );
     figure(
@@ -881,26 +1073,34 @@ fn latency_section(h: &mut String, a: &Analysis, sources: &[Source]) {
                 markers: false,
                 points: pts.into_iter().map(|(x, y)| Point::new(x, y)).collect(),
                 in_legend: true,
+                shade: 1.0,
             });
         }
         if series.is_empty() {
             continue;
         }
         let label = format!("{} (ms)", metric.name().to_uppercase());
+        let refs = slo_refs(
+            &slo_lines(here.iter().copied(), metric.name()),
+            here.len(),
+            metric,
+        );
         let y = if body_lo.is_finite() && top / body_lo >= 30.0 {
+            // The SLO lines stay in view.
+            let (mut lo, mut hi) = (body_lo, top);
+            for r in refs.iter().filter(|r| r.value > 0.0) {
+                lo = lo.min(r.value);
+                hi = hi.max(r.value);
+            }
             let mut a = Axis::log(label);
-            a.range = Some((body_lo, top));
+            a.range = Some((lo, hi));
             a
         } else {
             Axis::linear(label)
         };
         let mut c = Chart::new(title, Axis::nines("percentile"), y);
         c.series = series;
-        c.lines.extend(slo_refs(
-            &slo_lines(here.iter().copied(), metric.name()),
-            here.len(),
-            metric,
-        ));
+        c.lines.extend(refs);
         figure(h, &c, "");
     }
     h.push_str("</div></section>\n");
@@ -962,6 +1162,7 @@ fn telemetry_charts_of(points: &[(String, serde_json::Value)]) -> Vec<(Chart, St
                 markers: false,
                 points: ts.points.iter().map(|&(x, y)| Point::new(x, y)).collect(),
                 in_legend: true,
+                shade: 1.0,
             });
         }
     }
@@ -997,7 +1198,9 @@ fn points_section(h: &mut String, a: &Analysis, sources: &[Source]) {
         h.push_str("<tr>");
         let n = cells.len();
         for (k, c) in cells.iter().enumerate() {
-            if k + 2 >= n {
+            if k + 2 == n {
+                let _ = write!(h, "<td class=\"slo\">{}</td>", badge(c));
+            } else if k + 1 == n {
                 let _ = write!(h, "<td class=\"l\">{}</td>", badge(c));
             } else if k < 2 {
                 let _ = write!(h, "<td class=\"l\">{}</td>", escape(c));

@@ -6,7 +6,7 @@
 use super::{
     POINT_COLUMNS, best_sentence, environments, notes, point_cells, servers, tested, verdicts,
 };
-use infer_bench_judge::analysis::{Analysis, Source, describe_capacity, describe_knee};
+use infer_bench_judge::analysis::{Analysis, Source, describe_knee};
 
 /// A table cell: pipes escaped, on one line.
 fn cell(s: &str) -> String {
@@ -106,7 +106,7 @@ pub fn render(sources: &[Source]) -> String {
                         .map(|l| s.load_kind.show(*l))
                         .collect::<Vec<_>>()
                         .join(", "),
-                    describe_capacity(&s.capacity, s.load_kind),
+                    super::capacity_text(s),
                     describe_knee(&s.knee, s.load_kind),
                     s.best
                         .as_ref()
@@ -136,6 +136,21 @@ pub fn render(sources: &[Source]) -> String {
     out.push_str(
         "\nLatencies in ms; goodput as a share of requests; tok/s/user = 1000 / TPOT p50.\n",
     );
+
+    let ramps = super::ramps(&a, sources);
+    if !ramps.is_empty() {
+        out.push_str("\n## Ramp steps\n\nEach step of a ramp measured on its own; SLOs judge the point as a whole.\n");
+        for i in ramps {
+            out.push_str(&format!("\n### {}\n\n", cell(&a.points[i].label)));
+            let rows: Vec<Vec<String>> = a
+                .point(sources, i)
+                .steps
+                .iter()
+                .map(super::step_cells)
+                .collect();
+            table(&mut out, super::STEP_COLUMNS, |i| i >= 2, &rows);
+        }
+    }
 
     let notes = notes(&a, sources);
     if !notes.is_empty() {

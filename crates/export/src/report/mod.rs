@@ -294,6 +294,17 @@ pub(crate) fn verdicts(sources: &[Source]) -> Verdicts {
 }
 
 impl Verdicts {
+    /// The badge: "no SLOs declared" when no point has one, else "4 / 6
+    /// pass" over the points that declare SLOs.
+    pub fn badge(&self) -> String {
+        let judged = self.slo_pass + self.slo_fail;
+        if judged == 0 {
+            "no SLOs declared".into()
+        } else {
+            format!("{} / {judged} pass", self.slo_pass)
+        }
+    }
+
     /// "4 of 6 points meet every SLO; 2 fail one or more. 1 point is INVALID."
     pub fn sentence(&self) -> String {
         let mut s = if self.no_slo == self.points {
@@ -416,6 +427,91 @@ pub(crate) fn notes(a: &Analysis, sources: &[Source]) -> Vec<String> {
 pub(crate) fn best_sentence(a: &Analysis) -> String {
     match &a.best {
         None => "none: no measured point meets its SLOs".into(),
-        Some(b) => format!("{} ({} {})", b.label, fmt_sig(b.value), b.basis.describe()),
+        Some(b) => format!(
+            "{} ({} {}){}",
+            b.label,
+            fmt_sig(b.value),
+            b.basis.describe(),
+            if b.from_invalid {
+                ", drawn from INVALID points: every measured point is INVALID"
+            } else {
+                ""
+            }
+        ),
     }
+}
+
+/// A sweep's capacity at SLO as a sentence, saying when it was drawn from
+/// INVALID points.
+pub(crate) fn capacity_text(s: &infer_bench_judge::analysis::Sweep) -> String {
+    let t = infer_bench_judge::analysis::describe_capacity(&s.capacity, s.load_kind);
+    if s.from_invalid {
+        format!("{t} (drawn from INVALID points: every measured point is INVALID)")
+    } else {
+        t
+    }
+}
+
+/// Header of a ramp's per-step table (HTML and Markdown).
+pub(crate) const STEP_COLUMNS: &[&str] = &[
+    "step",
+    "level",
+    "ok",
+    "err",
+    "req/s",
+    "out tok/s",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "TPOT p50 ms",
+    "TPOT p99 ms",
+    "E2E p50 ms",
+    "E2E p99 ms",
+    "goodput",
+];
+
+/// The load of a ramp's step, from the point's ramp levels.
+pub(crate) fn step_load(
+    p: &PointResult,
+    step: u32,
+) -> Option<(infer_bench_judge::analysis::LoadKind, f64)> {
+    use infer_bench_judge::analysis::LoadKind;
+    use infer_bench_spec::Level;
+    let level = p.config.load.ramp.as_ref()?.levels.get(step as usize)?;
+    Some(match level {
+        Level::Concurrency(c) => (LoadKind::Concurrency, f64::from(*c)),
+        Level::Rate(r) => (LoadKind::Rate, r.as_per_second()),
+    })
+}
+
+/// One row of a ramp's step table, as plain text.
+pub(crate) fn step_cells(st: &infer_bench_spec::results::StepResult) -> Vec<String> {
+    let s = &st.stats;
+    let ms = |m: &str, hi: bool| {
+        s.latency_ms
+            .get(m)
+            .map(|x| fmt(if hi { x.p99 } else { x.p50 }, 1))
+            .unwrap_or_else(|| "-".into())
+    };
+    vec![
+        (st.step + 1).to_string(),
+        st.level.clone(),
+        s.requests.succeeded.to_string(),
+        s.requests.failed.to_string(),
+        fmt(s.request_throughput, 2),
+        fmt(s.output_tokens_per_s, 0),
+        ms("ttft", false),
+        ms("ttft", true),
+        ms("tpot", false),
+        ms("tpot", true),
+        ms("e2e", false),
+        ms("e2e", true),
+        format!("{}%", fmt(s.goodput_ratio * 100.0, 0)),
+    ]
+}
+
+/// The rows of the analysis that are ramps with recorded steps.
+pub(crate) fn ramps(a: &Analysis, sources: &[Source]) -> Vec<usize> {
+    (0..a.points.len())
+        .filter(|&i| !a.point(sources, i).steps.is_empty())
+        .collect()
 }

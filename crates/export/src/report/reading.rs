@@ -26,11 +26,12 @@ struct RadarAxis {
 
 /// The configurations the radar compares: each sweep's point with the most
 /// goodput, or every measured point (at most eight) without sweeps.
+/// INVALID points take no part, unless every measured point is INVALID.
 fn radar_rows(a: &Analysis) -> Vec<usize> {
+    let any_valid = a.points.iter().any(|p| p.measured && p.valid);
+    let usable = |i: usize| a.points[i].measured && (a.points[i].valid || !any_valid);
     let mut rows: Vec<usize> = if a.sweeps.is_empty() {
-        (0..a.points.len())
-            .filter(|&i| a.points[i].measured)
-            .collect()
+        (0..a.points.len()).filter(|&i| usable(i)).collect()
     } else {
         a.sweeps
             .iter()
@@ -38,7 +39,7 @@ fn radar_rows(a: &Analysis) -> Vec<usize> {
                 s.rows
                     .iter()
                     .copied()
-                    .filter(|&i| a.points[i].measured)
+                    .filter(|&i| usable(i))
                     .max_by(|&x, &y| {
                         a.points[x]
                             .goodput_requests_per_s
@@ -157,11 +158,12 @@ fn score(axis: &RadarAxis, v: f64) -> f64 {
     s.clamp(0.0, 1.0)
 }
 
-/// The radar chart as inline SVG; `None` with fewer than one configuration
+/// The radar chart as inline SVG; `None` with fewer than two
+/// configurations to compare (one polygon says nothing a table does not)
 /// or fewer than three axes with data.
 pub fn radar(a: &Analysis, sources: &[Source]) -> Option<String> {
     let rows = radar_rows(a);
-    if rows.is_empty() {
+    if rows.len() < 2 {
         return None;
     }
     let points: Vec<&PointResult> = rows.iter().map(|&i| a.point(sources, i)).collect();
@@ -273,24 +275,27 @@ pub fn radar(a: &Analysis, sources: &[Source]) -> Option<String> {
 
 /// The summary's card of hints and pre-flight findings, and the radar.
 pub fn summary_cards(h: &mut String, a: &Analysis, sources: &[Source]) {
-    let mut lines: Vec<String> = Vec::new();
+    // One line per distinct finding, with the points it concerns.
+    let mut found: Vec<(String, Vec<&str>)> = Vec::new();
     for (i, row) in a.points.iter().enumerate() {
         let p = a.point(sources, i);
-        for f in &p.preflight {
-            lines.push(format!(
-                "<li><b>{}</b>: pre-flight: {}</li>",
-                escape(&row.label),
-                escape(&f.message)
-            ));
-        }
-        for x in &p.hints {
-            lines.push(format!(
-                "<li><b>{}</b>: {}</li>",
-                escape(&row.label),
-                escape(&x.message)
-            ));
+        let texts = p
+            .preflight
+            .iter()
+            .map(|f| format!("pre-flight: {}", f.message))
+            .chain(p.hints.iter().map(|x| x.message.clone()));
+        for t in texts {
+            match found.iter_mut().find(|(m, _)| *m == t) {
+                Some((_, who)) => {
+                    if !who.contains(&row.label.as_str()) {
+                        who.push(&row.label);
+                    }
+                }
+                None => found.push((t, vec![&row.label])),
+            }
         }
     }
+    let lines: Vec<String> = found.iter().map(|(t, who)| finding_line(t, who)).collect();
     h.push_str("<div class=\"card\"><h3>Hints</h3>");
     if lines.is_empty() {
         h.push_str("<p class=\"muted\">No pattern in the numbers suggests a bottleneck, and no pre-flight check found anything.</p>");
@@ -310,9 +315,50 @@ pub fn summary_cards(h: &mut String, a: &Analysis, sources: &[Source]) {
     if let Some(svg) = radar(a, sources) {
         let _ = write!(
             h,
-            "<div class=\"card wide\"><h3>Key metrics</h3><figure>{svg}<figcaption>One polygon per configuration (each sweep's point with the most goodput). Farther out is better. Latencies with an SLO are scaled so the threshold is the dashed ring and twice as good reaches the rim; other axes against the best configuration, at the rim.</figcaption></figure></div>"
+            "<div class=\"card wide\"><h3>Key metrics</h3><figure>{svg}<figcaption>One polygon per configuration (each sweep's point with the most goodput; INVALID points take no part). Farther out is better. Latencies with an SLO are scaled so the threshold is the dashed ring and twice as good reaches the rim; other axes against the best configuration, at the rim.</figcaption></figure></div>"
         );
+    } else {
+        key_metrics_table(h, a, sources);
     }
+}
+
+/// A finding and the points it concerns: the point's name before it when
+/// there is one, else "(7 points: a, b, c, …)" after it.
+fn finding_line(text: &str, who: &[&str]) -> String {
+    if let [one] = who {
+        return format!("<li><b>{}</b>: {}</li>", escape(one), escape(text));
+    }
+    let shown: Vec<&str> = who.iter().take(3).copied().collect();
+    format!(
+        "<li>{} <span class=\"muted\" title=\"{}\">({} points: {}{})</span></li>",
+        escape(text),
+        escape(&who.join(", ")),
+        who.len(),
+        escape(&shown.join(", ")),
+        if who.len() > shown.len() { ", …" } else { "" }
+    )
+}
+
+/// With a single configuration, its key metrics as a compact table
+/// instead of a radar.
+fn key_metrics_table(h: &mut String, a: &Analysis, sources: &[Source]) {
+    let rows = radar_rows(a);
+    let Some(&row) = rows.first() else { return };
+    let p = a.point(sources, row);
+    let r = &a.points[row];
+    let ms = |m: Metric, q: f64| opt(infer_bench_judge::analysis::latency_ms(p, m, q), 1);
+    let _ = write!(
+        h,
+        "<div class=\"card\" id=\"key-metrics\"><h3>Key metrics</h3><p class=\"muted\">{}: the only configuration, so no radar to compare.</p><table class=\"kv\"><tbody><tr><td class=\"l\">TTFT p50 / p99</td><td>{} / {} ms</td></tr><tr><td class=\"l\">TPOT p50 / p99</td><td>{} / {} ms</td></tr><tr><td class=\"l\">output</td><td>{} tok/s</td></tr><tr><td class=\"l\">goodput</td><td>{}%</td></tr><tr><td class=\"l\">$/1M out</td><td>{}</td></tr></tbody></table></div>",
+        escape(&r.label),
+        ms(Metric::Ttft, 50.0),
+        ms(Metric::Ttft, 99.0),
+        ms(Metric::Tpot, 50.0),
+        ms(Metric::Tpot, 99.0),
+        super::fmt(p.merged.output_tokens_per_s, 0),
+        super::fmt(p.merged.goodput_ratio * 100.0, 0),
+        opt(r.usd_per_1m_output_tokens, 3)
+    );
 }
 
 fn opt(x: Option<f64>, digits: usize) -> String {

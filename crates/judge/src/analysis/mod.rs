@@ -232,6 +232,10 @@ pub struct Sweep {
     pub rows: Vec<usize>,
     pub capacity: Capacity,
     pub knee: Knee,
+    /// Every measured point of the sweep is INVALID, so capacity and knee
+    /// were drawn from them; otherwise INVALID points take no part.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_invalid: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub best: Option<Best>,
     /// Concurrency sweeps: how memory grows per concurrent request, and
@@ -377,8 +381,13 @@ impl Analysis {
             } else {
                 name
             };
+            // INVALID points are left out of capacity and knee, unless
+            // every measured point of the sweep is INVALID.
+            let from_invalid = !rows.iter().any(|&i| points[i].measured && points[i].valid);
+            let counts = |i: usize| from_invalid || !points[i].measured || points[i].valid;
             let samples: Vec<LoadSample<'_>> = rows
                 .iter()
+                .filter(|&&i| counts(i))
                 .map(|&i| {
                     let p = &src.results.points[points[i].point_index];
                     LoadSample {
@@ -392,7 +401,7 @@ impl Analysis {
             let capacity = capacity(&samples);
             let curve: Vec<CurvePoint<'_>> = rows
                 .iter()
-                .filter(|&&i| points[i].measured)
+                .filter(|&&i| points[i].measured && counts(i))
                 .map(|&i| CurvePoint {
                     id: &points[i].id,
                     load: points[i].load.unwrap_or(0.0),
@@ -418,6 +427,7 @@ impl Analysis {
             };
             sweeps.push(Sweep {
                 memory,
+                from_invalid,
                 name,
                 source: src.label.clone(),
                 load_kind: kind,

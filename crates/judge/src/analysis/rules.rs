@@ -23,6 +23,10 @@
 //! - **Best configuration**: among measured points that do not fail an
 //!   SLO, the highest good requests per GPU-dollar (`cost`); without cost
 //!   data, the highest goodput per GPU.
+//! - **INVALID points** (measured, but their numbers are not to be
+//!   trusted) take no part in capacity, knee or best; only where every
+//!   measured point of the set is INVALID are they used, and the result
+//!   says it was drawn from INVALID points.
 
 use serde::Serialize;
 
@@ -307,15 +311,22 @@ pub struct Best {
     pub label: String,
     pub basis: BestBasis,
     pub value: f64,
+    /// Every measured candidate was INVALID: the best of those, to be read
+    /// with care.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_invalid: bool,
 }
 
-/// The best of `rows` (indices into `points`): measured, not failing an
-/// SLO, highest goodput per GPU-dollar, or per GPU without cost data.
+/// The best of `rows` (indices into `points`): measured, VALID, not
+/// failing an SLO, highest goodput per GPU-dollar, or per GPU without cost
+/// data. Only when no measured point is VALID is it drawn from INVALID
+/// ones, and then it says so (`from_invalid`).
 pub fn best(points: &[PointRow], rows: &[usize]) -> Option<Best> {
+    let from_invalid = !rows.iter().any(|&i| points[i].measured && points[i].valid);
     let eligible: Vec<&PointRow> = rows
         .iter()
         .map(|&i| &points[i])
-        .filter(|p| p.measured && p.slo_pass != Some(false))
+        .filter(|p| p.measured && (p.valid || from_invalid) && p.slo_pass != Some(false))
         .collect();
     let by_cost = eligible
         .iter()
@@ -343,6 +354,7 @@ pub fn best(points: &[PointRow], rows: &[usize]) -> Option<Best> {
         label: p.label.clone(),
         basis,
         value,
+        from_invalid,
     })
 }
 
@@ -790,5 +802,19 @@ mod tests {
             ("b", BestBasis::GoodputPerGpu, 3.0)
         );
         assert!(best(&rows, &[]).is_none());
+    }
+
+    #[test]
+    fn best_leaves_invalid_points_out_unless_all_are() {
+        let mut rows = vec![
+            row("a", Some(true), Some(100.0), 1.0),
+            row("b", Some(true), Some(900.0), 9.0),
+        ];
+        rows[1].valid = false;
+        let b = best(&rows, &[0, 1]).unwrap();
+        assert_eq!((b.point.as_str(), b.from_invalid), ("a", false));
+        rows[0].valid = false;
+        let b = best(&rows, &[0, 1]).unwrap();
+        assert_eq!((b.point.as_str(), b.from_invalid), ("b", true));
     }
 }
