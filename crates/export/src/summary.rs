@@ -103,6 +103,14 @@ pub fn table(r: &Results) -> String {
         if r.complete { "" } else { ", incomplete" }
     );
     out.push_str(&t.render());
+    let searches = super::capacity::summary_lines(r);
+    if !searches.is_empty() {
+        out.push('\n');
+        for line in searches {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     let (telemetry, telemetry_notes) = super::telemetry::points(r);
     if let Some(table) = telemetry {
         out.push('\n');

@@ -149,6 +149,7 @@ pub fn render(sources: &[Source]) -> String {
     for k in kinds {
         sweep_section(&mut h, &a, sources, k);
     }
+    h.push_str(&crate::capacity::html(sources));
     pareto_section(&mut h, &a);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {
