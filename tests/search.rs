@@ -65,19 +65,34 @@ ttft = "p99 < {ttft}"
     )
 }
 
-/// Runs a spec; the results and the summary printed.
-fn run(dir: &Path, name: &str, text: &str) -> (Value, String) {
+/// Runs a spec, which must exit with `code`; the results and the summary
+/// printed.
+fn run_expecting(dir: &Path, name: &str, text: &str, code: i32) -> (Value, String) {
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, text).unwrap();
     let out = dir.join(name);
-    let stdout = ok(&[
+    let o = infer_bench(&[
         "run",
         path.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let results = std::fs::read_to_string(out.join("results.json")).unwrap();
-    (serde_json::from_str(&results).unwrap(), stdout)
+    (
+        serde_json::from_str(&results).unwrap(),
+        String::from_utf8(o.stdout).unwrap(),
+    )
+}
+
+/// Runs a spec that must pass: a search's failing probes do not fail a run.
+fn run(dir: &Path, name: &str, text: &str) -> (Value, String) {
+    run_expecting(dir, name, text, 0)
 }
 
 fn rate_of(p: &Value) -> f64 {
@@ -142,10 +157,12 @@ fn a_search_finds_what_a_fine_sweep_shows_in_fewer_probes() {
         .map(|r| format!("\"{r}/s\""))
         .collect::<Vec<_>>()
         .join(", ");
-    let (sweep, _) = run(
+    // The sweep's points above the crossing fail their SLO: exit 1.
+    let (sweep, _) = run_expecting(
         dir.path(),
         "sweep",
         &spec(ttft, "", &format!("[matrix]\nrate = [{axis}]")),
+        1,
     );
     let sweep_points = sweep["points"].as_array().unwrap();
     assert_eq!(sweep_points.len(), rates.len());
