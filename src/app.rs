@@ -495,15 +495,29 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
 /// (infrastructure), not one of a point's requests succeeded (whatever the
 /// SLOs say), or, with --strict, a pre-flight check found something;
 /// 1 if an SLO failed; 4 with --strict if a point was INVALID; else 0.
+/// The probes of a capacity search are left out (failing its target is
+/// what a probe above the capacity is for); a search whose first probe
+/// already failed (below its range) counts as a failed SLO.
 pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
     use crate::error::*;
-    if r.points.iter().any(|p| p.measured_nothing())
+    use crate::results::search::SearchOutcome;
+    let probes: std::collections::BTreeSet<&str> = r
+        .searches
+        .iter()
+        .flat_map(|s| s.probes.iter().map(|p| p.id.as_str()))
+        .collect();
+    let points = || r.points.iter().filter(|p| !probes.contains(p.id.as_str()));
+    if points().any(|p| p.measured_nothing())
         || (strict && r.points.iter().any(|p| !p.preflight.is_empty()))
     {
         EXIT_INFRA
-    } else if r.points.iter().any(|p| p.slo_pass == Some(false)) {
+    } else if points().any(|p| p.slo_pass == Some(false))
+        || r.searches
+            .iter()
+            .any(|s| s.outcome == SearchOutcome::BelowRange)
+    {
         EXIT_FAILED
-    } else if strict && r.points.iter().any(|p| !p.valid) {
+    } else if strict && points().any(|p| !p.valid) {
         EXIT_UNJUDGED
     } else {
         EXIT_OK

@@ -685,6 +685,7 @@ impl Noisy {
             points: vec![p],
             pending: Vec::new(),
             merged_from: Vec::new(),
+            searches: Vec::new(),
         }
     }
 

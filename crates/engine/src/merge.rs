@@ -119,6 +119,10 @@ pub fn merge(inputs: Vec<(PathBuf, Results)>) -> Result<Results> {
         environment: environment(&inputs)?,
         points,
         pending,
+        searches: inputs
+            .iter()
+            .flat_map(|(_, r)| r.searches.iter().cloned())
+            .collect(),
         merged_from: inputs
             .iter()
             .map(|(path, r)| MergedInput {

@@ -1,6 +1,7 @@
 //! Exporters: the only code that writes to stdout. Each output format is
 //! a function from plain data (plans, results, verdicts) to text.
 
+pub mod capacity;
 pub mod chart;
 pub mod plan;
 pub mod report;

@@ -244,6 +244,14 @@ pub fn render(r: &Results, look: Look) -> String {
         out.push('\n');
         out.push_str(&table);
     }
+    let searches = super::capacity::summary_lines(r);
+    if !searches.is_empty() {
+        out.push('\n');
+        for line in searches {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     let (telemetry, telemetry_notes) = super::telemetry::points(r);
     if let Some(table) = telemetry {
         out.push('\n');

@@ -6,7 +6,9 @@
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::results::{Environment, PointResult, PointStatus, Results, ToolInfo};
 
-pub use infer_bench_results::baseline::{BaselineRun, FORMAT, VERSION};
+pub use infer_bench_results::baseline::{BaselineRun, FORMAT, VERSION, VERSION_WITHOUT_SEARCHES};
+use infer_bench_spec::results::search::{SearchOutcome, SearchResult};
+use std::collections::BTreeSet;
 
 /// A baseline whose points carry their compiled configuration.
 pub type Baseline = infer_bench_results::baseline::Baseline<PointConfig>;
@@ -91,26 +93,55 @@ impl Bless for Baseline {
             });
         }
         let matches = |p: &PointResult, s: &str| infer_bench_spec::plan::selects(s, &p.id, &p.slug);
+        let search_matches =
+            |x: &SearchResult, s: &str| infer_bench_spec::plan::selects(s, &x.id, &x.slug);
+        // A capacity search is blessed as a whole, by its answer: its
+        // probes are not baseline points (the next search may probe other
+        // levels, and a failing probe is what a search is for).
+        let probes: BTreeSet<&str> = results
+            .searches
+            .iter()
+            .flat_map(|x| x.probes.iter().map(|p| p.id.as_str()))
+            .collect();
         for s in selectors {
-            if !results.points.iter().any(|p| matches(p, s)) {
+            if !results.points.iter().any(|p| matches(p, s))
+                && !results.searches.iter().any(|x| search_matches(x, s))
+            {
                 return Err(BlessError::NoMatch {
                     selector: s.clone(),
-                    available: results.points.iter().map(|p| p.id.clone()).collect(),
+                    available: results
+                        .points
+                        .iter()
+                        .map(|p| p.id.clone())
+                        .chain(results.searches.iter().map(|x| x.id.clone()))
+                        .collect(),
                 });
             }
         }
         let chosen: Vec<&PointResult> = results
             .points
             .iter()
+            .filter(|p| !probes.contains(p.id.as_str()))
             .filter(|p| selectors.is_empty() || selectors.iter().any(|s| matches(p, s)))
             .collect();
-        if chosen.is_empty() {
+        let searches: Vec<&SearchResult> = results
+            .searches
+            .iter()
+            .filter(|x| selectors.is_empty() || selectors.iter().any(|s| search_matches(x, s)))
+            .collect();
+        if chosen.is_empty() && searches.is_empty() {
             return Err(BlessError::Empty);
         }
-        let refused: Vec<(String, String)> = chosen
+        let mut refused: Vec<(String, String)> = searches
             .iter()
-            .filter_map(|p| refusal(p).map(|why| (p.id.clone(), why)))
+            .filter(|x| x.outcome == SearchOutcome::Unfinished)
+            .map(|x| (x.id.clone(), "the search did not finish".to_string()))
             .collect();
+        refused.extend(
+            chosen
+                .iter()
+                .filter_map(|p| refusal(p).map(|why| (p.id.clone(), why))),
+        );
         if !refused.is_empty() {
             return Err(BlessError::Refused { refused });
         }
@@ -131,14 +162,22 @@ impl Bless for Baseline {
                 .insert(p.id.clone(), entry(p, &results.environment));
             written.push(p.id.clone());
         }
+        for x in searches {
+            self.searches.insert(x.slug.clone(), x.clone());
+            written.push(x.id.clone());
+        }
         self.format = FORMAT.into();
-        self.version = VERSION;
+        self.version = if self.searches.is_empty() {
+            VERSION_WITHOUT_SEARCHES
+        } else {
+            VERSION
+        };
         self.metrics_version = results.metrics_version;
         self.spec = results.spec.name.clone();
         self.tool = ToolInfo::current();
         self.recorded_at = now.into();
         Ok(Blessed {
-            kept: self.points.len() - written.len(),
+            kept: (self.points.len() + self.searches.len()).saturating_sub(written.len()),
             written,
             superseded,
         })

@@ -553,13 +553,26 @@ pub struct Report {
     /// (`tls_insecure = true`): every report says so.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tls_insecure: Vec<String>,
+    /// Capacity searches, each judged by its answer (see `capacity`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacity: Vec<super::capacity::CapacityReport>,
 }
 
 /// Compares `results` with `baseline` under `settings`. Paths in the
 /// report's sources are left empty for the caller to fill in.
 pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> Report {
     let mut points = Vec::new();
+    // A capacity search is judged by its answer (`capacity`), not probe by
+    // probe: its failing probes are what a search is for.
+    let probes: std::collections::BTreeSet<&str> = results
+        .searches
+        .iter()
+        .flat_map(|s| s.probes.iter().map(|p| p.id.as_str()))
+        .collect();
     for p in &results.points {
+        if probes.contains(p.id.as_str()) {
+            continue;
+        }
         let report = match baseline.by_slug(&p.slug) {
             None => unmatched(p, Match::New),
             Some((bid, b)) if b.hash != p.hash => {
@@ -633,6 +646,7 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
         counts: Counts::default(),
         points,
         tls_insecure: tls_insecure_targets(results),
+        capacity: super::capacity::compare(&baseline.searches, &results.searches),
     };
     report.finish(false);
     report
@@ -701,12 +715,13 @@ impl Report {
     /// is new, dropped, drifted, left out or INSUFFICIENT): nothing was
     /// judged.
     pub fn nothing_judged(&self) -> bool {
-        !self.points.iter().any(|p| {
-            p.matched == Match::Compared
-                && !p.skipped
-                && !p.failed
-                && p.decision.is_some_and(|d| d != Decision::Insufficient)
-        })
+        !self.capacity.iter().any(|c| c.judged())
+            && !self.points.iter().any(|p| {
+                p.matched == Match::Compared
+                    && !p.skipped
+                    && !p.failed
+                    && p.decision.is_some_and(|d| d != Decision::Insufficient)
+            })
     }
 
     fn count(&self) -> Counts {
@@ -754,12 +769,17 @@ impl Report {
         if c.failed > 0 {
             EXIT_INFRA
         } else if c.regressed > 0
+            || self
+                .capacity
+                .iter()
+                .any(|x| x.decision == super::capacity::CapacityDecision::Regressed)
             || c.slo_failed > 0
             || (self.on_env_mismatch == OnEnvMismatch::Fail && c.incomparable > 0)
         {
             EXIT_FAILED
         } else if !self.rules_changes.is_empty()
             || blocking
+            || (!self.allow_unjudged && self.capacity.iter().any(|x| x.unjudged()))
             || (self.nothing_judged() && !self.allow_unjudged)
             || (strict && self.points.iter().any(PointReport::unjudged))
         {

@@ -123,6 +123,7 @@ pub fn results(points: Vec<PointResult>) -> Results {
         points,
         pending: Vec::new(),
         merged_from: Vec::new(),
+        searches: Vec::new(),
     }
 }
 

@@ -20,6 +20,7 @@
 
 pub mod analysis;
 pub mod baseline;
+pub mod capacity;
 pub mod compare;
 pub mod drift;
 pub mod exit;

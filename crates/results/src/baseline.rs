@@ -9,7 +9,10 @@
 //! Version 2 adds the judging rules (`rules`: the `[regression]` table the
 //! baseline was blessed with, which a comparison uses instead of whatever
 //! the new results' spec says) and the blessed spec's SHA-256. Version 1
-//! files read as before, without them.
+//! files read as before, without them. Version 3 adds `searches`, the
+//! answers of capacity searches, judged as capacities; a baseline without
+//! searches is still written as version 2, byte for byte as before, and a
+//! tool that cannot judge searches refuses a file that has some.
 //!
 //! The layout is made for code review: keys sorted at every level, one
 //! point per block, and a single timestamp (`recorded_at`); run start times
@@ -29,7 +32,9 @@ use crate::{Environment, Error, METRICS_VERSION, Stats, ToolInfo, WindowStats, w
 /// The `format` of every baseline file.
 pub const FORMAT: &str = "infer-bench-baseline";
 /// Version of the baseline format this build writes and reads up to.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
+/// The version written for a baseline without capacity searches.
+pub const VERSION_WITHOUT_SEARCHES: u32 = 2;
 
 /// A baseline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -59,6 +64,11 @@ pub struct Baseline<C = serde_json::Value> {
     pub spec_sha256: Option<String>,
     /// The points, by point ID (`slug-hash`).
     pub points: BTreeMap<String, BaselinePoint<C>>,
+    /// Capacity searches, by slug: their answers, judged as capacities
+    /// (their probes are not points of the baseline). Absent before
+    /// version 3.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub searches: BTreeMap<String, crate::search::SearchResult>,
 }
 
 /// One point of a baseline.
@@ -96,7 +106,7 @@ impl<C> Baseline<C> {
     pub fn new(spec: &str) -> Baseline<C> {
         Baseline {
             format: FORMAT.into(),
-            version: VERSION,
+            version: VERSION_WITHOUT_SEARCHES,
             metrics_version: METRICS_VERSION,
             spec: spec.into(),
             tool: ToolInfo::current(),
@@ -104,6 +114,7 @@ impl<C> Baseline<C> {
             rules: None,
             spec_sha256: None,
             points: BTreeMap::new(),
+            searches: BTreeMap::new(),
         }
     }
 

@@ -21,6 +21,7 @@ pub mod insight;
 pub mod metric;
 pub mod redact;
 pub mod requests;
+pub mod search;
 pub mod telemetry;
 
 pub use error::{Error, Result};
@@ -30,8 +31,9 @@ pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
 pub const FORMAT: &str = "infer-bench-results";
 /// Version of this file format. 2: tallies carry the work counted inside
 /// their measurement window (`TallyData::in_window`), shards the window's
-/// end. Files of version 1 are read as they are.
-pub const VERSION: u32 = 2;
+/// end. 3: `searches`, the answers of capacity searches. Files of versions
+/// 1 and 2 are read as they are (with no searches).
+pub const VERSION: u32 = 3;
 /// Version of the metric definitions (METRICS.md) the numbers follow.
 /// 2: throughput counts the tokens, requests and time in flight that fall
 /// inside the measurement window (by each event's arrival), and a run that
@@ -65,6 +67,10 @@ pub struct Results<C = serde_json::Value> {
     /// Selected points that did not finish (IDs).
     #[serde(default)]
     pub pending: Vec<String>,
+    /// Capacity searches (`[load] search`), each with its answer and
+    /// probes; their probes are points above. Absent before version 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<search::SearchResult>,
     /// Written by `merge`: the shards this file combines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<MergedInput>,

@@ -328,6 +328,89 @@ pub enum Warmup {
     Requests(u64),
 }
 
+/// A capacity search (`[load] search`): the highest level from `from` to
+/// `to` whose probe meets `target`, to within `precision`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Search {
+    pub over: super::raw::SearchOver,
+    /// The first level probed (also the point's `level`).
+    pub from: Level,
+    /// The highest level probed.
+    pub to: Level,
+    pub target: SearchTarget,
+    /// The search ends when the first failing level is at most this far
+    /// above the last passing one.
+    pub precision: Percent,
+}
+
+/// What a probe of a capacity search must meet to pass. A probe that is
+/// INVALID or failed never passes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SearchTarget {
+    /// Every `[slo]` gate holds.
+    Slo,
+    /// At least this share of the measured requests is good (within every
+    /// `[goodput]` bound).
+    Goodput(Percent),
+}
+
+/// Why a search target does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected \"slo\" or \"goodput >= 95%\", found \"{0}\"")]
+pub struct ParseSearchTargetError(pub String);
+
+impl std::str::FromStr for SearchTarget {
+    type Err = ParseSearchTargetError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseSearchTargetError(crate::files::excerpt(s));
+        let t = s.trim();
+        if t == "slo" {
+            return Ok(SearchTarget::Slo);
+        }
+        let rest = t.strip_prefix("goodput").ok_or_else(err)?.trim_start();
+        let pct = rest.strip_prefix(">=").ok_or_else(err)?;
+        let p: Percent = pct.parse().map_err(|_| err())?;
+        if p.value() > 100.0 {
+            return Err(err());
+        }
+        Ok(SearchTarget::Goodput(p))
+    }
+}
+
+impl std::fmt::Display for SearchTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SearchTarget::Slo => f.write_str("slo"),
+            SearchTarget::Goodput(p) => write!(f, "goodput >= {p}"),
+        }
+    }
+}
+
+impl Serialize for SearchTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SearchTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for SearchTarget {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SearchTarget".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "\"slo\" or \"goodput >= 95%\"."
+        })
+    }
+}
+
 /// A staircase of levels within one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Ramp {
@@ -396,6 +479,10 @@ pub struct Load {
     pub max_concurrency: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp: Option<Ramp>,
+    /// A capacity search: this point stands for the search, and each of
+    /// its probes is a point of its own at one level, without `search`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<Search>,
     pub warmup: Warmup,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Duration>,
@@ -699,6 +786,7 @@ pub struct LoadDefaults {
     pub rate: Option<Rate>,
     pub max_concurrency: Option<u32>,
     pub ramp: Option<super::raw::RawRamp>,
+    pub search: Option<Search>,
     pub warmup: Warmup,
     pub duration: Option<Duration>,
     pub requests: Option<u64>,

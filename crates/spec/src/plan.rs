@@ -611,33 +611,7 @@ fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, S
         goodput: spec.goodput.clone(),
         seed: spec.seed,
     };
-    let mut parts = vec![tname.clone(), mname.clone()];
-    if let Some(p) = &config.precision {
-        parts.push(p.name.clone());
-    }
-    parts.push(workload.name.clone());
-    parts.push(match &config.load.ramp {
-        Some(r) => format!(
-            "ramp-{}-{}",
-            level_slug(r.levels.first().expect("non-empty")),
-            level_slug(r.levels.last().expect("non-empty"))
-        ),
-        None => level_slug(&config.load.level),
-    });
-    if let Some(mc) = config.load.max_concurrency {
-        parts.push(format!("mc{mc}"));
-    }
-    let slug: String = parts
-        .join(".")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let slug = slug_of(&config);
     let hash = config.hash_cached(cache);
     Ok(Point {
         id: format!("{slug}-{hash}"),
@@ -649,6 +623,65 @@ fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, S
             .collect(),
         config,
     })
+}
+
+/// A point's readable name: target, model, precision, workload, then its
+/// load (level, ramp or search) and cap, joined by dots.
+fn slug_of(config: &PointConfig) -> String {
+    let mut parts = vec![config.target.name.clone(), config.model.name.clone()];
+    if let Some(p) = &config.precision {
+        parts.push(p.name.clone());
+    }
+    parts.push(config.workload.name.clone());
+    parts.push(match (&config.load.ramp, &config.load.search) {
+        (Some(r), _) => format!(
+            "ramp-{}-{}",
+            level_slug(r.levels.first().expect("non-empty")),
+            level_slug(r.levels.last().expect("non-empty"))
+        ),
+        (None, Some(s)) => format!("search-{}-{}", level_slug(&s.from), level_slug(&s.to)),
+        (None, None) => level_slug(&config.load.level),
+    });
+    if let Some(mc) = config.load.max_concurrency {
+        parts.push(format!("mc{mc}"));
+    }
+    parts
+        .join(".")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+impl Point {
+    /// One probe of this point's capacity search: the same point at
+    /// `level`, without the search, so it has the ID a sweep's point at
+    /// that level has (the same configuration measures the same thing).
+    pub fn probe(&self, level: Level) -> Point {
+        let mut config = self.config.clone();
+        config.load.level = level;
+        config.load.search = None;
+        let slug = slug_of(&config);
+        let hash = config.hash();
+        let mut axes = self.axes.clone();
+        let (axis, value) = match level {
+            Level::Concurrency(c) => ("concurrency", c.to_string()),
+            Level::Rate(r) => ("rate", r.to_string()),
+        };
+        axes.push((axis.to_string(), value));
+        Point {
+            id: format!("{slug}-{hash}"),
+            slug,
+            hash,
+            axes,
+            config,
+        }
+    }
 }
 
 fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
@@ -695,7 +728,17 @@ fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
         }
         None => None,
     };
-    let first = ramp.as_ref().map(|r| r.levels[0]);
+    if d.search.is_some() && (conc_axis.is_some() || rate_axis.is_some()) {
+        return Err(spec.error(
+            "load.search",
+            "a search sets the level of each probe itself; remove the matrix's concurrency/rate axis",
+            None,
+        ));
+    }
+    let first = ramp
+        .as_ref()
+        .map(|r| r.levels[0])
+        .or(d.search.as_ref().map(|s| s.from));
     let level = match (first, concurrency, rate) {
         (Some(l), _, _) => l,
         (None, Some(c), None) => Level::Concurrency(c),
@@ -752,6 +795,7 @@ fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
         level,
         max_concurrency,
         ramp,
+        search: d.search.clone(),
         warmup: d.warmup,
         duration,
         requests: d.requests,

@@ -481,6 +481,9 @@ pub struct RawLoad {
     /// A staircase of load levels within one point, each step reported on its own.
     #[serde(default)]
     pub ramp: Option<RawRamp>,
+    /// A capacity search: the highest rate or concurrency that meets a target, found by bracketing then bisection, each probe a point of its own.
+    #[serde(default)]
+    pub search: Option<RawSearch>,
     /// Warm-up by time: requests sent before this are excluded.
     #[serde(default)]
     pub warmup: Option<Duration>,
@@ -509,6 +512,45 @@ pub struct RawLoad {
     /// Open a new connection for every request and keep none alive, so that connect time (TCP, TLS) counts in TTFT and E2E. Default false: connections are opened before each run and reused.
     #[serde(default)]
     pub cold_connections: Option<bool>,
+}
+
+/// A capacity search: probes from `from` up to `to`, doubling until a probe
+/// fails, then bisecting until the last pass and the first failure are
+/// within `precision` of each other.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSearch {
+    /// What is searched: "rate" (open loop) or "concurrency" (closed loop).
+    pub over: SearchOver,
+    /// The first and lowest level probed: a rate such as "1/s", or a concurrency.
+    pub from: RawLevel,
+    /// The highest level probed (same kind as `from`).
+    pub to: RawLevel,
+    /// What a probe must meet to pass: "slo" (every [slo] gate, default) or "goodput >= 95%" (the share of requests within every [goodput] bound).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// When to stop: the first failing level is at most this far above the last passing one. Default "5%".
+    #[serde(default)]
+    pub precision: Option<Percent>,
+}
+
+/// What a capacity search varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchOver {
+    /// The open-loop arrival rate (requests/s).
+    Rate,
+    /// The closed-loop concurrency.
+    Concurrency,
+}
+
+impl SearchOver {
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchOver::Rate => "rate",
+            SearchOver::Concurrency => "concurrency",
+        }
+    }
 }
 
 /// A staircase: from `from`, add `step` every `every`, up to `to`.

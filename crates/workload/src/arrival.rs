@@ -151,6 +151,7 @@ mod tests {
             level,
             max_concurrency: None,
             ramp: None,
+            search: None,
             warmup: Warmup::None,
             duration: Some(Duration::from_secs(100)),
             requests: None,

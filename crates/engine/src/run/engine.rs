@@ -1203,6 +1203,7 @@ mod tests {
                 level,
                 max_concurrency: None,
                 ramp: None,
+                search: None,
                 warmup: Warmup::None,
                 duration: (duration_ms > 0).then(|| D::from_millis(duration_ms)),
                 requests,

@@ -21,6 +21,7 @@ pub mod probe;
 pub mod progress;
 pub mod recorder;
 pub mod requests;
+pub mod search;
 pub mod secrets;
 pub mod servers;
 pub mod virtual_time;

@@ -23,10 +23,10 @@ use crate::telemetry::gpu::GpuSource;
 use crate::telemetry::session;
 use infer_bench_results::redact::{self, Redactor};
 use infer_bench_spec::Spec;
-use infer_bench_spec::plan::{Plan, PointConfig};
+use infer_bench_spec::plan::{Plan, Point, PointConfig};
 use infer_bench_spec::results::{
-    AgentInfo, FORMAT, METRICS_VERSION, PointResult, Results, SpecInfo, ToolInfo, VERSION,
-    now_rfc3339,
+    AgentInfo, FORMAT, METRICS_VERSION, PointResult, PointStatus, Results, SpecInfo, ToolInfo,
+    VERSION, now_rfc3339,
 };
 
 /// The results file's path in a run directory.
@@ -91,6 +91,11 @@ pub fn run_plan_on(
     // Every stream is a socket: allow as many as the system lets us (the
     // command line does it too; a library caller gets it here).
     super::raise_fd_limit();
+    if opts.agent.is_some() && plan.points.iter().any(|p| p.config.load.search.is_some()) {
+        return Err(Error::Usage(
+            "a capacity search chooses each probe's level from the last one's result, which agents sharing the load cannot agree on in advance; run the search from one machine".into(),
+        ));
+    }
     let tel = TelemetryEnv {
         config: &spec.telemetry,
         gpus,
@@ -136,6 +141,7 @@ pub fn run_plan_on(
         points: Vec::new(),
         pending: plan.points.iter().map(|p| p.id.clone()).collect(),
         merged_from: Vec::new(),
+        searches: Vec::new(),
     };
     // Tokenizers and datasets are read before any server starts, once per
     // (workload, model): a malformed file stops the run here.
@@ -243,60 +249,111 @@ pub fn run_plan_on(
             }
         }
         let mut dead: Option<String> = None;
+        // Runs one point (a plan's, or a search's probe) on this group's
+        // server, judges it, keeps it and rewrites the results file;
+        // false when the run is to stop (interrupted).
+        let mut measure =
+            |p: &Point, i: usize, label: &str, results: &mut Results| -> Result<bool> {
+                if let Some(msg) = &dead {
+                    push_point(
+                        results,
+                        failed_point(p, format!("the server died during an earlier point: {msg}")),
+                    );
+                    save(results, &redactor, &path)?;
+                    return Ok(true);
+                }
+                let outcome = run_point(
+                    p,
+                    materials[i].clone(),
+                    &mut server,
+                    rt,
+                    &interrupt,
+                    requests.as_ref(),
+                    opts,
+                    timetable.as_ref(),
+                    label,
+                    after[i],
+                    &tel,
+                    &before_server,
+                );
+                match outcome {
+                    PointOutcome::Interrupted => return Ok(false),
+                    PointOutcome::Done(mut pr) => {
+                        assess(spec, &mut pr);
+                        if let Some(a) = results.agent.as_mut() {
+                            if a.start_offset_ms.is_none() {
+                                a.start_offset_ms = pr
+                                    .runs
+                                    .first()
+                                    .and_then(|r| r.shard.as_ref())
+                                    .map(|s| s.start_late_ms);
+                            }
+                        }
+                        if let Some(line) = summary_line(label, &pr) {
+                            if opts.progress != Progress::Quiet {
+                                eprintln!("{}", red(&line));
+                            }
+                        }
+                        push_point(results, *pr);
+                    }
+                    PointOutcome::ServerDied(msg, pr) => {
+                        eprintln!("error: {}: {}", group_name(&p.config), red(&msg));
+                        dead = Some(msg);
+                        push_point(results, *pr);
+                    }
+                }
+                save(results, &redactor, &path)?;
+                Ok(!interrupt.is_set())
+            };
         for &i in &group {
             let p = &plan.points[i];
             done += 1;
-            if let Some(msg) = &dead {
-                push_point(
-                    &mut results,
-                    failed_point(p, format!("the server died during an earlier point: {msg}")),
-                );
-                save(&mut results, &redactor, &path)?;
-                continue;
-            }
             let label = format!("[{done}/{total}] {}", p.slug);
-            let outcome = run_point(
-                p,
-                materials[i].clone(),
-                &mut server,
-                rt,
-                &interrupt,
-                requests.as_ref(),
-                opts,
-                timetable.as_ref(),
-                &label,
-                after[i],
-                &tel,
-                &before_server,
-            );
-            match outcome {
-                PointOutcome::Interrupted => break,
-                PointOutcome::Done(mut pr) => {
-                    assess(spec, &mut pr);
-                    if let Some(a) = results.agent.as_mut() {
-                        if a.start_offset_ms.is_none() {
-                            a.start_offset_ms = pr
-                                .runs
-                                .first()
-                                .and_then(|r| r.shard.as_ref())
-                                .map(|s| s.start_late_ms);
+            let go_on = match &p.config.load.search {
+                None => measure(p, i, &label, &mut results)?,
+                Some(search) => {
+                    let mut searcher = super::search::Searcher::new(search);
+                    let mut go_on = true;
+                    while let Some(level) = searcher.next() {
+                        let probe = p.probe(level);
+                        let n = searcher.probes().len() + 1;
+                        let label = format!("{label} probe {n}: {}", probe.slug);
+                        go_on = measure(&probe, i, &label, &mut results)?;
+                        let Some(pr) = results.points.iter().rev().find(|r| r.id == probe.id)
+                        else {
+                            break;
+                        };
+                        searcher.record(
+                            &probe.id,
+                            level,
+                            super::search::verdict(search.target, pr),
+                        );
+                        let unreachable = pr.status == PointStatus::Failed;
+                        let answer = searcher.result(&p.id, &p.slug, false);
+                        put_search(&mut results, answer);
+                        if !go_on || unreachable {
+                            break;
                         }
                     }
-                    if let Some(line) = summary_line(&label, &pr) {
-                        if opts.progress != Progress::Quiet {
-                            eprintln!("{}", red(&line));
-                        }
+                    let finished = go_on && searcher.next().is_none();
+                    let answer = searcher.result(&p.id, &p.slug, finished);
+                    if opts.progress != Progress::Quiet {
+                        eprintln!(
+                            "{label}: capacity ({}, {}): {}",
+                            answer.target,
+                            answer.outcome.name(),
+                            answer.answer()
+                        );
                     }
-                    push_point(&mut results, *pr);
+                    put_search(&mut results, answer);
+                    if finished {
+                        results.pending.retain(|id| *id != p.id);
+                    }
+                    save(&mut results, &redactor, &path)?;
+                    go_on
                 }
-                PointOutcome::ServerDied(msg, pr) => {
-                    eprintln!("error: {}: {}", group_name(&p.config), red(&msg));
-                    dead = Some(msg);
-                    push_point(&mut results, *pr);
-                }
-            }
-            save(&mut results, &redactor, &path)?;
-            if interrupt.is_set() {
+            };
+            if !go_on {
                 break;
             }
         }
@@ -337,6 +394,14 @@ fn warn_tls_insecure(plan: &Plan) {
             "warning: TLS certificate verification is off for target {name} (tls_insecure = true): \
              anyone between this machine and the server can read and change the traffic, API key included"
         );
+    }
+}
+
+/// Keeps a search's answer, replacing the one it had so far.
+fn put_search(results: &mut Results, answer: infer_bench_spec::results::search::SearchResult) {
+    match results.searches.iter_mut().find(|s| s.id == answer.id) {
+        Some(s) => *s = answer,
+        None => results.searches.push(answer),
     }
 }
 

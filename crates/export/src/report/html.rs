@@ -158,6 +158,7 @@ pub fn render(sources: &[Source]) -> String {
         sweep_section(&mut h, &a, sources, k);
     }
     ramp_section(&mut h, &a, sources, &ramps);
+    h.push_str(&crate::capacity::html(sources));
     pareto_section(&mut h, &a, sources);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {

@@ -127,6 +127,7 @@ pub fn render(sources: &[Source]) -> String {
         ));
     }
 
+    out.push_str(&crate::capacity::markdown(sources));
     out.push_str("## Points\n\n");
     let rows: Vec<Vec<String>> = (0..a.points.len())
         .map(|i| point_cells(&a, sources, i))

@@ -223,6 +223,9 @@ fn notices(r: &Report) -> Vec<String> {
                 .into(),
         ),
     }
+    for line in super::capacity_lines(r) {
+        out.push(format!("> {}", line.replace('`', "'")));
+    }
     let failing = r.points.iter().any(|p| Class::of(r, p) == Class::Unjudged);
     if r.nothing_judged() && !failing {
         out.push(

@@ -580,3 +580,27 @@ mod tests {
         assert_eq!(plain.len(), 2);
     }
 }
+
+/// One line per capacity search judged against the baseline: `capacity
+/// REGRESSED: <slug> (slo): 5.8 req/s ... against 6 req/s ...: why`.
+pub(crate) fn capacity_lines(r: &Report) -> Vec<String> {
+    r.capacity
+        .iter()
+        .map(|c| {
+            let side = |b: &Option<infer_bench_judge::capacity::Bracket>| {
+                b.as_ref()
+                    .map(|b| b.answer.clone())
+                    .unwrap_or_else(|| "-".into())
+            };
+            format!(
+                "capacity {}: {} ({}): now {}, baseline {}: {}",
+                c.decision.as_str(),
+                c.slug,
+                c.target,
+                side(&c.results),
+                side(&c.baseline),
+                c.note
+            )
+        })
+        .collect()
+}

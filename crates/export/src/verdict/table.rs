@@ -204,6 +204,14 @@ pub fn render(r: &Report, look: crate::term::Look) -> String {
         out.push('\n');
     }
 
+    for line in super::capacity_lines(r) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if !r.capacity.is_empty() {
+        out.push('\n');
+    }
+
     let parts: Vec<String> = tally(r)
         .into_iter()
         .map(|(class, n)| format!("{n} {}", class.words()))

@@ -97,6 +97,7 @@ impl Cx<'_> {
             }
             self.ramp_levels(r);
         }
+        let search = l.search.as_ref().and_then(|s| self.search(s, &l));
         let t = l.timeouts.unwrap_or_default();
         let timeouts = Timeouts {
             connect: t.connect.unwrap_or(Duration::from_secs(10)),
@@ -130,6 +131,7 @@ impl Cx<'_> {
             rate: l.rate,
             max_concurrency: l.max_concurrency,
             ramp: l.ramp,
+            search,
             warmup: match (l.warmup, l.warmup_requests) {
                 (Some(d), _) if !d.is_zero() => Warmup::Time(d),
                 (_, Some(n)) if n > 0 => Warmup::Requests(n),
@@ -142,6 +144,130 @@ impl Cx<'_> {
             timeouts,
             limits,
             cold_connections: l.cold_connections.unwrap_or(false),
+        }
+    }
+
+    /// `[load] search`, checked against the rest of `[load]`; `None` on
+    /// error. Whether the spec has the SLOs or goodput bounds its target
+    /// reads is checked once those are compiled (`search_target`).
+    fn search(&mut self, s: &RawSearch, l: &RawLoad) -> Option<Search> {
+        let errors = self.errors.len();
+        if l.ramp.is_some() {
+            self.key_err(
+                "load.ramp",
+                "a search sets the level of each probe itself; give either `ramp` or `search`, not both",
+                None,
+            );
+        }
+        for (key, set) in [
+            ("load.rate", l.rate.is_some()),
+            ("load.concurrency", l.concurrency.is_some()),
+        ] {
+            if set {
+                self.key_err(
+                    key,
+                    "a search sets the level of each probe itself (from `from` to `to`)",
+                    Some(format!("remove `{}`", &key[5..])),
+                );
+            }
+        }
+        let fits = |v: &RawLevel| {
+            matches!(
+                (s.over, v),
+                (SearchOver::Rate, RawLevel::Rate(_))
+                    | (SearchOver::Concurrency, RawLevel::Concurrency(_))
+            )
+        };
+        let example = match s.over {
+            SearchOver::Rate => "a rate such as \"2/s\"",
+            SearchOver::Concurrency => "a concurrency (a whole number)",
+        };
+        for (key, v) in [("from", &s.from), ("to", &s.to)] {
+            if !fits(v) {
+                self.err(
+                    &format!("load.search.{key}"),
+                    format!(
+                        "a search over {} needs {example}, found {}",
+                        s.over.name(),
+                        level_text(v)
+                    ),
+                    None,
+                );
+            }
+        }
+        let value = |v: &RawLevel| match v {
+            RawLevel::Concurrency(c) => *c as f64,
+            RawLevel::Rate(r) => r.as_per_second(),
+        };
+        if fits(&s.from) && fits(&s.to) && value(&s.to) <= value(&s.from) {
+            self.err(
+                "load.search.to",
+                format!(
+                    "expected a level above from ({}), found {}",
+                    level_text(&s.from),
+                    level_text(&s.to)
+                ),
+                None,
+            );
+        }
+        if let RawLevel::Concurrency(c) = s.to {
+            if c > crate::limits::MAX_CONCURRENCY {
+                self.err(
+                    "load.search.to",
+                    format!(
+                        "expected a concurrency of at most {}, found {c}",
+                        crate::limits::MAX_CONCURRENCY
+                    ),
+                    None,
+                );
+            }
+        }
+        let precision = s.precision.unwrap_or(Percent::new(5.0).expect("valid"));
+        if !(precision.value() >= 0.1 && precision.value() <= 100.0) {
+            self.err(
+                "load.search.precision",
+                format!("expected a percentage in [0.1%, 100%], found {precision}"),
+                None,
+            );
+        }
+        let target = match s.target.as_deref().map(str::parse::<SearchTarget>) {
+            None => SearchTarget::Slo,
+            Some(Ok(t)) => t,
+            Some(Err(e)) => {
+                self.err("load.search.target", e.to_string(), None);
+                SearchTarget::Slo
+            }
+        };
+        let level = |v: &RawLevel| match v {
+            RawLevel::Concurrency(c) => Level::Concurrency(*c),
+            RawLevel::Rate(r) => Level::Rate(*r),
+        };
+        (self.errors.len() == errors).then(|| Search {
+            over: s.over,
+            from: level(&s.from),
+            to: level(&s.to),
+            target,
+            precision,
+        })
+    }
+
+    /// A search's target needs something to read: SLOs, or goodput bounds.
+    pub(super) fn search_target(&mut self, load: &LoadDefaults, slo: bool, goodput: bool) {
+        match load.search.as_ref().map(|s| s.target) {
+            Some(SearchTarget::Slo) if !slo => self.err(
+                "load.search",
+                "target = \"slo\" (the default) needs SLOs, and the spec has no [slo] table",
+                Some(
+                    "add [slo] gates, or set target = \"goodput >= 95%\" with [goodput] bounds"
+                        .into(),
+                ),
+            ),
+            Some(SearchTarget::Goodput(_)) if !goodput => self.err(
+                "load.search.target",
+                "a goodput target needs per-request bounds, and the spec has no [goodput] table",
+                Some("add [goodput] with ttft, tpot or e2e bounds".into()),
+            ),
+            _ => {}
         }
     }
 
@@ -210,6 +336,14 @@ impl Cx<'_> {
             max_rate_gap: v.max_rate_gap.unwrap_or(Percent::new(1.0).expect("valid")),
             percentile_sample_check: v.percentile_sample_check.unwrap_or(true),
         }
+    }
+}
+
+/// A level as written in the spec: `4` or `"2/s"`.
+fn level_text(v: &RawLevel) -> String {
+    match v {
+        RawLevel::Concurrency(c) => c.to_string(),
+        RawLevel::Rate(r) => format!("\"{r}\""),
     }
 }
 

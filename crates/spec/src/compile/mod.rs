@@ -231,6 +231,7 @@ impl Cx<'_> {
                 e2e: g.e2e,
             })
             .unwrap_or_default();
+        self.search_target(&load, !slo.is_empty(), !goodput.is_empty());
         let cost = raw.cost.map(|c| self.cost(c)).unwrap_or_default();
         let telemetry = self.telemetry(raw.telemetry.unwrap_or_default());
         let validity = self.validity(raw.validity.unwrap_or_default());
