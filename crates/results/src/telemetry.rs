@@ -96,6 +96,48 @@ pub struct GpuTelemetry {
     pub power_w_mean: Option<f64>,
     #[serde(default)]
     pub devices: Vec<GpuDeviceTelemetry>,
+    /// Where the figures came from (absent in files written before
+    /// dcgm-exporter was read: NVML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<GpuDataSource>,
+    /// The dcgm-exporter (or simulator) endpoint read, when `source` is
+    /// `dcgm` or `sim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Scrapes of `url` that failed (recorded, never fatal); their
+    /// samples are missing from the series.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scrapes_failed: u64,
+    /// The first few failed scrapes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ScrapeError>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Where a GPU's figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuDataSource {
+    /// NVML on the machine running the benchmark.
+    Nvml,
+    /// A dcgm-exporter's Prometheus text (the target's `gpu_metrics_url`).
+    Dcgm,
+    /// Modelled by the built-in simulator (its roofline and memory
+    /// model), not measured.
+    Sim,
+}
+
+impl GpuDataSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuDataSource::Nvml => "nvml",
+            GpuDataSource::Dcgm => "dcgm",
+            GpuDataSource::Sim => "sim",
+        }
+    }
 }
 
 /// One GPU over one point.
@@ -106,6 +148,12 @@ pub struct GpuDeviceTelemetry {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// Where this GPU's figures came from (absent in older files: NVML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<GpuDataSource>,
+    /// The host the GPU is in, as dcgm-exporter labels it (`Hostname`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_total_bytes: Option<u64>,
     /// Memory used at the point's first sample, before its first request
@@ -168,6 +216,22 @@ pub struct GpuStats {
     pub nvlink_rx_bytes_per_s: Option<SeriesStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvlink_tx_bytes_per_s: Option<SeriesStats>,
+    /// Fraction of time (0 to 1) at least one warp was resident on an SM,
+    /// averaged over all SMs (DCGM `DCGM_FI_PROF_SM_ACTIVE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_active: Option<SeriesStats>,
+    /// Resident warps as a fraction (0 to 1) of the most an SM can hold,
+    /// averaged over all SMs (DCGM `DCGM_FI_PROF_SM_OCCUPANCY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_occupancy: Option<SeriesStats>,
+    /// Fraction of cycles (0 to 1) the tensor pipes were active (DCGM
+    /// `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_active: Option<SeriesStats>,
+    /// Fraction of cycles (0 to 1) the device-memory interface was busy
+    /// sending or receiving data (DCGM `DCGM_FI_PROF_DRAM_ACTIVE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_active: Option<SeriesStats>,
     /// The SM clock's maximum and its application-clock setting (MHz), as
     /// read at the point's first sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,6 +263,20 @@ pub struct GpuSeries {
     pub throttle_reasons: Vec<Option<u64>>,
     pub pcie_rx_bytes_per_s: Vec<Option<f64>>,
     pub pcie_tx_bytes_per_s: Vec<Option<f64>>,
+    /// NVLink, bytes per second (dcgm-exporter; absent from NVML series).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_rx_bytes_per_s: Vec<Option<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_tx_bytes_per_s: Vec<Option<f64>>,
+    /// DCGM's profiling fractions (0 to 1); absent where not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sm_active: Vec<Option<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sm_occupancy: Vec<Option<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tensor_active: Vec<Option<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dram_active: Vec<Option<f64>>,
 }
 
 fn one() -> u32 {

@@ -46,6 +46,12 @@ pub struct Target {
     pub launch: Option<Launch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_ids: Option<Vec<String>>,
+    /// A dcgm-exporter endpoint read for GPU telemetry instead of NVML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics_url: Option<String>,
+    /// Labels every GPU read from `gpu_metrics_url` must carry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_metrics_match: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimTarget>,
     /// Price of one of this target's GPUs per hour (USD), over `[cost]`'s.

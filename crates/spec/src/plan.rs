@@ -52,6 +52,8 @@ const UNHASHED: &[&[&str]] = &[
     &["target", "ca_cert"],
     &["target", "launch"],
     &["target", "gpu_ids"],
+    &["target", "gpu_metrics_url"],
+    &["target", "gpu_metrics_match"],
     &["target", "sim"],
     &["target", "gpu_hour_usd"],
     &["model", "weights"],

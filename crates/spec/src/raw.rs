@@ -98,8 +98,21 @@ pub struct RawTarget {
     #[serde(default)]
     pub launch: Option<RawLaunch>,
     /// Which GPUs telemetry samples: indices or UUIDs; all when absent.
+    /// With `gpu_metrics_url`, matched against dcgm-exporter's `gpu` and
+    /// `UUID` labels.
     #[serde(default)]
     pub gpu_ids: Option<Vec<String>>,
+    /// openai: a dcgm-exporter's Prometheus endpoint that reads the
+    /// server's GPUs, e.g. "http://gpu-node-7:9400/metrics"; GPU telemetry
+    /// is then read from it, on the scrape interval, instead of this
+    /// machine's NVML.
+    #[serde(default)]
+    pub gpu_metrics_url: Option<String>,
+    /// openai: with `gpu_metrics_url`, only GPUs whose dcgm-exporter series
+    /// carry every one of these labels with exactly this value, e.g.
+    /// { Hostname = "gpu-node-7", pod = "vllm-0" }.
+    #[serde(default)]
+    pub gpu_metrics_match: BTreeMap<String, String>,
     /// sim: the simulated GPU (see `infer-bench catalog`), e.g. "h100-sxm".
     #[serde(default)]
     pub gpu: Option<String>,

@@ -1,12 +1,14 @@
 //! Test servers and helpers for infer-bench's own tests (a dev-dependency
 //! only; nothing here is in the release binary): the scripted
 //! OpenAI-compatible server whose timing is known and recorded, the lock
-//! that keeps timing tests from running at the same time, git in a
-//! scratch repository, the processes in /proc, a hostile server that answers with endless or
-//! malformed responses (or a cycle of error statuses), a server that resets
+//! that keeps timing tests from running at the same time, a fake
+//! dcgm-exporter serving scripted GPU readings, git in a scratch
+//! repository, the processes in /proc, a hostile server that answers with
+//! endless or malformed responses (or a cycle of error statuses), a server that resets
 //! connections before answering, and a relay that counts the connections a
 //! client opens.
 
+pub mod dcgm;
 pub mod git;
 pub mod hostile;
 pub mod procs;

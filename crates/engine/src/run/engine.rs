@@ -1170,6 +1170,8 @@ mod tests {
                 dialect: None,
                 launch: None,
                 gpu_ids: None,
+                gpu_metrics_url: None,
+                gpu_metrics_match: Default::default(),
                 sim: None,
                 gpu_hour_usd: None,
             }),

@@ -64,7 +64,13 @@ impl TelemetryEnv<'_> {
                     interval: self.config.scrape_interval.as_std(),
                 })
             });
-        Session::start(gpu, self.config.interval.as_std(), scrape)
+        // A dcgm-exporter is scraped like server metrics, on their interval.
+        let gpu_interval = if cfg.target.gpu_metrics_url.is_some() {
+            self.config.scrape_interval.as_std()
+        } else {
+            self.config.interval.as_std()
+        };
+        Session::start(gpu, gpu_interval, scrape)
     }
 }
 

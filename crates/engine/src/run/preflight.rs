@@ -65,7 +65,12 @@ pub fn check(
             });
         }
     }
-    if cfg.target.kind == TargetKind::Sim || gpu_mode == GpuMode::Off {
+    // A dcgm-exporter's GPUs may be on another machine: this machine's
+    // processes and clocks say nothing of them.
+    if cfg.target.kind == TargetKind::Sim
+        || gpu_mode == GpuMode::Off
+        || cfg.target.gpu_metrics_url.is_some()
+    {
         return out;
     }
     let Ok(mut sampler) = gpus.open(cfg.target.gpu_ids.as_deref()) else {
@@ -170,7 +175,14 @@ pub fn memory_now(
     if cfg.target.kind == TargetKind::Sim || gpu_mode == GpuMode::Off {
         return Default::default();
     }
-    let Ok(mut s) = gpus.open(cfg.target.gpu_ids.as_deref()) else {
+    let opened: Result<Box<dyn crate::telemetry::gpu::GpuSampler>, String> =
+        if cfg.target.gpu_metrics_url.is_some() {
+            crate::telemetry::session::dcgm_sampler(cfg)
+                .map(|s| Box::new(s) as Box<dyn crate::telemetry::gpu::GpuSampler>)
+        } else {
+            gpus.open(cfg.target.gpu_ids.as_deref())
+        };
+    let Ok(mut s) = opened else {
         return Default::default();
     };
     let devices = s.devices().to_vec();

@@ -14,6 +14,8 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
+use infer_bench_spec::results::telemetry::GpuDataSource;
+
 /// One GPU's identity.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GpuInfo {
@@ -21,6 +23,10 @@ pub struct GpuInfo {
     pub name: String,
     pub uuid: Option<String>,
     pub memory_total_bytes: Option<u64>,
+    /// The host the GPU is in, where the source says (dcgm-exporter's
+    /// `Hostname` label); `None` for this machine's GPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
 }
 
 /// The GPUs of this machine.
@@ -57,6 +63,11 @@ pub struct GpuReading {
     /// The SM clock's maximum, and the application clock it is set to.
     pub sm_clock_max_mhz: Option<u32>,
     pub sm_app_clock_mhz: Option<u32>,
+    /// DCGM's profiling activities, ratios 0 to 1 (NVML has none of them).
+    pub sm_active: Option<f64>,
+    pub sm_occupancy: Option<f64>,
+    pub tensor_active: Option<f64>,
+    pub dram_active: Option<f64>,
     /// Processes with a compute context on the device.
     pub processes: Vec<ProcessReading>,
 }
@@ -77,6 +88,23 @@ pub trait GpuSampler: Send {
     fn sample(&mut self) -> Vec<GpuReading>;
     /// How the devices are connected, where the source can tell.
     fn topology(&self) -> Option<Topology> {
+        None
+    }
+    /// One reading per device, or why this sample failed (a scrape that
+    /// failed; NVML reads never fail as a whole).
+    fn try_sample(&mut self) -> Result<Vec<GpuReading>, String> {
+        Ok(self.sample())
+    }
+    /// Where the readings come from.
+    fn source(&self) -> GpuDataSource {
+        GpuDataSource::Nvml
+    }
+    /// The endpoint read, for sources that scrape one.
+    fn url(&self) -> Option<&str> {
+        None
+    }
+    /// Something to say about these readings in the results.
+    fn note(&self) -> Option<String> {
         None
     }
 }
@@ -242,6 +270,7 @@ fn devices_of(nvml: &Nvml) -> Vec<GpuInfo> {
                 name: d.name().unwrap_or_else(|_| "unknown".into()),
                 uuid: d.uuid().ok(),
                 memory_total_bytes: d.memory_info().ok().map(|m| m.total),
+                hostname: None,
             })
         })
         .collect()
@@ -434,6 +463,7 @@ impl GpuSampler for NvmlSampler {
                 sm_clock_max_mhz: d.max_clock_info(Clock::SM).ok(),
                 sm_app_clock_mhz: d.applications_clock(Clock::SM).ok(),
                 processes,
+                ..Default::default()
             });
         }
         out
@@ -479,6 +509,7 @@ impl ScriptedSource {
                     name: "Scripted GPU".into(),
                     uuid: Some(format!("GPU-00000000-0000-0000-0000-00000000000{i}")),
                     memory_total_bytes: Some(80_000_000_000),
+                    hostname: None,
                 })
                 .collect(),
             script,

@@ -3,12 +3,14 @@
 //! Prometheus metrics, sampled on the same monotonic clock as requests,
 //! each on a thread of its own, during every point.
 //!
-//! `gpu` (inventory, `GpuSampler` and its sources), `prom` (the text
+//! `gpu` (inventory, `GpuSampler` and its sources), `dcgm` (GPUs read
+//! from a dcgm-exporter's Prometheus text), `prom` (the text
 //! format), `scrape` (what is kept of a scrape, per server family),
 //! `periodic` (the sampling thread), `series` (statistics and counter
 //! arithmetic), `session` (one point's telemetry, start to results) and
 //! `probe` (a short standalone GPU check).
 
+pub mod dcgm;
 pub mod gpu;
 pub mod periodic;
 pub mod probe;

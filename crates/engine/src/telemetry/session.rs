@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::dcgm::{DcgmSampler, Filter};
 use super::gpu::{GpuInfo, GpuReading, GpuSampler, GpuSource, THROTTLE_REASONS};
 use super::periodic::{Periodic, Timed};
-use super::scrape::{self, MetricsSource, Values};
+use super::scrape::{self, HttpMetrics, MetricsSource, Values};
 use super::series::{self, Span};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::{GpuMode, TargetKind};
@@ -33,10 +34,70 @@ pub fn gpu_plan(mode: GpuMode, cfg: &PointConfig, source: &dyn GpuSource) -> Gpu
     if cfg.target.kind == TargetKind::Sim {
         return GpuPlan::Absent(SIM_HAS_NO_GPU.into());
     }
+    if cfg.target.gpu_metrics_url.is_some() {
+        return match dcgm_sampler(cfg) {
+            Ok(s) => {
+                let note = also_in_nvml(s.devices(), source);
+                GpuPlan::Sample(Box::new(s.with_note(note)))
+            }
+            Err(why) => GpuPlan::Absent(why),
+        };
+    }
     match source.open(cfg.target.gpu_ids.as_deref()) {
         Ok(s) => GpuPlan::Sample(s),
         Err(why) => GpuPlan::Absent(why),
     }
+}
+
+/// How long a scrape of a dcgm-exporter may take.
+const DCGM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A sampler of the dcgm-exporter a target names in `gpu_metrics_url`,
+/// over the GPUs its `gpu_ids` and `gpu_metrics_match` select.
+pub fn dcgm_sampler(cfg: &PointConfig) -> Result<DcgmSampler, String> {
+    let t = &cfg.target;
+    let url = t
+        .gpu_metrics_url
+        .as_deref()
+        .ok_or_else(|| "the target has no gpu_metrics_url".to_string())?;
+    // The target's TLS settings apply; its credentials only on its own host.
+    let base = t.base_url.clone().unwrap_or_default();
+    let source = HttpMetrics::for_target(url, t, &base, DCGM_TIMEOUT)?;
+    DcgmSampler::open(
+        url,
+        Box::new(source),
+        Filter {
+            ids: t.gpu_ids.clone(),
+            labels: t.gpu_metrics_match.clone(),
+        },
+        GpuDataSource::Dcgm,
+    )
+}
+
+/// Where NVML on this machine sees some of the GPUs a dcgm-exporter
+/// lists (the same UUID), says which figures the results keep and why.
+fn also_in_nvml(devices: &[GpuInfo], source: &dyn GpuSource) -> Option<String> {
+    let local = source.open(None).ok()?;
+    let both: Vec<String> = devices
+        .iter()
+        .filter_map(|d| {
+            let u = d.uuid.as_deref()?;
+            local
+                .devices()
+                .iter()
+                .any(|l| l.uuid.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(u)))
+                .then(|| u.to_string())
+        })
+        .collect();
+    (!both.is_empty()).then(|| {
+        format!(
+            "{} {} also visible to NVML on this machine; the figures recorded are dcgm-exporter's \
+             (the target's gpu_metrics_url), which reads the same driver counters and adds SM, \
+             tensor-pipe and DRAM activity; NVML was not sampled",
+            both.join(", "),
+            if both.len() == 1 { "is" } else { "are" }
+        )
+    })
 }
 
 /// Why a simulated target has no GPU telemetry.
@@ -68,6 +129,17 @@ pub fn preflight<'a>(
                 ),
                 "GPU telemetry needs a real server on a real GPU; for simulated targets set telemetry.gpu = \"auto\" or \"off\"".to_string(),
             )
+        } else if let Some(url) = &t.gpu_metrics_url {
+            match dcgm_sampler(cfg) {
+                Ok(_) => continue,
+                Err(why) => (
+                    format!("target `{}` has no GPU to read at {url}: {why}", t.name),
+                    format!(
+                        "check that dcgm-exporter serves {url} (curl it) and that targets.{}.gpu_ids and gpu_metrics_match name GPUs it lists, or set telemetry.gpu = \"auto\" to record the absence instead",
+                        t.name
+                    ),
+                ),
+            }
         } else {
             match source.open(t.gpu_ids.as_deref()) {
                 Ok(_) => continue,
@@ -112,11 +184,16 @@ struct Scraping {
     thread: Periodic<Result<Values, String>>,
 }
 
+/// One sample of every GPU, or why it failed.
+type GpuSample = Result<Vec<GpuReading>, String>;
+
 /// A point's telemetry while it runs.
 pub struct Session {
     origin: Instant,
     gpu_interval: Duration,
-    gpu: Option<(Vec<GpuInfo>, Periodic<Vec<GpuReading>>)>,
+    gpu: Option<(Vec<GpuInfo>, Periodic<GpuSample>)>,
+    gpu_source: GpuDataSource,
+    gpu_url: Option<String>,
     gpu_status: GpuStatus,
     gpu_note: Option<String>,
     scrape: Option<Scraping>,
@@ -137,6 +214,7 @@ impl Session {
     pub fn start(gpu: GpuPlan, gpu_interval: Duration, scrape: Option<ScrapePlan>) -> Session {
         let origin = Instant::now();
         let (mut gpu_status, mut gpu_note) = (GpuStatus::Absent, None);
+        let (mut gpu_source, mut gpu_url) = (GpuDataSource::Nvml, None);
         let gpu = match gpu {
             GpuPlan::Off => {
                 gpu_status = GpuStatus::Off;
@@ -148,7 +226,10 @@ impl Session {
             }
             GpuPlan::Sample(mut sampler) => {
                 let devices = sampler.devices().to_vec();
-                match Periodic::start("gpu-sampler", gpu_interval, move || sampler.sample()) {
+                gpu_source = sampler.source();
+                gpu_url = sampler.url().map(str::to_string);
+                gpu_note = sampler.note();
+                match Periodic::start("gpu-sampler", gpu_interval, move || sampler.try_sample()) {
                     Ok(p) => {
                         gpu_status = GpuStatus::Sampled;
                         Some((devices, p))
@@ -176,6 +257,8 @@ impl Session {
             origin,
             gpu_interval,
             gpu,
+            gpu_source,
+            gpu_url,
             gpu_status,
             gpu_note,
             scrape,
@@ -252,10 +335,32 @@ impl Session {
             .collect();
         let gpu = match self.gpu {
             Some((devices, p)) => {
-                let samples: Vec<Timed<Vec<GpuReading>>> = p.stop();
-                let t_s: Vec<f64> = samples.iter().map(|s| at(s.at)).collect();
-                let readings: Vec<&Vec<GpuReading>> = samples.iter().map(|s| &s.value).collect();
-                summarize_gpus(&devices, &t_s, &readings, &windows, self.gpu_interval)
+                let samples: Vec<Timed<GpuSample>> = p.stop();
+                let ok: Vec<(f64, &Vec<GpuReading>)> = samples
+                    .iter()
+                    .filter_map(|s| s.value.as_ref().ok().map(|v| (at(s.at), v)))
+                    .collect();
+                let t_s: Vec<f64> = ok.iter().map(|x| x.0).collect();
+                let readings: Vec<&Vec<GpuReading>> = ok.iter().map(|x| x.1).collect();
+                let mut g = summarize_gpus(&devices, &t_s, &readings, &windows, self.gpu_interval);
+                g.source = Some(self.gpu_source);
+                for d in &mut g.devices {
+                    d.source = Some(self.gpu_source);
+                }
+                g.url = self.gpu_url;
+                g.note = self.gpu_note;
+                let failed: Vec<ScrapeError> = samples
+                    .iter()
+                    .filter_map(|s| {
+                        s.value.as_ref().err().map(|e| ScrapeError {
+                            t_s: at(s.at),
+                            message: e.clone(),
+                        })
+                    })
+                    .collect();
+                g.scrapes_failed = failed.len() as u64;
+                g.errors = failed.into_iter().take(5).collect();
+                g
             }
             None => GpuTelemetry {
                 status: self.gpu_status,
@@ -334,6 +439,7 @@ pub fn summarize_gpus(
             .filter(|_| window_len_s > 0.0)
             .map(|e| e / window_len_s),
         devices: out,
+        ..Default::default()
     }
 }
 
@@ -352,13 +458,24 @@ fn device(info: &GpuInfo, t_s: &[f64], r: &[GpuReading], windows: &[Span]) -> Gp
     let nv_rx = col(&|x| x.nvlink_rx_bytes_per_s);
     let nv_tx = col(&|x| x.nvlink_tx_bytes_per_s);
     let throttle: Vec<Option<u64>> = r.iter().map(|x| x.throttle_reasons).collect();
-    let first_energy = r.iter().find_map(|x| x.energy_mj);
+    let sm_active = col(&|x| x.sm_active);
+    let sm_occupancy = col(&|x| x.sm_occupancy);
+    let tensor_active = col(&|x| x.tensor_active);
+    let dram_active = col(&|x| x.dram_active);
+    // Energy since the first reading: the counter's rises, where a fall
+    // (a reset: the driver reloaded, the exporter restarted) counts the
+    // new value as the rise, as Prometheus' `increase` does.
+    let mut last: Option<u64> = None;
+    let mut total_mj: u64 = 0;
     let energy_col: Vec<Option<f64>> = r
         .iter()
         .map(|x| {
-            x.energy_mj
-                .zip(first_energy)
-                .map(|(e, e0)| e.saturating_sub(e0) as f64 / 1000.0)
+            let e = x.energy_mj?;
+            if let Some(p) = last {
+                total_mj += if e >= p { e - p } else { e };
+            }
+            last = Some(e);
+            Some(total_mj as f64 / 1000.0)
         })
         .collect();
     let stats = |v: &[Option<f64>]| series::window_stats(t_s, v.iter().copied(), windows);
@@ -438,6 +555,8 @@ fn device(info: &GpuInfo, t_s: &[f64], r: &[GpuReading], windows: &[Span]) -> Gp
         index: info.index,
         name: info.name.clone(),
         uuid: info.uuid.clone(),
+        source: None,
+        hostname: info.hostname.clone(),
         memory_total_bytes: info.memory_total_bytes,
         memory_idle_bytes: r.first().and_then(|x| x.memory_used_bytes),
         stats: GpuStats {
@@ -452,6 +571,10 @@ fn device(info: &GpuInfo, t_s: &[f64], r: &[GpuReading], windows: &[Span]) -> Gp
             pcie_tx_bytes_per_s: stats(&tx),
             nvlink_rx_bytes_per_s: stats(&nv_rx),
             nvlink_tx_bytes_per_s: stats(&nv_tx),
+            sm_active: stats(&sm_active),
+            sm_occupancy: stats(&sm_occupancy),
+            tensor_active: stats(&tensor_active),
+            dram_active: stats(&dram_active),
             sm_clock_max_mhz: r.iter().find_map(|x| x.sm_clock_max_mhz).map(f64::from),
             sm_app_clock_mhz: r.iter().find_map(|x| x.sm_app_clock_mhz).map(f64::from),
         },
@@ -473,7 +596,23 @@ fn device(info: &GpuInfo, t_s: &[f64], r: &[GpuReading], windows: &[Span]) -> Gp
             throttle_reasons: series::thin_bits(&throttle, k),
             pcie_rx_bytes_per_s: series::thin(&rx, k),
             pcie_tx_bytes_per_s: series::thin(&tx, k),
+            nvlink_rx_bytes_per_s: present(&nv_rx, k),
+            nvlink_tx_bytes_per_s: present(&nv_tx, k),
+            sm_active: present(&sm_active, k),
+            sm_occupancy: present(&sm_occupancy, k),
+            tensor_active: present(&tensor_active, k),
+            dram_active: present(&dram_active, k),
         },
+    }
+}
+
+/// A column thinned, or nothing when no sample has it (so files of GPUs
+/// without the quantity stay as they were).
+fn present(values: &[Option<f64>], k: usize) -> Vec<Option<f64>> {
+    if values.iter().all(Option::is_none) {
+        Vec::new()
+    } else {
+        series::thin(values, k)
     }
 }
 
@@ -505,6 +644,7 @@ mod tests {
                 name: Some("vllm".into()),
                 memory_used_bytes: Some(mem_gb * 1_000_000_000 - 500_000_000),
             }],
+            ..Default::default()
         }
     }
 

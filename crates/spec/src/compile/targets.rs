@@ -58,7 +58,7 @@ impl Cx<'_> {
         let mut sim = None;
         match t.kind {
             TargetKind::Sim => {
-                let openai_only: [(&str, bool); 8] = [
+                let openai_only: [(&str, bool); 10] = [
                     ("dialect", t.dialect.is_some()),
                     ("base_url", t.base_url.is_some()),
                     ("api_key_env", t.api_key_env.is_some()),
@@ -67,6 +67,8 @@ impl Cx<'_> {
                     ("ca_cert", t.ca_cert.is_some()),
                     ("launch", t.launch.is_some()),
                     ("metrics_url", t.metrics_url.is_some()),
+                    ("gpu_metrics_url", t.gpu_metrics_url.is_some()),
+                    ("gpu_metrics_match", !t.gpu_metrics_match.is_empty()),
                 ];
                 for (key, given) in openai_only {
                     if given {
@@ -238,6 +240,44 @@ impl Cx<'_> {
                         );
                     }
                 }
+                if let Some(url) = &t.gpu_metrics_url {
+                    if let Err(why) = check_url(url) {
+                        self.err(
+                            &k("gpu_metrics_url"),
+                            format!(
+                                "expected an http:// or https:// URL, found \"{}\": {why}",
+                                shown(url)
+                            ),
+                            Some("dcgm-exporter listens on port 9400: gpu_metrics_url = \"http://gpu-node:9400/metrics\"".into()),
+                        );
+                    }
+                } else if !t.gpu_metrics_match.is_empty() {
+                    self.err(
+                        &k("gpu_metrics_match"),
+                        "`gpu_metrics_match` picks GPUs among a dcgm-exporter's, but the target has no `gpu_metrics_url`",
+                        Some("add gpu_metrics_url = \"http://gpu-node:9400/metrics\", or remove gpu_metrics_match".into()),
+                    );
+                }
+                for (label, value) in &t.gpu_metrics_match {
+                    let key = format!("targets.{name}.gpu_metrics_match.{label}");
+                    let mut c = label.chars();
+                    let valid = c
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                        && c.all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !valid {
+                        self.key_err(
+                            &key,
+                            format!(
+                                "expected a Prometheus label name (letters, digits, `_`), found \"{}\"",
+                                shown(label)
+                            ),
+                            Some("dcgm-exporter's labels: gpu, UUID, device, modelName, Hostname, pod, namespace, container".into()),
+                        );
+                    } else if value.chars().any(char::is_control) {
+                        self.err(&key, "a label value cannot hold a control character", None);
+                    }
+                }
                 if let Some(env) = &t.api_key_env {
                     if !is_env_name(env) {
                         self.err(&k("api_key_env"), format!("expected the name of an environment variable, found \"{}\"", shown(env)), Some("the key itself never goes in a spec: api_key_env = \"OPENAI_API_KEY\"".into()));
@@ -382,6 +422,8 @@ impl Cx<'_> {
             dialect: t.dialect,
             launch,
             gpu_ids: t.gpu_ids,
+            gpu_metrics_url: t.gpu_metrics_url,
+            gpu_metrics_match: t.gpu_metrics_match,
             sim,
             gpu_hour_usd: t.gpu_hour_usd,
         })

@@ -1,0 +1,473 @@
+//! GPUs read from a dcgm-exporter (NVIDIA's Prometheus exporter of DCGM
+//! fields, port 9400 by default) instead of this machine's NVML: the GPUs
+//! the server runs on, wherever that is (another pod, another Slurm node),
+//! with the profiling fields NVML cannot give (SM activity and occupancy,
+//! tensor-pipe and DRAM activity).
+//!
+//! A `DcgmSampler` is a `GpuSampler` like NVML's: it scrapes the endpoint
+//! once when opened to learn which GPUs it lists (by `UUID`, else
+//! `Hostname` and `gpu`), keeps those the target selects (`gpu_ids`
+//! against the `gpu` and `UUID` labels, `gpu_metrics_match` against any
+//! labels), and turns every later scrape into one `GpuReading` per GPU. A
+//! failed scrape is an error of that sample (recorded, never fatal); a
+//! field the exporter does not publish is `None`, never invented.
+//!
+//! Units, as dcgm-exporter's default counters give them: utilization in
+//! percent, framebuffer in MiB, power in W, energy in mJ since the driver
+//! loaded (a counter), clocks in MHz, temperature in °C, PCIe and NVLink in
+//! bytes per second, the `DCGM_FI_PROF_*` activities as ratios 0 to 1.
+//! Series of MIG instances (a non-empty `GPU_I_ID` label) are skipped: a
+//! MIG-enabled GPU is not read here.
+
+use std::collections::BTreeMap;
+
+use super::gpu::{GpuInfo, GpuReading, GpuSampler};
+use super::prom::{self, Exposition};
+use super::scrape::MetricsSource;
+use infer_bench_spec::results::telemetry::GpuDataSource;
+
+/// Which of an exporter's GPUs to read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    /// `gpu` indices or `UUID`s (compared without case); all when `None`.
+    pub ids: Option<Vec<String>>,
+    /// Labels a GPU's series must carry with exactly these values.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Filter {
+    fn admits(&self, s: &prom::Sample) -> bool {
+        self.labels
+            .iter()
+            .all(|(k, v)| label(s, k).is_some_and(|x| x == v))
+    }
+}
+
+/// A DCGM field as dcgm-exporter names it, and what it fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    GpuUtil,
+    MemCopyUtil,
+    FbUsed,
+    FbFree,
+    FbReserved,
+    Power,
+    Energy,
+    SmClock,
+    MemClock,
+    Temp,
+    Throttle,
+    PcieTx,
+    PcieRx,
+    NvlinkTx,
+    NvlinkRx,
+    SmActive,
+    SmOccupancy,
+    TensorActive,
+    DramActive,
+}
+
+/// The fields read, by the name dcgm-exporter gives them (its
+/// `default-counters.csv` and `dcp-metrics-included.csv`).
+const FIELDS: &[(&str, Field)] = &[
+    ("DCGM_FI_DEV_GPU_UTIL", Field::GpuUtil),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", Field::MemCopyUtil),
+    ("DCGM_FI_DEV_FB_USED", Field::FbUsed),
+    ("DCGM_FI_DEV_FB_FREE", Field::FbFree),
+    ("DCGM_FI_DEV_FB_RESERVED", Field::FbReserved),
+    ("DCGM_FI_DEV_POWER_USAGE", Field::Power),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Field::Energy),
+    ("DCGM_FI_DEV_SM_CLOCK", Field::SmClock),
+    ("DCGM_FI_DEV_MEM_CLOCK", Field::MemClock),
+    ("DCGM_FI_DEV_GPU_TEMP", Field::Temp),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", Field::Throttle),
+    // DCGM 3.3 renamed throttle reasons to clock-event reasons.
+    ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", Field::Throttle),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", Field::PcieTx),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", Field::PcieRx),
+    ("DCGM_FI_PROF_NVLINK_TX_BYTES", Field::NvlinkTx),
+    ("DCGM_FI_PROF_NVLINK_RX_BYTES", Field::NvlinkRx),
+    ("DCGM_FI_PROF_SM_ACTIVE", Field::SmActive),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", Field::SmOccupancy),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Field::TensorActive),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", Field::DramActive),
+];
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn label<'a>(s: &'a prom::Sample, name: &str) -> Option<&'a str> {
+    s.labels
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+}
+
+/// One GPU as one scrape shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    /// `UUID`, else `Hostname/gpu`: what identifies the GPU across scrapes.
+    pub key: String,
+    pub info: GpuInfo,
+    pub reading: GpuReading,
+}
+
+/// The GPUs of one exposition that `filter` admits (`ids` aside), in
+/// order of host and index, each with its reading.
+pub fn read(expo: &Exposition, filter: &Filter) -> Vec<Seen> {
+    let mut by_key: BTreeMap<String, Seen> = BTreeMap::new();
+    let mut fb: BTreeMap<String, [Option<f64>; 3]> = BTreeMap::new();
+    for s in &expo.samples {
+        let Some(field) = FIELDS.iter().find(|(n, _)| *n == s.name).map(|x| x.1) else {
+            continue;
+        };
+        if label(s, "GPU_I_ID").is_some() || !filter.admits(s) {
+            continue;
+        }
+        let gpu = label(s, "gpu");
+        let uuid = label(s, "UUID");
+        let host = label(s, "Hostname");
+        let key = match (uuid, gpu) {
+            (Some(u), _) => u.to_string(),
+            (None, Some(g)) => format!("{}/{g}", host.unwrap_or("")),
+            (None, None) => continue,
+        };
+        let seen = by_key.entry(key.clone()).or_insert_with(|| Seen {
+            key: key.clone(),
+            info: GpuInfo {
+                index: gpu.and_then(|g| g.parse().ok()).unwrap_or(0),
+                name: label(s, "modelName").unwrap_or("unknown").to_string(),
+                uuid: uuid.map(str::to_string),
+                memory_total_bytes: None,
+                hostname: host.map(str::to_string),
+            },
+            reading: GpuReading::default(),
+        });
+        let v = s.value;
+        if !v.is_finite() {
+            continue;
+        }
+        let r = &mut seen.reading;
+        let whole = |x: f64| (x >= 0.0).then_some(x.round() as u32);
+        match field {
+            Field::GpuUtil => r.utilization_pct = Some(v),
+            Field::MemCopyUtil => r.memory_bandwidth_utilization_pct = Some(v),
+            Field::FbUsed => {
+                r.memory_used_bytes = (v >= 0.0).then(|| (v * MIB).round() as u64);
+                fb.entry(key).or_default()[0] = Some(v);
+            }
+            Field::FbFree => fb.entry(key).or_default()[1] = Some(v),
+            Field::FbReserved => fb.entry(key).or_default()[2] = Some(v),
+            Field::Power => r.power_w = Some(v),
+            Field::Energy => r.energy_mj = (v >= 0.0).then(|| v.round() as u64),
+            Field::SmClock => r.sm_clock_mhz = whole(v),
+            Field::MemClock => r.memory_clock_mhz = whole(v),
+            Field::Temp => r.temperature_c = whole(v),
+            Field::Throttle => r.throttle_reasons = (v >= 0.0).then_some(v as u64),
+            Field::PcieTx => r.pcie_tx_bytes_per_s = Some(v),
+            Field::PcieRx => r.pcie_rx_bytes_per_s = Some(v),
+            Field::NvlinkTx => r.nvlink_tx_bytes_per_s = Some(v),
+            Field::NvlinkRx => r.nvlink_rx_bytes_per_s = Some(v),
+            Field::SmActive => r.sm_active = Some(v),
+            Field::SmOccupancy => r.sm_occupancy = Some(v),
+            Field::TensorActive => r.tensor_active = Some(v),
+            Field::DramActive => r.dram_active = Some(v),
+        }
+    }
+    for (key, [used, free, reserved]) in fb {
+        if let (Some(seen), Some(used), Some(free)) = (by_key.get_mut(&key), used, free) {
+            let total = used + free + reserved.unwrap_or(0.0);
+            seen.info.memory_total_bytes = Some((total * MIB).round() as u64);
+        }
+    }
+    let mut out: Vec<Seen> = by_key.into_values().collect();
+    out.sort_by(|a, b| {
+        (&a.info.hostname, a.info.index, &a.key).cmp(&(&b.info.hostname, b.info.index, &b.key))
+    });
+    out
+}
+
+fn matches_id(g: &GpuInfo, id: &str) -> bool {
+    id.parse::<u32>().is_ok_and(|i| i == g.index)
+        || g.uuid
+            .as_deref()
+            .is_some_and(|u| u.eq_ignore_ascii_case(id))
+}
+
+/// Reads the GPUs of a dcgm-exporter.
+pub struct DcgmSampler {
+    url: String,
+    source: Box<dyn MetricsSource>,
+    filter: Filter,
+    devices: Vec<GpuInfo>,
+    keys: Vec<String>,
+    data_source: GpuDataSource,
+    note: Option<String>,
+}
+
+impl DcgmSampler {
+    /// Scrapes `url` through `source` once and keeps the GPUs `filter`
+    /// selects, or says in one sentence why there is none.
+    pub fn open(
+        url: &str,
+        mut source: Box<dyn MetricsSource>,
+        filter: Filter,
+        data_source: GpuDataSource,
+    ) -> Result<DcgmSampler, String> {
+        let text = source.fetch()?;
+        let expo =
+            prom::parse(&text).map_err(|e| format!("{url}: the metrics text is malformed: {e}"))?;
+        let all = read(&expo, &Filter::default());
+        let seen: Vec<Seen> = read(&expo, &filter);
+        let listed = |v: &[Seen]| -> String {
+            let names: Vec<String> = v
+                .iter()
+                .map(|s| {
+                    let host = s
+                        .info
+                        .hostname
+                        .as_deref()
+                        .map(|h| format!("{h} "))
+                        .unwrap_or_default();
+                    format!("{host}gpu {} ({})", s.info.index, s.key)
+                })
+                .collect();
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        };
+        if all.is_empty() {
+            return Err(format!(
+                "{url} lists no GPU (no DCGM_FI_* series with a gpu or UUID label)"
+            ));
+        }
+        let chosen: Vec<Seen> = match &filter.ids {
+            None => seen.clone(),
+            Some(ids) => {
+                let mut out: Vec<Seen> = Vec::new();
+                for id in ids {
+                    let id = id.trim();
+                    let found: Vec<&Seen> =
+                        seen.iter().filter(|s| matches_id(&s.info, id)).collect();
+                    if found.is_empty() {
+                        return Err(format!(
+                            "gpu_ids names GPU \"{id}\", which {url} does not list{} (it lists {})",
+                            if filter.labels.is_empty() {
+                                ""
+                            } else {
+                                " with the labels of gpu_metrics_match"
+                            },
+                            listed(&seen)
+                        ));
+                    }
+                    for s in found {
+                        if !out.iter().any(|o| o.key == s.key) {
+                            out.push(s.clone());
+                        }
+                    }
+                }
+                out
+            }
+        };
+        if chosen.is_empty() {
+            let want: Vec<String> = filter
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{v}\""))
+                .collect();
+            return Err(format!(
+                "no GPU of {url} carries {} (it lists {})",
+                want.join(", "),
+                listed(&all)
+            ));
+        }
+        Ok(DcgmSampler {
+            url: url.to_string(),
+            source,
+            filter,
+            devices: chosen.iter().map(|s| s.info.clone()).collect(),
+            keys: chosen.into_iter().map(|s| s.key).collect(),
+            data_source,
+            note: None,
+        })
+    }
+
+    /// Adds a note to the telemetry this sampler produces.
+    pub fn with_note(mut self, note: Option<String>) -> DcgmSampler {
+        self.note = note;
+        self
+    }
+}
+
+impl GpuSampler for DcgmSampler {
+    fn devices(&self) -> &[GpuInfo] {
+        &self.devices
+    }
+
+    fn sample(&mut self) -> Vec<GpuReading> {
+        self.try_sample()
+            .unwrap_or_else(|_| vec![GpuReading::default(); self.devices.len()])
+    }
+
+    fn try_sample(&mut self) -> Result<Vec<GpuReading>, String> {
+        let text = self.source.fetch()?;
+        let expo = prom::parse(&text)
+            .map_err(|e| format!("{}: the metrics text is malformed: {e}", self.url))?;
+        let mut seen: BTreeMap<String, GpuReading> = read(&expo, &self.filter)
+            .into_iter()
+            .map(|s| (s.key, s.reading))
+            .collect();
+        if self.keys.iter().all(|k| !seen.contains_key(k)) {
+            return Err(format!("{}: none of the GPUs read is listed", self.url));
+        }
+        Ok(self
+            .keys
+            .iter()
+            .map(|k| seen.remove(k).unwrap_or_default())
+            .collect())
+    }
+
+    fn source(&self) -> GpuDataSource {
+        self.data_source
+    }
+
+    fn url(&self) -> Option<&str> {
+        Some(&self.url)
+    }
+
+    fn note(&self) -> Option<String> {
+        self.note.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::scrape::ScriptedMetrics;
+
+    const TWO: &str = r#"# HELP DCGM_FI_DEV_SM_CLOCK SM frequency (in MHz).
+# TYPE DCGM_FI_DEV_SM_CLOCK gauge
+DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-aaaa",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-a",DCGM_FI_DRIVER_VERSION="550.54.15"} 1980
+DCGM_FI_DEV_SM_CLOCK{gpu="1",UUID="GPU-bbbb",pci_bus_id="00000000:2A:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="node-a",DCGM_FI_DRIVER_VERSION="550.54.15",pod="vllm-0",namespace="llm",container="vllm"} 1755
+# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).
+# TYPE DCGM_FI_DEV_FB_USED gauge
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-aaaa",Hostname="node-a",modelName="NVIDIA H100 80GB HBM3"} 1000
+DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-bbbb",Hostname="node-a",modelName="NVIDIA H100 80GB HBM3",pod="vllm-0"} 70000
+# HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).
+# TYPE DCGM_FI_DEV_FB_FREE gauge
+DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-aaaa",Hostname="node-a",modelName="NVIDIA H100 80GB HBM3"} 80000
+DCGM_FI_DEV_FB_FREE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",modelName="NVIDIA H100 80GB HBM3",pod="vllm-0"} 11000
+# HELP DCGM_FI_PROF_SM_ACTIVE The ratio of cycles an SM has at least 1 warp assigned.
+# TYPE DCGM_FI_PROF_SM_ACTIVE gauge
+DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",modelName="NVIDIA H100 80GB HBM3",pod="vllm-0"} 0.625
+DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",GPU_I_ID="3",GPU_I_PROFILE="1g.10gb"} 0.99
+"#;
+
+    fn sampler(texts: Vec<Result<String, String>>, filter: Filter) -> Result<DcgmSampler, String> {
+        DcgmSampler::open(
+            "http://node-a:9400/metrics",
+            Box::new(ScriptedMetrics { texts, calls: 0 }),
+            filter,
+            GpuDataSource::Dcgm,
+        )
+    }
+
+    #[test]
+    fn every_gpu_with_its_identity_units_and_total_memory() {
+        let e = prom::parse(TWO).unwrap();
+        let seen = read(&e, &Filter::default());
+        assert_eq!(seen.len(), 2);
+        let (a, b) = (&seen[0], &seen[1]);
+        assert_eq!(a.info.index, 0);
+        assert_eq!(a.info.uuid.as_deref(), Some("GPU-aaaa"));
+        assert_eq!(a.info.hostname.as_deref(), Some("node-a"));
+        assert_eq!(a.info.name, "NVIDIA H100 80GB HBM3");
+        assert_eq!(a.info.memory_total_bytes, Some(81000 * 1024 * 1024));
+        assert_eq!(a.reading.sm_clock_mhz, Some(1980));
+        assert_eq!(a.reading.memory_used_bytes, Some(1000 * 1024 * 1024));
+        // Absent fields stay absent; the MIG instance's series is skipped.
+        assert_eq!(a.reading.sm_active, None);
+        assert_eq!(b.reading.sm_active, Some(0.625));
+        assert_eq!(a.reading.power_w, None);
+    }
+
+    #[test]
+    fn gpus_are_picked_by_index_uuid_or_labels() {
+        let t = || vec![Ok(TWO.to_string())];
+        let by_id = sampler(
+            t(),
+            Filter {
+                ids: Some(vec!["gpu-BBBB".into()]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(by_id.devices().len(), 1);
+        assert_eq!(by_id.devices()[0].index, 1);
+        let by_pod = sampler(
+            t(),
+            Filter {
+                ids: None,
+                labels: [("pod".to_string(), "vllm-0".to_string())].into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(by_pod.devices()[0].uuid.as_deref(), Some("GPU-bbbb"));
+        let e = sampler(
+            t(),
+            Filter {
+                ids: Some(vec!["7".into()]),
+                ..Default::default()
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.contains("\"7\"") && e.contains("node-a gpu 0 (GPU-aaaa)"),
+            "{e}"
+        );
+        let e = sampler(
+            t(),
+            Filter {
+                ids: None,
+                labels: [("Hostname".to_string(), "node-z".to_string())].into(),
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(e.contains("Hostname=\"node-z\""), "{e}");
+        let e = sampler(vec![Err("GET x: cannot connect".into())], Filter::default())
+            .err()
+            .unwrap();
+        assert_eq!(e, "GET x: cannot connect");
+        let e = sampler(vec![Ok("up 1\n".into())], Filter::default())
+            .err()
+            .unwrap();
+        assert!(e.contains("lists no GPU"), "{e}");
+    }
+
+    #[test]
+    fn a_failed_or_malformed_scrape_is_an_error_of_that_sample() {
+        let mut s = sampler(
+            vec![
+                Ok(TWO.to_string()),
+                Ok(TWO.to_string()),
+                Err("GET x: timed out".into()),
+                Ok("DCGM_FI_DEV_SM_CLOCK{gpu=\"0\" 5\n".into()),
+                Ok("DCGM_FI_DEV_SM_CLOCK{gpu=\"9\",UUID=\"GPU-zzzz\"} 5\n".into()),
+            ],
+            Filter::default(),
+        )
+        .unwrap();
+        let r = s.try_sample().unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[1].sm_clock_mhz, Some(1755));
+        assert_eq!(s.try_sample().unwrap_err(), "GET x: timed out");
+        let e = s.try_sample().unwrap_err();
+        assert!(e.contains("malformed") && e.contains("line 1"), "{e}");
+        let e = s.try_sample().unwrap_err();
+        assert!(e.contains("none of the GPUs"), "{e}");
+    }
+}

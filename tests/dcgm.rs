@@ -1,0 +1,467 @@
+//! GPU telemetry from a dcgm-exporter, end to end: the real binary runs an
+//! OpenAI target (an in-process simulator) whose `gpu_metrics_url` is a
+//! fake dcgm-exporter (crates/testkit) serving known values per scrape,
+//! with several GPUs and hosts, fields some GPUs lack, an energy counter
+//! that resets, and scrapes that fail (HTTP 500, malformed text, a
+//! timeout). The results must hold exactly the served values on the
+//! telemetry axis, and statistics over the measurement windows computed
+//! here from the served series.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use infer_bench::plan::Plan;
+use infer_bench::sim::server::SimServer;
+use infer_bench_testkit::dcgm::{Answer, DcgmExporter, FakeGpu, exposition};
+use serde_json::Value;
+
+const MODEL_AND_LOAD: &str = r#"
+[models.m]
+preset = "llama-3.1-8b"
+served_name = "m"
+
+[workloads.w]
+api = "completions"
+input_tokens = 64
+output_tokens = 32
+ignore_eos = true
+
+[load]
+concurrency = 4
+duration = "4s"
+"#;
+
+fn write_spec(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, format!("name = \"{name}\"\nseed = 7\n{body}")).unwrap();
+    path
+}
+
+fn run(spec: &Path, out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .arg("run")
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn results(out: &Path) -> Value {
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let schema: Value = serde_json::from_str(&infer_bench::results::schema_text()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "results do not match their schema: {errors:?}"
+    );
+    v
+}
+
+/// A simulator started in-process, standing in for a remote server.
+fn external_sim(dir: &Path) -> SimServer {
+    let spec = write_spec(
+        dir,
+        "backing",
+        &format!("[targets.sim]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n{MODEL_AND_LOAD}"),
+    );
+    let spec = infer_bench::spec::load(&spec).unwrap();
+    let plan = Plan::build(&spec).unwrap();
+    SimServer::start(&plan.points[0].config).unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The scrape at which the energy counter resets (a driver reload).
+const RESET_AT: u64 = 12;
+
+/// The fields GPU `g` of `node-a` (or `node-b`) shows at scrape `n`. The
+/// SM clock, `1000 + n`, tells which scrape a recorded sample came from.
+/// GPU 1 publishes no profiling fields and no NVLink.
+fn fields(g: u32, n: u64) -> Vec<(&'static str, f64)> {
+    let nf = n as f64;
+    let energy = if n < RESET_AT {
+        9_000_000_000.0 + nf * 150_000.0
+    } else {
+        5_000.0 + (nf - RESET_AT as f64) * 150_000.0
+    };
+    let mut v = vec![
+        ("DCGM_FI_DEV_SM_CLOCK", 1000.0 + nf),
+        ("DCGM_FI_DEV_MEM_CLOCK", 2619.0),
+        ("DCGM_FI_DEV_MEMORY_TEMP", 50.0),
+        ("DCGM_FI_DEV_GPU_TEMP", 60.0 + g as f64 + (n % 3) as f64),
+        ("DCGM_FI_DEV_POWER_USAGE", 300.25 + nf + g as f64 * 0.5),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", energy),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 0.0),
+        ("DCGM_FI_DEV_GPU_UTIL", ((n * 7 + g as u64) % 101) as f64),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", (n % 50) as f64),
+        ("DCGM_FI_DEV_ENC_UTIL", 0.0),
+        ("DCGM_FI_DEV_DEC_UTIL", 0.0),
+        ("DCGM_FI_DEV_XID_ERRORS", 0.0),
+        ("DCGM_FI_DEV_FB_USED", 40_000.0 + nf * 10.0),
+        ("DCGM_FI_DEV_FB_FREE", 41_000.0 - nf * 10.0),
+        (
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            if n % 2 == 0 { 4.0 } else { 1.0 },
+        ),
+        ("DCGM_FI_PROF_PCIE_TX_BYTES", 1.5e9 + nf),
+        ("DCGM_FI_PROF_PCIE_RX_BYTES", 2.5e8 + nf),
+    ];
+    if g == 0 {
+        v.extend([
+            ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.99),
+            ("DCGM_FI_PROF_SM_ACTIVE", (n % 20) as f64 / 20.0),
+            ("DCGM_FI_PROF_SM_OCCUPANCY", (n % 10) as f64 / 40.0),
+            ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", (n % 8) as f64 / 16.0),
+            ("DCGM_FI_PROF_DRAM_ACTIVE", 0.5 + (n % 5) as f64 / 10.0),
+            ("DCGM_FI_PROF_NVLINK_TX_BYTES", 2e10 + nf),
+            ("DCGM_FI_PROF_NVLINK_RX_BYTES", 3e10 + nf),
+        ]);
+    }
+    v
+}
+
+fn node_a() -> Vec<FakeGpu> {
+    let mut b = FakeGpu::h100("node-a", 1);
+    b.pod = Some("vllm-0".into());
+    vec![FakeGpu::h100("node-a", 0), b]
+}
+
+/// The scrapes that fail: HTTP 500, a malformed text, a timeout.
+const FAILS: [u64; 4] = [5, 9, 16, 19];
+
+/// What the exporter answers at scrape `n`: three GPUs on two hosts (a
+/// federated endpoint), with a failure every so often.
+fn script(n: u64) -> Answer {
+    match n {
+        5 | 19 => return Answer::Status(500),
+        9 => return Answer::Text("DCGM_FI_DEV_SM_CLOCK{gpu=\"0\" 1\n".into()),
+        // Past the scraper's 2 s limit.
+        16 => return Answer::Slow(Duration::from_millis(2600), "late".into()),
+        _ => {}
+    }
+    let mut gpus: Vec<(FakeGpu, Vec<(&str, f64)>)> = node_a()
+        .into_iter()
+        .map(|g| {
+            let f = fields(g.gpu, n);
+            (g, f)
+        })
+        .collect();
+    gpus.push((FakeGpu::h100("node-b", 0), fields(0, n + 1000)));
+    let text = exposition(&gpus);
+    if n == 20 {
+        // Slow, but within the limit: recorded like any other.
+        return Answer::Slow(Duration::from_millis(300), text);
+    }
+    Answer::Text(text)
+}
+
+fn nums(v: &Value) -> Vec<Option<f64>> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(Value::as_f64)
+        .collect()
+}
+
+/// Nearest-rank statistics, computed here independently of the tool.
+fn expected_stats(mut v: Vec<f64>) -> (u64, f64, f64, f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let rank = |p: f64| v[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1];
+    (
+        n as u64,
+        v.iter().sum::<f64>() / n as f64,
+        v[0],
+        rank(50.0),
+        rank(95.0),
+        v[n - 1],
+    )
+}
+
+fn check_stats(stats: &Value, expected: Vec<f64>, what: &str) {
+    let (count, mean, min, p50, p95, max) = expected_stats(expected);
+    assert_eq!(stats["count"].as_u64(), Some(count), "{what}: {stats}");
+    for (k, want) in [("min", min), ("p50", p50), ("p95", p95), ("max", max)] {
+        assert_eq!(stats[k].as_f64(), Some(want), "{what}.{k}: {stats}");
+    }
+    let got = stats["mean"].as_f64().unwrap();
+    assert!(
+        (got - mean).abs() <= mean.abs() * 1e-12,
+        "{what}.mean: {got} against {mean}"
+    );
+}
+
+#[test]
+fn dcgm_exporter_readings_are_recorded_exactly_and_summarized_over_the_windows() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let sim = external_sim(dir.path());
+    let rt = runtime();
+    let exporter = rt.block_on(DcgmExporter::start(script)).unwrap();
+    let spec = write_spec(
+        dir.path(),
+        "dcgm",
+        &format!(
+            "[targets.ext]\nkind = \"openai\"\nbase_url = \"{}\"\nmetrics_url = \"{}\"\n\
+             gpu_metrics_url = \"{}\"\ngpu_metrics_match = {{ Hostname = \"node-a\" }}\n\
+             {MODEL_AND_LOAD}\n[telemetry]\ngpu = \"required\"\nscrape_interval = \"100ms\"\n",
+            sim.base_url(),
+            sim.metrics_url(),
+            exporter.url()
+        ),
+    );
+    let out = dir.path().join("out");
+    let o = run(&spec, &out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let served = exporter.served();
+    let r = results(&out);
+    let t = &r["points"][0]["telemetry"];
+    let g = &t["gpu"];
+    assert_eq!(g["status"], "sampled", "{g}");
+    assert_eq!(g["source"], "dcgm");
+    assert_eq!(g["url"], exporter.url());
+    assert!((g["interval_s"].as_f64().unwrap() - 0.1).abs() < 1e-9);
+
+    // node-b is filtered out; node-a's two GPUs, in index order.
+    let devices = g["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2, "{g}");
+    let windows: Vec<(f64, f64)> = t["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["window_start_s"].as_f64().unwrap(),
+                r["window_end_s"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let in_window = |t: f64| windows.iter().any(|(a, b)| t >= *a && t <= *b);
+
+    // Which scrapes the session took: from the first recorded to the last.
+    let first_n = nums(&devices[0]["series"]["sm_clock_mhz"])[0].unwrap() as u64 - 1000;
+    let last_n = nums(&devices[0]["series"]["sm_clock_mhz"])
+        .last()
+        .unwrap()
+        .unwrap() as u64
+        - 1000;
+    let taken: Vec<u64> = served
+        .iter()
+        .map(|s| s.n)
+        .filter(|n| (first_n..=last_n).contains(n))
+        .collect();
+    // Failed scrapes: recorded with their reasons, their samples missing.
+    // (A failed scrape may also be the session's last: nothing scrapes
+    // the exporter after the point.)
+    let failed_n: Vec<u64> = served
+        .iter()
+        .map(|s| s.n)
+        .filter(|n| *n >= first_n && FAILS.contains(n))
+        .collect();
+    assert!(failed_n.len() >= 3, "{failed_n:?} of {taken:?}");
+    let errors: Vec<&str> = g["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        g["scrapes_failed"].as_u64(),
+        Some(failed_n.len() as u64),
+        "{errors:?}"
+    );
+    assert!(errors.iter().any(|e| e.contains("HTTP 500")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.contains("malformed")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.contains("timed out")), "{errors:?}");
+
+    for (d, fake) in devices.iter().zip(node_a()) {
+        assert_eq!(d["index"], fake.gpu);
+        assert_eq!(d["uuid"], fake.uuid.as_str());
+        assert_eq!(d["hostname"], "node-a");
+        assert_eq!(d["name"], "NVIDIA H100 80GB HBM3");
+        assert_eq!(d["source"], "dcgm");
+        assert_eq!(d["memory_total_bytes"], 81_000u64 * 1024 * 1024);
+        let s = &d["series"];
+        assert_eq!(s["thinned_by"], 1);
+        let t_s = nums(&s["t_s"]);
+        // Which scrape each sample came from, by its SM clock.
+        let n_of: Vec<u64> = nums(&s["sm_clock_mhz"])
+            .iter()
+            .map(|c| c.unwrap() as u64 - 1000)
+            .collect();
+        assert!(n_of.windows(2).all(|w| w[0] < w[1]), "{n_of:?}");
+        // Every good scrape from the first recorded one is there, and
+        // no failed one.
+        let good: Vec<u64> = taken
+            .iter()
+            .copied()
+            .filter(|n| !FAILS.contains(n))
+            .collect();
+        assert_eq!(n_of, good, "GPU {}", fake.gpu);
+        let served_col = |name: &str, scale: f64| -> Vec<Option<f64>> {
+            n_of.iter()
+                .map(|n| {
+                    fields(fake.gpu, *n)
+                        .iter()
+                        .find(|(k, _)| *k == name)
+                        .map(|(_, v)| v * scale)
+                })
+                .collect()
+        };
+        let mib = 1024.0 * 1024.0;
+        for (key, name, scale) in [
+            ("utilization_pct", "DCGM_FI_DEV_GPU_UTIL", 1.0),
+            (
+                "memory_bandwidth_utilization_pct",
+                "DCGM_FI_DEV_MEM_COPY_UTIL",
+                1.0,
+            ),
+            ("memory_used_bytes", "DCGM_FI_DEV_FB_USED", mib),
+            ("power_w", "DCGM_FI_DEV_POWER_USAGE", 1.0),
+            ("memory_clock_mhz", "DCGM_FI_DEV_MEM_CLOCK", 1.0),
+            ("temperature_c", "DCGM_FI_DEV_GPU_TEMP", 1.0),
+            ("pcie_tx_bytes_per_s", "DCGM_FI_PROF_PCIE_TX_BYTES", 1.0),
+            ("pcie_rx_bytes_per_s", "DCGM_FI_PROF_PCIE_RX_BYTES", 1.0),
+            ("nvlink_tx_bytes_per_s", "DCGM_FI_PROF_NVLINK_TX_BYTES", 1.0),
+            ("nvlink_rx_bytes_per_s", "DCGM_FI_PROF_NVLINK_RX_BYTES", 1.0),
+            ("sm_active", "DCGM_FI_PROF_SM_ACTIVE", 1.0),
+            ("sm_occupancy", "DCGM_FI_PROF_SM_OCCUPANCY", 1.0),
+            ("tensor_active", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1.0),
+            ("dram_active", "DCGM_FI_PROF_DRAM_ACTIVE", 1.0),
+        ] {
+            let want = served_col(name, scale);
+            let what = format!("GPU {} {key}", fake.gpu);
+            if want.iter().all(Option::is_none) {
+                // A field the exporter does not publish is absent, not zero.
+                assert!(s.get(key).is_none(), "{what}: {}", s[key]);
+                assert!(d["stats"].get(key).is_none(), "{what}");
+                continue;
+            }
+            assert_eq!(nums(&s[key]), want, "{what}");
+            let inside: Vec<f64> = t_s
+                .iter()
+                .zip(&want)
+                .filter(|(t, _)| in_window(t.unwrap()))
+                .map(|(_, v)| v.unwrap())
+                .collect();
+            assert!(
+                inside.len() >= 10,
+                "{what}: {} samples inside",
+                inside.len()
+            );
+            check_stats(&d["stats"][key], inside, &what);
+        }
+        // Throttle reasons: the fraction of in-window samples with each.
+        let reasons = &d["throttle_reasons"];
+        let inside: Vec<u64> = t_s
+            .iter()
+            .zip(&n_of)
+            .filter(|(t, _)| in_window(t.unwrap()))
+            .map(|(_, n)| *n)
+            .collect();
+        let even = inside.iter().filter(|n| *n % 2 == 0).count() as f64;
+        assert_eq!(
+            reasons["sw_power_cap"].as_f64(),
+            Some(even / inside.len() as f64),
+            "{reasons}"
+        );
+        // Energy: the counter's increase since the first sample, where the
+        // reset counts its new value as the rise.
+        let raw: Vec<f64> = served_col("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1.0)
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        let mut total = 0.0;
+        let mut want = vec![Some(0.0)];
+        for w in raw.windows(2) {
+            total += if w[1] >= w[0] { w[1] - w[0] } else { w[1] };
+            want.push(Some(total / 1000.0));
+        }
+        assert_eq!(nums(&s["energy_j"]), want, "GPU {} energy", fake.gpu);
+        assert!(
+            n_of.iter().any(|n| *n < RESET_AT) && n_of.iter().any(|n| *n > RESET_AT + 1),
+            "the reset falls inside the recorded series: {n_of:?}"
+        );
+        assert_eq!(d["energy_source"], "counter");
+        let interp = |at: f64| -> f64 {
+            let i = t_s.iter().position(|t| t.unwrap() >= at).unwrap();
+            let (t1, e1) = (t_s[i].unwrap(), want[i].unwrap());
+            if t1 == at || i == 0 {
+                return e1;
+            }
+            let (t0, e0) = (t_s[i - 1].unwrap(), want[i - 1].unwrap());
+            e0 + (e1 - e0) * (at - t0) / (t1 - t0)
+        };
+        let energy: f64 = windows.iter().map(|(a, b)| interp(*b) - interp(*a)).sum();
+        let got = d["energy_j"].as_f64().unwrap();
+        assert!(
+            (got - energy).abs() < 1e-9 * energy.max(1.0),
+            "GPU {}: {got} J against {energy} J",
+            fake.gpu
+        );
+        assert!(got > 0.0 && got < 150.0 * 100.0, "{got}");
+    }
+}
+
+#[test]
+fn an_unreachable_exporter_stops_a_required_run_and_is_noted_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = external_sim(dir.path());
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let body = |mode: &str| {
+        format!(
+            "[targets.ext]\nkind = \"openai\"\nbase_url = \"{}\"\ngpu_metrics_url = \"{url}\"\n\
+             {MODEL_AND_LOAD}\n[telemetry]\ngpu = \"{mode}\"\nscrape_interval = \"100ms\"\n",
+            sim.base_url()
+        )
+        .replace("duration = \"4s\"", "duration = \"300ms\"")
+    };
+    let spec = write_spec(dir.path(), "req", &body("required"));
+    let o = run(&spec, &dir.path().join("out-req"));
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("target `ext` has no GPU to read at") && stderr.contains("cannot connect"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hint: check that dcgm-exporter serves"),
+        "{stderr}"
+    );
+    let spec = write_spec(dir.path(), "auto", &body("auto"));
+    let out = dir.path().join("out-auto");
+    let o = run(&spec, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let g = &results(&out)["points"][0]["telemetry"]["gpu"];
+    assert_eq!(g["status"], "absent");
+    assert!(
+        g["note"].as_str().unwrap().contains("cannot connect"),
+        "{g}"
+    );
+}
