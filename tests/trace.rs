@@ -91,6 +91,8 @@ fn p99(mut v: Vec<f64>) -> f64 {
 
 #[test]
 fn a_replayed_trace_arrives_on_time_with_its_lengths_and_shared_prefixes() {
+    // Its assertions are about time: the machine's cores to itself.
+    let _timing = infer_bench_testkit::timing::exclusive();
     let trace = make_trace();
     let dir = tempfile::tempdir().unwrap();
     let lines: String = trace
