@@ -13,6 +13,9 @@ use std::path::Path;
 pub const MAX_SPEC_BYTES: u64 = 4 << 20;
 /// Largest dataset read: 64 MiB.
 pub const MAX_DATASET_BYTES: u64 = 64 << 20;
+/// Largest request trace read: 256 MiB (the window kept of it is bounded
+/// by [`crate::limits::MAX_TRACE_REQUESTS`]).
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
 /// Largest tokenizer.json read: 64 MiB.
 pub const MAX_TOKENIZER_BYTES: u64 = 64 << 20;
 /// Largest empirical length file read: 1 MiB.

@@ -25,6 +25,7 @@ pub mod results;
 pub mod schema;
 pub mod seed;
 mod slo;
+pub mod trace;
 
 use std::path::Path;
 

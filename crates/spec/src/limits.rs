@@ -14,6 +14,11 @@ pub const MAX_TOKENS: u32 = 1 << 20;
 /// Most tokens of shared prefixes, all of them together (`tokens` x
 /// `count`): they are generated once and kept for the whole point.
 pub const MAX_PREFIX_TOKENS: u64 = 1 << 24;
+/// Most requests a trace replays (inside its window): each is kept in
+/// memory for the whole point.
+pub const MAX_TRACE_REQUESTS: usize = 1_000_000;
+/// Highest trace `speedup` (and lowest: its inverse).
+pub const MAX_SPEEDUP: f64 = 1e6;
 /// Most turns of a conversation.
 pub const MAX_TURNS: u32 = 1_000;
 /// Most runs of a point.

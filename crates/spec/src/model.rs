@@ -258,6 +258,8 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<Dataset>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Trace>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Conversation>,
     pub ignore_eos: bool,
     pub stream: bool,
@@ -300,6 +302,47 @@ pub struct Dataset {
     pub min_input_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_input_tokens: Option<u32>,
+}
+
+/// A replayed trace: the file, the window of it that is replayed and what
+/// that window holds (read at compile time).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Trace {
+    /// As written in the spec (relative to it).
+    pub file: String,
+    /// SHA-256 of the file's bytes, so a changed trace is a changed point.
+    pub sha256: String,
+    pub format: crate::trace::TraceFormat,
+    pub speedup: f64,
+    pub start: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Duration>,
+    pub block_tokens: u32,
+    /// Requests inside the window.
+    pub requests: u64,
+    /// The last request's send time on the replay's clock.
+    pub span: Duration,
+}
+
+impl Trace {
+    /// The window as the parser takes it.
+    pub fn window(&self) -> crate::trace::Window {
+        crate::trace::Window {
+            start_ns: self.start.as_nanos(),
+            duration_ns: self.duration.map(Duration::as_nanos),
+            speedup: self.speedup,
+        }
+    }
+
+    /// The replay's mean arrival rate (requests over the span), per second.
+    pub fn mean_rate(&self) -> f64 {
+        let s = self.span.as_secs_f64();
+        if s > 0.0 {
+            (self.requests.saturating_sub(1).max(1)) as f64 / s
+        } else {
+            crate::limits::MAX_RATE_PER_S
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

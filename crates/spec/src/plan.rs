@@ -579,7 +579,7 @@ fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, S
             }
         }
     }
-    let load = resolve_load(spec, combo)?;
+    let load = resolve_load(spec, combo, workload)?;
     let served = precision
         .as_ref()
         .and_then(|p| p.served_name.clone())
@@ -686,8 +686,28 @@ impl Point {
     }
 }
 
-fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
+fn resolve_load(spec: &Spec, combo: &Combo, workload: &Workload) -> Result<Load, SpecError> {
     let d = &spec.load;
+    if let Some(t) = &workload.trace {
+        return trace_load(spec, combo, workload, t);
+    }
+    if d.arrival == Some(Arrival::Trace) {
+        return Err(spec.error(
+            "load.arrival",
+            format!(
+                "arrival = \"trace\" needs a workload that replays a trace, and \"{}\" does not",
+                workload.name
+            ),
+            Some("add trace = { file = \"...\", format = \"mooncake\" } to the workload, or pick another arrival".into()),
+        ));
+    }
+    if d.duration.is_none() && d.requests.is_none() && d.ramp.is_none() {
+        return Err(spec.error(
+            "load",
+            format!("workload \"{}\" needs an end: set `duration`, `requests` or both in [load] (whichever ends first)", workload.name),
+            Some("e.g. duration = \"60s\"; only a trace ends by itself".into()),
+        ));
+    }
     let count = |axis| match value_of(combo, axis) {
         Some(AxisValue::Count(c)) => Some(*c),
         _ => None,
@@ -809,6 +829,94 @@ fn resolve_load(spec: &Spec, combo: &Combo) -> Result<Load, SpecError> {
     })
 }
 
+/// The load of a point that replays a trace: open loop at the trace's
+/// timestamps, its level the trace's mean rate (for reports and the
+/// point's name); `[load]`'s rate and concurrency are for other workloads,
+/// a matrix axis or a ramp that sets them does not fit.
+fn trace_load(
+    spec: &Spec,
+    combo: &Combo,
+    workload: &Workload,
+    t: &crate::Trace,
+) -> Result<Load, SpecError> {
+    let d = &spec.load;
+    for axis in [Axis::Rate, Axis::Concurrency] {
+        if value_of(combo, axis).is_some() {
+            return Err(spec.error(
+                "matrix",
+                format!(
+                    "workload \"{}\" replays a trace, whose timestamps set the load; a `{}` axis does not fit it",
+                    workload.name,
+                    axis.name()
+                ),
+                Some("vary the trace's `speedup` with another workload, or exclude the combination".into()),
+            ));
+        }
+    }
+    if d.ramp.is_some() {
+        return Err(spec.error(
+            "load.ramp",
+            format!(
+                "workload \"{}\" replays a trace, whose timestamps set the load; a ramp does not fit it",
+                workload.name
+            ),
+            None,
+        ));
+    }
+    if d.search.is_some() {
+        return Err(spec.error(
+            "load.search",
+            format!(
+                "workload \"{}\" replays a trace, whose timestamps set the load; a capacity search does not fit it",
+                workload.name
+            ),
+            Some("search with a synthetic workload, or vary the trace's `speedup`".into()),
+        ));
+    }
+    if let Some(a) = d.arrival.filter(|a| *a != Arrival::Trace) {
+        let a_name = serde_json::to_value(a)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        return Err(spec.error(
+            "load.arrival",
+            format!(
+                "arrival = \"{a_name}\" does not fit workload \"{}\", which replays a trace at its own timestamps",
+                workload.name
+            ),
+            Some("remove `arrival` (a trace workload implies arrival = \"trace\")".into()),
+        ));
+    }
+    let rate = crate::Rate::per_second(
+        t.mean_rate()
+            .clamp(crate::limits::MIN_RATE_PER_S, crate::limits::MAX_RATE_PER_S),
+    )
+    .expect("clamped into the valid range");
+    Ok(Load {
+        arrival: Arrival::Trace,
+        burstiness: d.burstiness,
+        level: Level::Rate(rate),
+        max_concurrency: count_of(combo, Axis::MaxConcurrency).or(d.max_concurrency),
+        ramp: None,
+        warmup: d.warmup,
+        duration: d.duration,
+        requests: d.requests,
+        runs: d.runs,
+        window: d.window,
+        timeouts: d.timeouts,
+        limits: d.limits,
+        cold_connections: d.cold_connections,
+        search: None,
+    })
+}
+
+fn count_of(combo: &Combo, axis: Axis) -> Option<u32> {
+    match value_of(combo, axis) {
+        Some(AxisValue::Count(c)) => Some(*c),
+        _ => None,
+    }
+}
+
 /// A rough wall-time estimate of one point (all runs), in seconds; `None`
 /// when it depends on the server's speed (a closed loop ended by count).
 pub fn estimate_seconds(p: &PointConfig) -> Option<f64> {
@@ -817,8 +925,10 @@ pub fn estimate_seconds(p: &PointConfig) -> Option<f64> {
         crate::Warmup::Time(d) => d.as_secs_f64(),
         _ => 0.0,
     };
+    let trace = p.workload.trace.as_ref().map(|t| t.span.as_secs_f64());
     let measure = match (l.duration, l.requests, l.level) {
-        (Some(d), _, _) => Some(d.as_secs_f64()),
+        (Some(d), _, _) => Some(trace.map_or(d.as_secs_f64(), |s| s.min(d.as_secs_f64()))),
+        _ if trace.is_some() => trace,
         (None, Some(n), Level::Rate(r)) => Some(n as f64 / r.as_per_second()),
         _ => None,
     }?;

@@ -369,6 +369,9 @@ pub struct RawWorkload {
     /// Prompts from a file instead of synthesized ones.
     #[serde(default)]
     pub dataset: Option<RawDataset>,
+    /// Replay a request trace: arrivals at its timestamps, lengths and shared prefixes from it.
+    #[serde(default)]
+    pub trace: Option<RawTrace>,
     /// Multi-turn sessions.
     #[serde(default)]
     pub conversation: Option<RawConversation>,
@@ -426,6 +429,28 @@ pub struct RawDataset {
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// Path, relative to the spec.
+    pub file: String,
+    /// mooncake, azure or jsonl (see docs/workloads.md).
+    pub format: crate::trace::TraceFormat,
+    /// Replay this many times faster than the trace's clock. Default 1.
+    #[serde(default)]
+    pub speedup: Option<f64>,
+    /// Where the replay starts, in trace time from its first request. Default "0s".
+    #[serde(default)]
+    pub start: Option<Duration>,
+    /// How much trace time to replay from `start`. Default: to the end.
+    #[serde(default)]
+    pub duration: Option<Duration>,
+    /// Tokens per `hash_ids` block. Default 512 (Mooncake's).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub block_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RawConversation {
     /// Turns per session.
     #[schemars(range(min = 1))]
@@ -468,6 +493,8 @@ pub enum Arrival {
     Gamma,
     /// Open loop, evenly spaced at `rate`.
     Constant,
+    /// Open loop, at the timestamps of the workload's `trace` (implied by a trace workload).
+    Trace,
 }
 
 /// Load and timing of every point (matrix axes override `concurrency`, `rate`, `max_concurrency`).

@@ -114,6 +114,10 @@ pub struct Script {
     /// define ([`OPENAI_FIELDS`]), as strict servers do (Hugging Face
     /// `transformers serve`).
     pub strict: bool,
+    /// Keep each request's prompt text in its record
+    /// ([`ServedRequest::prompt`]); off by default, so that long runs do
+    /// not hold every prompt.
+    pub keep_prompts: bool,
 }
 
 /// The top-level request fields of OpenAI's completions and chat
@@ -164,6 +168,7 @@ impl Default for Script {
             fault_every: 0,
             owned_by: "vllm".to_owned(),
             strict: false,
+            keep_prompts: false,
         }
     }
 }
@@ -296,6 +301,10 @@ pub struct ServedRequest {
     pub client_gone: bool,
     /// The body's top-level field names, sorted.
     pub fields: Vec<String>,
+    /// With [`Script::keep_prompts`]: the prompt as sent (completions: a
+    /// string `prompt`; chat: the last message's string `content`), else
+    /// empty.
+    pub prompt: String,
 }
 
 impl ServedRequest {
@@ -458,6 +467,7 @@ impl Tracker {
                 finished: None,
                 client_gone: false,
                 fields: Vec::new(),
+                prompt: String::new(),
             },
         }
     }
@@ -470,6 +480,7 @@ impl Drop for Tracker {
             model: mem::take(&mut self.rec.model),
             chunks: mem::take(&mut self.rec.chunks),
             fields: mem::take(&mut self.rec.fields),
+            prompt: mem::take(&mut self.rec.prompt),
             ..self.rec
         };
         self.state
@@ -622,6 +633,9 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         }
     };
     t.rec.fields = ask.fields.clone();
+    if state.script.keep_prompts {
+        t.rec.prompt = prompt_text(endpoint, &req.body);
+    }
     let unknown: Vec<&String> = ask
         .fields
         .iter()
@@ -1292,6 +1306,21 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
         max_tokens,
         prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
     })
+}
+
+/// The prompt of a body already accepted by [`parse_ask`]: a string
+/// `prompt`, or the last message's string `content` (else empty).
+fn prompt_text(endpoint: Endpoint, body: &[u8]) -> String {
+    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let text = match endpoint {
+        Endpoint::Completions => value.get("prompt"),
+        Endpoint::ChatCompletions => value
+            .get("messages")
+            .and_then(Value::as_array)
+            .and_then(|m| m.last())
+            .and_then(|m| m.get("content")),
+    };
+    text.and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
 fn opt_bool(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {

@@ -1,14 +1,20 @@
 //! Arrival schedules: one abstraction, a sequence of intended send times,
-//! serves every load mode. An open loop (poisson, gamma, constant) yields
-//! pre-determined offsets from the start; a closed loop yields arrivals
+//! serves every load mode. An open loop (poisson, gamma, constant, or a
+//! replayed trace's timestamps) yields pre-determined offsets from the
+//! start; a closed loop yields arrivals
 //! that are due "as soon as a slot is free" — the engine gates both through
 //! the same concurrency limit, so there is a single load loop.
+
+use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1, Gamma};
 
 use infer_bench_spec::raw::Arrival;
 use infer_bench_spec::{Level, Load};
+
+use crate::prompt::Material;
+use crate::trace::Replay;
 
 /// One arrival.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,6 +30,9 @@ pub struct Due {
 /// grow with the number of requests) and deterministically from the seed.
 pub struct Arrivals {
     open: Option<Open>,
+    /// A trace's schedule (instead of `open`): its records' times.
+    trace: Option<Arc<Replay>>,
+    horizon_ns: u64,
     index: u64,
 }
 
@@ -76,12 +85,36 @@ impl Arrivals {
                 })
             }
         };
-        Arrivals { open, index: 0 }
+        Arrivals {
+            open,
+            trace: None,
+            horizon_ns,
+            index: 0,
+        }
+    }
+
+    /// The arrivals of a point whose prompts come from `material`: a
+    /// trace's timestamps when it replays one, else [`Arrivals::new`].
+    pub fn of_point(load: &Load, material: &Material, seed: u64, horizon_ns: u64) -> Arrivals {
+        match &material.trace {
+            Some(t) => Arrivals::replay(t.clone(), horizon_ns),
+            None => Arrivals::new(load, seed, horizon_ns),
+        }
+    }
+
+    /// A trace's requests at their times, up to `horizon_ns`.
+    pub fn replay(trace: Arc<Replay>, horizon_ns: u64) -> Arrivals {
+        Arrivals {
+            open: None,
+            trace: Some(trace),
+            horizon_ns,
+            index: 0,
+        }
     }
 
     /// Whether arrivals are pre-scheduled (open loop).
     pub fn is_open(&self) -> bool {
-        self.open.is_some()
+        self.open.is_some() || self.trace.is_some()
     }
 }
 
@@ -94,7 +127,8 @@ impl Open {
     /// The next gap in seconds at unit rate (mean 1).
     fn unit_gap(&mut self) -> f64 {
         match self.arrival {
-            Arrival::Constant | Arrival::Closed => 1.0,
+            // A trace is scheduled by `Arrivals::replay`, never here.
+            Arrival::Constant | Arrival::Closed | Arrival::Trace => 1.0,
             Arrival::Poisson => Exp1.sample(&mut self.rng),
             Arrival::Gamma => match &self.gamma {
                 Some(g) => g.sample(&mut self.rng),
@@ -109,6 +143,17 @@ impl Iterator for Arrivals {
 
     fn next(&mut self) -> Option<Due> {
         let index = self.index;
+        if let Some(t) = &self.trace {
+            let r = t.records.get(index as usize)?;
+            if r.at_ns >= self.horizon_ns {
+                return None;
+            }
+            self.index += 1;
+            return Some(Due {
+                index,
+                at_ns: Some(r.at_ns),
+            });
+        }
         let at_ns = match &mut self.open {
             None => None,
             Some(o) => {

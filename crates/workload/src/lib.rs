@@ -11,6 +11,7 @@ pub mod lengths;
 pub mod message;
 pub mod prompt;
 pub mod tokenizer;
+pub mod trace;
 
 use std::path::Path;
 

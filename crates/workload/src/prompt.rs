@@ -33,6 +33,12 @@
 //! **Datasets.** A prompt (and, when the workload sets no `output_tokens`,
 //! its output length) is drawn from the dataset uniformly with replacement.
 //!
+//! **Traces.** Request `i` is the trace window's request `i`, with its
+//! lengths; its prompt is the text of its `hash_ids` blocks (block `id` is
+//! `block_tokens` words drawn from (prefix seed, `id`), the last cut to the
+//! prompt's length), then marker words and words of its own, so the same
+//! block ids give byte-identical prefixes.
+//!
 //! Everything is a pure function of (seed, index): request `i` is built
 //! without building requests `0..i`, and the same spec and seed give the
 //! same prompts on every machine.
@@ -46,6 +52,7 @@ use rand::RngExt;
 use super::WorkloadError;
 use super::dataset::{self, DatasetPrompts};
 use super::tokenizer::TokenCounter;
+use super::trace::Replay;
 use infer_bench_spec::raw::Api;
 use infer_bench_spec::{Model, Workload};
 
@@ -385,6 +392,8 @@ pub struct Prompt {
 pub struct Material {
     pub counter: Option<TokenCounter>,
     pub dataset: Option<DatasetPrompts>,
+    /// A replayed trace's window.
+    pub trace: Option<Arc<Replay>>,
     /// A mixed workload: each part's material, in the mix's order.
     pub parts: Vec<Arc<Material>>,
     /// The words synthesized prompts are made of.
@@ -405,6 +414,10 @@ impl std::fmt::Debug for Material {
     }
 }
 
+/// Salts the prefix seed for a trace's blocks, so that they are not the
+/// workload's shared prefixes.
+const TRACE_BLOCKS: u64 = 0x7472_6163_652d_626c;
+
 /// Fewest one-token words a tokenizer must have for synthesis.
 const MIN_WORDS: usize = 16;
 
@@ -414,6 +427,7 @@ impl Material {
         Material {
             counter: None,
             dataset: None,
+            trace: None,
             parts: Vec::new(),
             words: WORDS.to_vec(),
             additive: true,
@@ -459,6 +473,10 @@ impl Material {
             )?),
             None => None,
         };
+        let trace = match &workload.trace {
+            Some(t) => Some(Arc::new(super::trace::load(&base_dir.join(&t.file), t)?)),
+            None => None,
+        };
         let words = match &counter {
             Some(c) => c.single_token_words(WORDS),
             None => WORDS.to_vec(),
@@ -482,6 +500,7 @@ impl Material {
         Ok(Material {
             counter,
             dataset,
+            trace,
             parts: Vec::new(),
             words,
             additive,
@@ -579,6 +598,8 @@ pub struct PromptGen {
     /// A mixed workload: each part's generator with the upper end of its
     /// share of [0, 1).
     parts: Vec<(f64, PromptGen)>,
+    /// Seeds a trace's blocks (the same in every run of the point).
+    prefix_seed: u64,
 }
 
 impl PromptGen {
@@ -631,6 +652,7 @@ impl PromptGen {
             .collect();
         PromptGen {
             parts,
+            prefix_seed,
             workload: workload.clone(),
             seed,
             salt: seed as u32,
@@ -678,6 +700,9 @@ impl PromptGen {
         let w = &self.workload;
         if let Some(ds) = &self.material.dataset {
             return self.drawn_from(ds, &mut rng);
+        }
+        if let Some(t) = &self.material.trace {
+            return self.replayed(t, index, &mut rng);
         }
         let input = w
             .input_tokens
@@ -751,6 +776,52 @@ impl PromptGen {
         }
     }
 
+    /// Request `index` of a trace: its lengths exactly; its prompt the
+    /// text of its `hash_ids` blocks (block `id` is `block_tokens` words
+    /// drawn from (prefix seed, `id`), the last one cut to the prompt's
+    /// length), then the index's marker words and words of its own. The
+    /// same block ids give byte-identical prefixes in every request and
+    /// run of the point.
+    fn replayed<R: rand::Rng + ?Sized>(&self, t: &Replay, index: u64, rng: &mut R) -> Prompt {
+        let r = t.record(index);
+        let words = self.material.words();
+        let target = r.input_tokens.max(self.fixed).max(1);
+        let mut left = target - self.fixed;
+        let mut text = String::new();
+        for id in &r.hash_ids {
+            if left == 0 {
+                break;
+            }
+            let n = left.min(t.block_tokens);
+            let mut block_rng = super::seed::rng(self.prefix_seed ^ TRACE_BLOCKS, *id);
+            push_words(&mut block_rng, words, n, &mut text);
+            left -= n;
+        }
+        let keep = text.len();
+        let marker = left.min(self.marker_words);
+        self.marker(index, marker, &mut text);
+        push_words(rng, words, left - marker, &mut text);
+        let input_tokens = match &self.material.counter {
+            Some(c) if !self.material.additive => fit(
+                c,
+                words,
+                &mut text,
+                keep,
+                target,
+                self.workload.api == Api::Completions,
+                rng,
+            ),
+            _ => target,
+        };
+        Prompt {
+            history: Vec::new(),
+            text,
+            input_tokens,
+            output_tokens: r.output_tokens,
+            part: 0,
+        }
+    }
+
     fn drawn_from<R: rand::Rng + ?Sized>(&self, ds: &DatasetPrompts, rng: &mut R) -> Prompt {
         let e = &ds.entries[rng.random_range(0..ds.entries.len())];
         let output_tokens = self.output(rng, e.output_tokens);
@@ -785,6 +856,7 @@ mod tests {
             output_tokens: Some(Dist::Fixed(10)),
             shared_prefix: prefix,
             dataset: None,
+            trace: None,
             conversation: None,
             ignore_eos: true,
             stream: true,

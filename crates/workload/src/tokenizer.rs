@@ -151,6 +151,7 @@ mod tests {
                 min_input_tokens: None,
                 max_input_tokens: None,
             }),
+            trace: None,
             conversation: None,
             ignore_eos: true,
             stream: true,

@@ -897,7 +897,7 @@ pub fn run_once<B: Backend>(
         .duration
         .map(|d| warmup_ns + d.as_nanos())
         .unwrap_or(u64::MAX);
-    let arrivals = Arrivals::new(load, arrival_seed, horizon);
+    let arrivals = Arrivals::of_point(load, &env.material, arrival_seed, horizon);
     let open = arrivals.is_open();
     let (limit, first_active) = slots(load, env.agent);
 
@@ -1191,6 +1191,7 @@ mod tests {
                 output_tokens: Some(Dist::Fixed(4)),
                 shared_prefix: None,
                 dataset: None,
+                trace: None,
                 conversation: None,
                 ignore_eos: true,
                 stream: true,

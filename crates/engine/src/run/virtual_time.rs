@@ -202,7 +202,7 @@ pub fn run_once_virtual<B: Backend>(
         .map(|d| warmup_ns + d.as_nanos())
         .unwrap_or(u64::MAX);
     let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
-    let arrivals = Arrivals::new(load, arrival_seed, horizon);
+    let arrivals = Arrivals::of_point(load, &env.material, arrival_seed, horizon);
     let open = arrivals.is_open();
     let turns = prompts.turns();
     let agent = env.agent;

@@ -9,7 +9,8 @@ use crate::raw::*;
 use crate::{Duration, Percent};
 
 impl Cx<'_> {
-    pub(super) fn load(&mut self, l: RawLoad) -> LoadDefaults {
+    /// `traces`: some workload replays a trace (whose end is the trace's).
+    pub(super) fn load(&mut self, l: RawLoad, traces: bool) -> LoadDefaults {
         if l.warmup.is_some() && l.warmup_requests.is_some() {
             self.key_err(
                 "load.warmup_requests",
@@ -69,7 +70,9 @@ impl Cx<'_> {
                 "a concurrency",
             );
         }
-        if l.duration.is_none() && l.requests.is_none() && l.ramp.is_none() {
+        // With a trace, the points of other workloads are checked for an
+        // end by the plan.
+        if l.duration.is_none() && l.requests.is_none() && l.ramp.is_none() && !traces {
             self.errors.push(self.loc.error_at_span(
                 self.loc.span(&[Seg::Key("load".into())]),
                 "load",

@@ -183,6 +183,9 @@ impl Cx<'_> {
             .into_iter()
             .filter_map(|(n, m)| self.model(&n, m).map(|m| (n, m)))
             .collect();
+        // Counted before compiling, so that a bad trace is not also a
+        // point without an end.
+        let traces = raw.workloads.values().any(|w| w.trace.is_some());
         let (mixes, plain): (Vec<_>, Vec<_>) = raw
             .workloads
             .into_iter()
@@ -217,7 +220,7 @@ impl Cx<'_> {
             }
         }
         self.dialects(&targets, &workloads);
-        let load = self.load(raw.load);
+        let load = self.load(raw.load, traces);
         let matrix = raw
             .matrix
             .map(|m| self.matrix(m, &targets, &models, &workloads))

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use sha2::{Digest, Sha256};
 
 use super::{Cx, hex, is_slug, shown};
-use crate::Dist;
 use crate::diag::suggestion;
 use crate::dist::Empirical;
 use crate::model::*;
 use crate::raw::*;
+use crate::{Dist, Duration};
 
 impl Cx<'_> {
     pub(super) fn workload(&mut self, name: &str, w: RawWorkload) -> Option<Workload> {
@@ -27,7 +27,25 @@ impl Cx<'_> {
             );
         }
         let api = w.api.unwrap_or_default();
-        if w.dataset.is_none() {
+        if w.trace.is_some() {
+            // A trace gives every request's lengths and arrival: what
+            // would set them otherwise has no say.
+            for (key, set) in [
+                ("input_tokens", w.input_tokens.is_some()),
+                ("output_tokens", w.output_tokens.is_some()),
+                ("dataset", w.dataset.is_some()),
+                ("shared_prefix", w.shared_prefix.is_some()),
+                ("conversation", w.conversation.is_some()),
+            ] {
+                if set {
+                    self.key_err(
+                        &k(key),
+                        format!("a trace gives each request's lengths and shared prefix, so a trace workload cannot set `{key}`"),
+                        Some("remove it, or use a workload of its own".into()),
+                    );
+                }
+            }
+        } else if w.dataset.is_none() {
             for (key, v) in [
                 ("input_tokens", &w.input_tokens),
                 ("output_tokens", &w.output_tokens),
@@ -116,6 +134,7 @@ impl Cx<'_> {
         let dataset = w
             .dataset
             .and_then(|d| self.dataset(&k("dataset"), d, api, need_output));
+        let trace = w.trace.and_then(|t| self.trace(&k("trace"), t));
         let conversation = w.conversation.map(|c| {
             if api != Api::Chat {
                 self.key_err(
@@ -196,6 +215,7 @@ impl Cx<'_> {
             output_tokens,
             shared_prefix,
             dataset,
+            trace,
             conversation,
             ignore_eos: w.ignore_eos.unwrap_or(false),
             stream: w.stream.unwrap_or(true),
@@ -264,6 +284,14 @@ impl Cx<'_> {
                 );
                 continue;
             };
+            if found.trace.is_some() {
+                self.err(
+                    &pk,
+                    format!("workload \"{part}\" replays a trace; a mix sends its requests on one arrival process of its own"),
+                    None,
+                );
+                continue;
+            }
             if found.conversation.is_some() {
                 self.err(
                     &pk,
@@ -310,6 +338,7 @@ impl Cx<'_> {
             output_tokens: None,
             shared_prefix: None,
             dataset: None,
+            trace: None,
             conversation: None,
             ignore_eos: f.ignore_eos,
             stream: f.stream,
@@ -508,6 +537,120 @@ impl Cx<'_> {
             min_input_tokens: d.min_input_tokens,
             max_input_tokens: d.max_input_tokens,
         })
+    }
+
+    /// A trace: read (a regular file, bounded), hashed, and parsed by the
+    /// same checker `run` uses, keeping the window's requests.
+    fn trace(&mut self, key: &str, t: RawTrace) -> Option<Trace> {
+        let before = self.errors.len();
+        let speedup = self.positive(
+            &format!("{key}.speedup"),
+            t.speedup,
+            1.0,
+            Some(crate::limits::MAX_SPEEDUP),
+        );
+        if speedup < 1.0 / crate::limits::MAX_SPEEDUP {
+            self.err(
+                &format!("{key}.speedup"),
+                format!(
+                    "expected a speedup of at least {}, found {speedup}",
+                    1.0 / crate::limits::MAX_SPEEDUP
+                ),
+                None,
+            );
+        }
+        let block_tokens = t.block_tokens.unwrap_or(512);
+        self.count_in(
+            &format!("{key}.block_tokens"),
+            t.block_tokens.map(u64::from),
+            1,
+            crate::limits::MAX_TOKENS.into(),
+            "a block length in tokens",
+        );
+        if t.duration.is_some_and(|d| d.is_zero()) {
+            self.err(
+                &format!("{key}.duration"),
+                "expected a duration > 0, found 0s",
+                None,
+            );
+        }
+        for (what, d) in [("start", t.start), ("duration", t.duration)] {
+            if d.is_some_and(|d| d > crate::limits::MAX_DURATION) {
+                self.err(
+                    &format!("{key}.{what}"),
+                    format!("expected at most {}", crate::limits::MAX_DURATION),
+                    None,
+                );
+            }
+        }
+        if self.errors.len() != before {
+            return None;
+        }
+        let path = self.base_dir.join(&t.file);
+        let pk = format!("{key}.file");
+        let bytes = match crate::files::read_regular(&path, crate::files::MAX_TRACE_BYTES) {
+            Ok(b) => b,
+            Err(e) => {
+                self.err(
+                    &pk,
+                    format!("cannot read trace {}: {e}", path.display()),
+                    Some("paths are relative to the spec file".into()),
+                );
+                return None;
+            }
+        };
+        let sha256 = hex(&Sha256::digest(&bytes));
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let (line, col) = crate::files::line_col_of(&bytes, e.valid_up_to());
+                self.err(
+                    &pk,
+                    format!("{}:{line}:{col}: not UTF-8 text", path.display()),
+                    None,
+                );
+                return None;
+            }
+        };
+        let mut out = Trace {
+            file: t.file,
+            sha256,
+            format: t.format,
+            speedup,
+            start: t.start.unwrap_or_default(),
+            duration: t.duration,
+            block_tokens,
+            requests: 0,
+            span: Duration::default(),
+        };
+        let problem = match crate::trace::parse(text, t.format, out.window()) {
+            Err(e) => {
+                let at = match (e.line, e.col) {
+                    (Some(l), Some(c)) => format!(":{l}:{c}"),
+                    (Some(l), None) => format!(":{l}"),
+                    _ => String::new(),
+                };
+                Some((format!("{}{at}: {}", path.display(), e.message), e.hint))
+            }
+            Ok(p) if p.records.is_empty() => Some((
+                format!(
+                    "{}: no request inside the window ({} requests read)",
+                    path.display(),
+                    p.read
+                ),
+                Some("check `start` and `duration` against the trace's length, and its format"),
+            )),
+            Ok(p) => {
+                out.requests = p.records.len() as u64;
+                out.span = Duration::from_nanos(p.records.last().map_or(0, |r| r.at_ns));
+                None
+            }
+        };
+        if let Some((message, hint)) = problem {
+            self.err(&pk, message, hint.map(str::to_string));
+            return None;
+        }
+        Some(out)
     }
 
     /// Sampling parameters: finite, and in the range servers accept.
