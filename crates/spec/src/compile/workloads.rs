@@ -483,30 +483,9 @@ impl Cx<'_> {
                 );
             }
         }
-        let bytes = match crate::files::read_regular(&path, crate::files::MAX_DATASET_BYTES) {
-            Ok(b) => b,
-            Err(e) => {
-                self.err(
-                    &pk,
-                    format!("cannot read dataset {}: {e}", path.display()),
-                    Some("paths are relative to the spec file".into()),
-                );
-                return None;
-            }
-        };
-        let sha256 = hex(&Sha256::digest(&bytes));
-        let text = match std::str::from_utf8(&bytes) {
-            Ok(t) => t,
-            Err(e) => {
-                let (line, col) = crate::files::line_col_of(&bytes, e.valid_up_to());
-                self.err(
-                    &pk,
-                    format!("{}:{line}:{col}: not UTF-8 text", path.display()),
-                    None,
-                );
-                return None;
-            }
-        };
+        let (sha256, text) =
+            self.read_text(&pk, &path, crate::files::MAX_DATASET_BYTES, "dataset")?;
+        let text = text.as_str();
         let problem = match crate::dataset::parse(text, d.format, api, need_output) {
             Err(e) => {
                 let at = match (e.line, e.col) {
@@ -541,6 +520,42 @@ impl Cx<'_> {
 
     /// A trace: read (a regular file, bounded), hashed, and parsed by the
     /// same checker `run` uses, keeping the window's requests.
+    /// Reads a file a spec names (a dataset, a trace) as UTF-8 text within
+    /// `limit` bytes, with its SHA-256; an error at `pk` otherwise.
+    fn read_text(
+        &mut self,
+        pk: &str,
+        path: &std::path::Path,
+        limit: u64,
+        what: &str,
+    ) -> Option<(String, String)> {
+        let bytes = match crate::files::read_regular(path, limit) {
+            Ok(b) => b,
+            Err(e) => {
+                self.err(
+                    pk,
+                    format!("cannot read {what} {}: {e}", path.display()),
+                    Some("paths are relative to the spec file".into()),
+                );
+                return None;
+            }
+        };
+        let sha256 = hex(&Sha256::digest(&bytes));
+        match String::from_utf8(bytes) {
+            Ok(text) => Some((sha256, text)),
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                let (line, col) = crate::files::line_col_of(e.as_bytes(), at);
+                self.err(
+                    pk,
+                    format!("{}:{line}:{col}: not UTF-8 text", path.display()),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
     fn trace(&mut self, key: &str, t: RawTrace) -> Option<Trace> {
         let before = self.errors.len();
         let speedup = self.positive(
@@ -588,30 +603,8 @@ impl Cx<'_> {
         }
         let path = self.base_dir.join(&t.file);
         let pk = format!("{key}.file");
-        let bytes = match crate::files::read_regular(&path, crate::files::MAX_TRACE_BYTES) {
-            Ok(b) => b,
-            Err(e) => {
-                self.err(
-                    &pk,
-                    format!("cannot read trace {}: {e}", path.display()),
-                    Some("paths are relative to the spec file".into()),
-                );
-                return None;
-            }
-        };
-        let sha256 = hex(&Sha256::digest(&bytes));
-        let text = match std::str::from_utf8(&bytes) {
-            Ok(t) => t,
-            Err(e) => {
-                let (line, col) = crate::files::line_col_of(&bytes, e.valid_up_to());
-                self.err(
-                    &pk,
-                    format!("{}:{line}:{col}: not UTF-8 text", path.display()),
-                    None,
-                );
-                return None;
-            }
-        };
+        let (sha256, text) = self.read_text(&pk, &path, crate::files::MAX_TRACE_BYTES, "trace")?;
+        let text = text.as_str();
         let mut out = Trace {
             file: t.file,
             sha256,
