@@ -184,8 +184,9 @@ pub enum Command {
         warmup: u32,
         #[arg(long)]
         requests: u32,
+        /// `100`, or a range `50-150`.
         #[arg(long)]
-        output_tokens: u32,
+        output_tokens: crate::selfbench::Lengths,
     },
     /// Serve the scripted test server on 127.0.0.1 until stdin closes
     /// (used by self-bench and tests).

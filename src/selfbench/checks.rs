@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::floor::{FloorLoad, FloorReport};
+use super::floor::{FloorLoad, FloorReport, Lengths};
 use super::measure::{Measured, Sent, ServerProcess, WindowMeter, run_floor, run_point};
 use super::server;
 use super::{FLOOR_RATIO_TARGET, IDLE_BUDGET_PERCENT, IMPOSSIBLE, LAG_BUDGET_MS, tolerance_ms};
@@ -284,10 +284,13 @@ fn point_row(
     }
 }
 
-/// Output events a point's requests carried (every request, warm-up
-/// included, gets `tokens` events from the scripted server).
-fn events_of(p: &PointResult, tokens: u32) -> u64 {
-    (p.merged.requests.succeeded + p.merged.requests.warmup) * u64::from(tokens)
+/// Output events a point's requests carried, warm-up included (the
+/// scripted server writes one event per token): the measured requests'
+/// mean times every request sent.
+fn events_of(p: &PointResult) -> u64 {
+    let r = &p.merged.requests;
+    let per_request = p.merged.tokens.output_total as f64 / r.succeeded.max(1) as f64;
+    ((r.succeeded + r.warmup) as f64 * per_request).round() as u64
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -334,7 +337,14 @@ pub(super) const FULL: Sizes = Sizes {
 };
 
 /// The paced load: streams, scripted TTFT and ITL (ms), output tokens.
-const PACED: (u32, u64, u64, u32) = (256, 10, 10, 100);
+///
+/// The lengths are spread (50 to 150, 100 on average) so that the closed
+/// loop's requests end at different instants, as a real server's do. With
+/// one length for all, the 256 requests end within the same 10 ms every
+/// second and are sent again at once: 25,600 request turnarounds a second
+/// for that instant, in both processes on two cores, where the scripted
+/// server itself falls 5 ms behind its script (docs/metrics.md).
+const PACED: (u32, u64, u64, Lengths) = (256, 10, 10, Lengths { min: 50, max: 150 });
 
 /// A row's script from its TTFT and ITL, ms.
 fn script(ttft: u64, itl: u64) -> Script {
@@ -352,9 +362,9 @@ pub(super) fn unpaced(rt: &tokio::runtime::Runtime, sizes: &Sizes) -> Result<Row
         rt,
         &server.base_url,
         &format!("concurrency = {streams}\nrequests = {requests}"),
-        tokens,
+        Lengths::fixed(tokens),
     )?;
-    let events = events_of(&m.point, tokens);
+    let events = events_of(&m.point);
     let mut row = point_row(
         "unpaced",
         format!("{streams} streams x {tokens} tokens, no delays"),
@@ -408,7 +418,7 @@ pub(super) fn paced(
             ),
             tokens,
         )?;
-        let events = events_of(&m.point, tokens);
+        let events = events_of(&m.point);
         ours.push(m.cpu_s / events.max(1) as f64 * 1e6);
         let row = point_row(
             "paced",
@@ -507,7 +517,7 @@ pub(super) fn idle(rt: &tokio::runtime::Runtime, sizes: &Sizes) -> Result<Row> {
         rt,
         &server.base_url,
         &format!("arrival = \"constant\"\nrate = \"1/s\"\nduration = \"{d}s\""),
-        tokens,
+        Lengths::fixed(tokens),
     )?;
     let window = meter.finish();
     let mut row = point_row(
@@ -581,7 +591,7 @@ pub(super) fn streams(rt: &tokio::runtime::Runtime, sizes: &Sizes) -> Result<Vec
                 "arrival = \"constant\"\nrate = \"{rate}/s\"\nwarmup = \"2s\"\nduration = \"{}s\"",
                 sizes.streams_s
             ),
-            tokens,
+            Lengths::fixed(tokens),
         )?;
         let mut row = point_row(
             "streams",
@@ -629,7 +639,7 @@ fn rate_row(
             "arrival = \"{arrival}\"\nrate = \"{r}/s\"\nduration = \"{}s\"",
             sizes.rate_s
         ),
-        tokens,
+        Lengths::fixed(tokens),
     )?;
     let named = if arrival == "constant" {
         String::new()
@@ -656,8 +666,13 @@ fn rate_row(
 /// `impossible`: the server writes every 20 ms, the row expects 2 ms.
 pub(super) fn impossible(rt: &tokio::runtime::Runtime) -> Result<Row> {
     let mut server = ServerProcess::start(10, 20)?;
-    let m = run_point(rt, &server.base_url, "concurrency = 4\nrequests = 8", 4)?;
-    let events = events_of(&m.point, 4);
+    let m = run_point(
+        rt,
+        &server.base_url,
+        "concurrency = 4\nrequests = 8",
+        Lengths::fixed(4),
+    )?;
+    let events = events_of(&m.point);
     Ok(point_row(
         IMPOSSIBLE,
         "4 streams, ITL 20 ms held to 2 ms".into(),

@@ -29,7 +29,81 @@ pub struct FloorLoad {
     pub warmup: u32,
     /// Measured requests.
     pub requests: u32,
-    pub output_tokens: u32,
+    /// Output tokens per request: request `i`'s is spread evenly over
+    /// this range (see [`Lengths::of`]).
+    pub output_tokens: Lengths,
+}
+
+/// Output tokens per request: fixed, or spread over a range so that a
+/// closed loop's requests do not all end in the same instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lengths {
+    pub min: u32,
+    pub max: u32,
+}
+
+impl Lengths {
+    pub const fn fixed(n: u32) -> Lengths {
+        Lengths { min: n, max: n }
+    }
+
+    /// As the spec's `output_tokens` value: `100`, or `"uniform(50, 150)"`.
+    pub fn toml(self) -> String {
+        if self.min == self.max {
+            self.min.to_string()
+        } else {
+            format!("\"uniform({}, {})\"", self.min, self.max)
+        }
+    }
+
+    /// The mean length.
+    pub fn mean(self) -> f64 {
+        (f64::from(self.min) + f64::from(self.max)) / 2.0
+    }
+
+    /// Request `i`'s length: a fixed pseudo-random spread over the range
+    /// (the floor client's stand-in for the engine's seeded draw).
+    pub fn of(self, i: u64) -> u32 {
+        let span = u64::from(self.max - self.min) + 1;
+        let mut x = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^= x >> 31;
+        self.min + (x % span) as u32
+    }
+}
+
+impl std::fmt::Display for Lengths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.min == self.max {
+            write!(f, "{}", self.min)
+        } else {
+            write!(f, "{}-{}", self.min, self.max)
+        }
+    }
+}
+
+impl std::str::FromStr for Lengths {
+    type Err = String;
+
+    /// `100` or `50-150`.
+    fn from_str(s: &str) -> Result<Lengths, String> {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("`{s}` is not a token count (100) or a range (50-150)"))
+        };
+        let (min, max) = match s.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(s)?, num(s)?),
+        };
+        if min > max {
+            return Err(format!("`{s}`: the range's low end is above its high end"));
+        }
+        Ok(Lengths { min, max })
+    }
 }
 
 /// What the floor measured, printed by its process as one JSON line.
@@ -103,7 +177,7 @@ pub fn run(load: &FloorLoad) -> Result<FloorReport, String> {
         for _ in 0..load.streams {
             let (client, url, next, tally) =
                 (client.clone(), url.clone(), next.clone(), tally.clone());
-            let (warmup, tokens) = (u64::from(load.warmup), load.output_tokens);
+            let (warmup, lengths) = (u64::from(load.warmup), load.output_tokens);
             local.spawn_local(async move {
                 loop {
                     let i = next.get();
@@ -111,7 +185,7 @@ pub fn run(load: &FloorLoad) -> Result<FloorReport, String> {
                         return;
                     }
                     next.set(i + 1);
-                    let stamps = one(&client, &url, tokens).await;
+                    let stamps = one(&client, &url, lengths.of(i)).await;
                     let mut t = tally.borrow_mut();
                     match stamps {
                         Ok((sched, at)) => {
@@ -219,4 +293,34 @@ async fn one(
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lengths;
+
+    #[test]
+    fn lengths_parse_print_and_spread_over_their_range() {
+        let fixed: Lengths = "100".parse().unwrap();
+        assert_eq!(fixed, Lengths::fixed(100));
+        assert_eq!(
+            (fixed.to_string(), fixed.toml()),
+            ("100".into(), "100".into())
+        );
+        let range: Lengths = "50-150".parse().unwrap();
+        assert_eq!(range.to_string(), "50-150");
+        assert_eq!(range.toml(), "\"uniform(50, 150)\"");
+        assert!("150-50".parse::<Lengths>().is_err());
+        assert!("0".parse::<Lengths>().is_err());
+        assert!("ten".parse::<Lengths>().is_err());
+        let drawn: Vec<u32> = (0..10_000).map(|i| range.of(i)).collect();
+        assert!(drawn.iter().all(|&n| (50..=150).contains(&n)));
+        assert_eq!(
+            (drawn.iter().min(), drawn.iter().max()),
+            (Some(&50), Some(&150))
+        );
+        let mean = drawn.iter().map(|&n| f64::from(n)).sum::<f64>() / drawn.len() as f64;
+        assert!((mean - range.mean()).abs() < 1.0, "{mean}");
+        assert!((0..100).all(|i| fixed.of(i) == 100));
+    }
 }

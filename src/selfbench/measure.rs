@@ -8,7 +8,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::floor::{FloorLoad, FloorReport};
+use super::floor::{FloorLoad, FloorReport, Lengths};
 use super::server;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -224,15 +224,16 @@ pub(super) fn run_point(
     rt: &tokio::runtime::Runtime,
     base_url: &str,
     load: &str,
-    output_tokens: u32,
+    output_tokens: Lengths,
 ) -> Result<Measured> {
     let text = format!(
         "name = \"self-bench\"\nseed = 1\n[targets.s]\nkind = \"openai\"\nbase_url = \"{base_url}\"\n\
          [models.m]\nserved_name = \"{}\"\n\
-         [workloads.w]\napi = \"completions\"\ninput_tokens = 16\noutput_tokens = {output_tokens}\n\
+         [workloads.w]\napi = \"completions\"\ninput_tokens = 16\noutput_tokens = {}\n\
          [load]\n{load}\ntimeouts = {{ connect = \"10s\", first_token = \"60s\", idle = \"30s\", total = \"5m\" }}\n\
          [validity]\npercentile_sample_check = false\n",
-        server::MODEL
+        server::MODEL,
+        output_tokens.toml()
     );
     let spec = crate::spec::compile("<self-bench>", &text, std::path::Path::new("."))?;
     let plan = Plan::build(&spec)?;

@@ -32,7 +32,7 @@ mod floor;
 mod measure;
 mod server;
 
-pub use floor::{FloorLoad, FloorReport};
+pub use floor::{FloorLoad, FloorReport, Lengths};
 
 use crate::error::{Error, Result};
 use crate::export::table::{Align, Table};
@@ -70,8 +70,15 @@ pub struct Report {
 /// Serves the scripted server until stdin closes; prints its base URL
 /// first. A line `stats` on stdin prints how late its writes were since
 /// the last such line ([`server::TruthStats`], one JSON line).
+///
+/// One worker thread (beside its timer thread): the server shares the
+/// machine with the client it measures, and with a worker per core its
+/// bursts (256 requests read at once when a closed loop's requests end
+/// together) took the client's core, so the client's stamps waited for
+/// the server, not for the client.
 pub fn serve_scripted(ttft_ms: u64, itl_ms: u64) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .map_err(|e| Error::Infra(e.to_string()))?;

@@ -19,14 +19,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use infer_bench_sim::http::{self, Request, Response, ServerHandle};
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 /// The model id the server answers to.
@@ -70,15 +69,31 @@ impl Ord for Due {
 }
 
 /// Deadlines kept to within tens of microseconds: one thread holds them in
-/// a heap and sleeps until the earliest or until a new one comes.
+/// a heap and sleeps until the earliest. A new deadline wakes the thread
+/// only when it is earlier than every one waiting (rarely: a stream's next
+/// token is due an ITL from now, after the other streams'), so a token
+/// costs the server one cross-thread wake-up, the timer's, not two.
 #[derive(Clone)]
 pub struct Timer {
-    tx: std::sync::mpsc::Sender<(Instant, oneshot::Sender<()>)>,
+    shared: Arc<TimerShared>,
+}
+
+#[derive(Default)]
+struct TimerShared {
+    state: Mutex<TimerState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct TimerState {
+    heap: BinaryHeap<Reverse<Due>>,
+    seq: u64,
 }
 
 impl Timer {
     fn start() -> Timer {
-        let (tx, rx) = std::sync::mpsc::channel::<(Instant, oneshot::Sender<()>)>();
+        let shared = Arc::new(TimerShared::default());
+        let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("scripted-timer".into())
             .spawn(move || {
@@ -87,35 +102,40 @@ impl Timer {
                 unsafe {
                     libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
                 }
-                let mut heap: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
-                let mut seq = 0u64;
+                let shared = thread_shared;
+                let mut due: Vec<oneshot::Sender<()>> = Vec::new();
+                let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
                     let now = Instant::now();
-                    while heap.peek().is_some_and(|Reverse(d)| d.at <= now) {
-                        if let Some(Reverse(d)) = heap.pop() {
-                            let _ = d.done.send(());
+                    while state.heap.peek().is_some_and(|Reverse(d)| d.at <= now) {
+                        if let Some(Reverse(d)) = state.heap.pop() {
+                            due.push(d.done);
                         }
                     }
-                    let next = match heap.peek() {
-                        Some(Reverse(d)) => rx.recv_timeout(d.at.saturating_duration_since(now)),
-                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    };
-                    let mut add = |(at, done)| {
-                        seq += 1;
-                        heap.push(Reverse(Due { at, seq, done }));
-                    };
-                    match next {
-                        Ok(entry) => add(entry),
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => return,
+                    if !due.is_empty() {
+                        drop(state);
+                        for done in due.drain(..) {
+                            let _ = done.send(());
+                        }
+                        state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                        continue;
                     }
-                    while let Ok(entry) = rx.try_recv() {
-                        add(entry);
-                    }
+                    // With nothing waiting, look now and then whether the
+                    // server (every other holder of the timer) is gone.
+                    let wait = match state.heap.peek() {
+                        Some(Reverse(d)) => d.at.saturating_duration_since(now),
+                        None if Arc::strong_count(&shared) == 1 => return,
+                        None => Duration::from_millis(200),
+                    };
+                    state = shared
+                        .wake
+                        .wait_timeout(state, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                 }
             })
             .expect("a thread can be started");
-        Timer { tx }
+        Timer { shared }
     }
 
     /// Resolves at `at` (at once if it has passed).
@@ -124,9 +144,17 @@ impl Timer {
             return;
         }
         let (done, wait) = oneshot::channel();
-        if self.tx.send((at, done)).is_ok() {
-            let _ = wait.await;
+        {
+            let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let earliest = state.heap.peek().is_none_or(|Reverse(d)| at < d.at);
+            state.seq += 1;
+            let seq = state.seq;
+            state.heap.push(Reverse(Due { at, seq, done }));
+            if earliest {
+                self.shared.wake.notify_one();
+            }
         }
+        let _ = wait.await;
     }
 }
 
@@ -334,10 +362,12 @@ async fn complete(
             let event = format!(
                 "data: {{\"id\":\"cmpl-{id}\",\"object\":\"text_completion\",\"model\":\"{MODEL}\",\"choices\":[{{\"index\":0,\"text\":\" tok\",\"finish_reason\":{finish}}}]{tail}}}\n\n"
             );
-            if tx.send(Bytes::from(event)).await.is_err() {
+            // The instant the chunk left for the socket, not when it was
+            // queued: a queued chunk waits for this server's worker, and
+            // that wait is the server's, not the client's.
+            let Ok(now) = tx.send_flushed(Bytes::from(event)).await else {
                 return;
-            }
-            let now = Instant::now();
+            };
             match previous {
                 None => {
                     truth.note(&truth.ttft_us, now - start);
