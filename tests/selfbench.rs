@@ -35,6 +35,12 @@ fn an_impossible_check_fails_its_row_and_the_command() {
     // and the server's own figures show it was the script, not the client.
     assert!(impossible.contains("ITL p50"), "{impossible}");
     assert!(impossible.contains("server wrote"), "{impossible}");
+    // The server kept its own deadlines, so this is not `server late`:
+    // the row's script is one the server was not asked to follow.
+    assert!(
+        impossible.contains("did not write to this script"),
+        "{impossible}"
+    );
     // The unpaced measurement holds nothing, so it neither passes nor fails.
     let unpaced = row(&text, "unpaced");
     assert!(

@@ -24,6 +24,10 @@ pub(super) enum Verdict {
     Fail,
     /// A ladder's first rung that failed above one that held.
     Limit,
+    /// The client was within tolerance of what the server wrote, but the
+    /// server fell behind its own script: the load was not the one asked
+    /// for, so the row holds nothing (not a pass).
+    ServerLate,
     /// A measurement with nothing to hold.
     Info,
 }
@@ -34,6 +38,7 @@ impl Verdict {
             Verdict::Pass => "pass",
             Verdict::Fail => "FAIL",
             Verdict::Limit => "limit",
+            Verdict::ServerLate => "server late",
             Verdict::Info => "-",
         }
     }
@@ -123,18 +128,22 @@ impl Joined {
     }
 }
 
-/// Why a point did not hold its script (empty when it did): failed
-/// requests, TTFT or ITL off the script (with what the server itself
-/// wrote, and whose the error was), dispatch lag over budget, an open
-/// loop's send rate off its schedule.
+/// Why a point did not hold its script, the client's part and the
+/// server's (both empty when it held). The client's: failed requests,
+/// TTFT or ITL off the script and off what the server wrote (or off a
+/// script the server did not follow), first tokens stamped late, dispatch
+/// lag over budget, an open loop's send rate off its schedule. The
+/// server's: its writes late against its own deadlines while the client
+/// was within tolerance of what it wrote.
 fn missed(
     p: &PointResult,
     script: Option<Script>,
     rate: Option<f64>,
     truth: &server::TruthStats,
     joined: Option<&Joined>,
-) -> Vec<String> {
+) -> (Vec<String>, Vec<String>) {
     let mut why = Vec::new();
+    let mut server_why = Vec::new();
     let c = &p.merged.requests;
     if c.failed > 0 || c.succeeded == 0 || c.unfinished > 0 {
         let classes: Vec<String> = p
@@ -186,15 +195,25 @@ fn missed(
             }
         }
         if !off.is_empty() {
-            why.push(off.join("; "));
-            if known {
+            let tol = tolerance_ms(s.itl_ms);
+            if !known || client_off {
+                why.push(off.join("; "));
+                if known {
+                    why.push("the client was off what the server wrote".into());
+                }
+            } else if truth.late_p99_ms > tol {
+                server_why.push(off.join("; "));
+                server_why.push(format!(
+                    "the server fell behind its script (writes {:.2} ms late at p99); the client was within tolerance of what it wrote",
+                    truth.late_p99_ms
+                ));
+            } else {
+                // On time by its own deadlines, yet off this row's script:
+                // the server was asked for something else.
+                why.push(off.join("; "));
                 why.push(
-                    if client_off {
-                        "the client was off what the server wrote"
-                    } else {
-                        "the server fell behind its script; the client was within tolerance of what it wrote"
-                    }
-                    .into(),
+                    "the server did not write to this script; the client was within tolerance of what it wrote"
+                        .into(),
                 );
             }
         }
@@ -210,7 +229,7 @@ fn missed(
         if (truth.ttft_p50_ms - s.ttft_ms).abs() > tol
             || (truth.ttft_p99_ms - s.ttft_ms).abs() > tol
         {
-            why.push(format!(
+            server_why.push(format!(
                 "the server wrote first tokens {:.2} / {:.2} ms (p50 / p99) after reading the request, scripted {} ± {tol}",
                 truth.ttft_p50_ms, truth.ttft_p99_ms, s.ttft_ms
             ));
@@ -228,7 +247,7 @@ fn missed(
             why.push(format!("sent at {sent:.0}/s of {r:.0}/s"));
         }
     }
-    why
+    (why, server_why)
 }
 
 /// The row of an engine point held to `script`.
@@ -242,15 +261,17 @@ fn point_row(
     truth: server::TruthStats,
 ) -> Row {
     let joined = join(&m.sent, &truth.firsts);
-    let why = missed(&m.point, script, rate, &truth, joined.as_ref());
+    let (mut why, server_why) = missed(&m.point, script, rate, &truth, joined.as_ref());
     let (t50, t99) = summary(&m.point, "ttft");
     let (i50, i99) = summary(&m.point, "itl");
     let (_, lag) = summary(&m.point, "dispatch_lag");
     let verdict = match (script.is_some() || rate.is_some(), why.is_empty()) {
         (_, false) => Verdict::Fail,
+        (true, true) if !server_why.is_empty() => Verdict::ServerLate,
         (true, true) => Verdict::Pass,
         (false, true) => Verdict::Info,
     };
+    why.extend(server_why);
     let mut note = why.join("; ");
     if script.is_some() && truth.events > 0 && note.is_empty() {
         note = format!(
@@ -405,8 +426,8 @@ pub(super) fn paced(
     };
     let (mut ours, mut floors) = (Vec::new(), Vec::new());
     let mut first: Option<Row> = None;
-    // Later runs that failed: (run, why).
-    let mut failed_runs: Vec<(usize, String)> = Vec::new();
+    // Later runs that failed or found the server late: (run, verdict, why).
+    let mut failed_runs: Vec<(usize, Verdict, String)> = Vec::new();
     let mut floor_report: Option<FloorReport> = None;
     for i in 0..sizes.paced_pairs {
         let m = run_point(
@@ -429,8 +450,8 @@ pub(super) fn paced(
             None,
             server.truth(),
         );
-        if row.verdict == Verdict::Fail && first.is_some() {
-            failed_runs.push((i + 1, row.why.clone()));
+        if matches!(row.verdict, Verdict::Fail | Verdict::ServerLate) && first.is_some() {
+            failed_runs.push((i + 1, row.verdict, row.why.clone()));
         }
         first.get_or_insert(row);
         if with_floor {
@@ -451,13 +472,23 @@ pub(super) fn paced(
     let ours_us = median(ours);
     if let Some(mut row) = first {
         row.cpu = median_of(ours_us);
-        if let Some((run, why)) = failed_runs.first() {
-            let runs: Vec<String> = failed_runs.iter().map(|(r, _)| r.to_string()).collect();
-            if row.verdict == Verdict::Fail {
-                row.why = format!("run 1: {}; runs {} failed too", row.why, runs.join(", "));
+        // The worst run decides: a failure over a late server over a pass.
+        let rank = |v: Verdict| match v {
+            Verdict::Fail => 2,
+            Verdict::ServerLate => 1,
+            _ => 0,
+        };
+        let worst = failed_runs.iter().max_by_key(|(_, v, _)| rank(*v));
+        if let Some(&(run, verdict, ref why)) = worst {
+            let runs: Vec<String> = failed_runs
+                .iter()
+                .map(|(r, v, _)| format!("{r} ({})", v.label()))
+                .collect();
+            if rank(row.verdict) >= rank(verdict) {
+                row.why = format!("run 1: {}; also runs {}", row.why, runs.join(", "));
             } else {
-                row.verdict = Verdict::Fail;
-                row.why = format!("run {run}: {why} (failed: runs {})", runs.join(", "));
+                row.verdict = verdict;
+                row.why = format!("run {run}: {why} (also runs {})", runs.join(", "));
             }
         }
         rows.push(row);
@@ -562,7 +593,8 @@ fn ladder(rungs: &[u32], mut rung: impl FnMut(u32) -> Result<Row>) -> Result<Vec
     let mut held_any = false;
     for &n in rungs {
         let mut row = rung(n)?;
-        let failed = row.verdict == Verdict::Fail;
+        // A rung the server could not hold is this machine's limit too.
+        let failed = matches!(row.verdict, Verdict::Fail | Verdict::ServerLate);
         if failed && held_any {
             row.verdict = Verdict::Limit;
         }

@@ -174,6 +174,9 @@ pub fn run(quick: bool, only: &[String]) -> Result<Report> {
         ("why", Align::Left),
     ]);
     let failed = rows.iter().any(|r| r.verdict == checks::Verdict::Fail);
+    let server_late = rows
+        .iter()
+        .any(|r| r.verdict == checks::Verdict::ServerLate);
     let impossible = rows.iter().any(|r| r.check == IMPOSSIBLE);
     for r in rows {
         t.row(vec![
@@ -195,6 +198,7 @@ pub fn run(quick: bool, only: &[String]) -> Result<Report> {
     out.push_str(&format!(
         "\nA row passes when every request succeeded, the client's ITL p50 and p99 are within 1 ms of the script (1% above 100 ms), it stamped first tokens within that of the server's writes (p50 and p99, joined by response id), the server wrote them within that of its script, and its dispatch lag p99 is under {LAG_BUDGET_MS} ms.\n\
          `limit`: the first load of a ladder this machine could not hold, above one it held.\n\
+         `server late`: the client was within tolerance of what the server wrote, but the server fell behind its own script, so the load was not the one asked for: not a pass.\n\
          Client CPU: this process's (getrusage, all threads) over the events it read, warm-up included; the server's is not counted.\n\
          The floor: a one-thread reqwest + serde_json client in its own process, same load and server, measured the same way.\n\
          Idle: this process's CPU over wall time in the middle of the run (budget {IDLE_BUDGET_PERCENT}% of a core).\n"
@@ -206,8 +210,13 @@ pub fn run(quick: bool, only: &[String]) -> Result<Report> {
     }
     out.push_str(if failed {
         "Result: a check failed (exit 1).\n"
+    } else if server_late {
+        "Result: the client held where it was judged, but the scripted server fell behind its script (exit 1): run again on a quieter machine.\n"
     } else {
         "Result: every check held.\n"
     });
-    Ok(Report { text: out, failed })
+    Ok(Report {
+        text: out,
+        failed: failed || server_late,
+    })
 }
