@@ -140,6 +140,31 @@ pub const FIRST_WAVE_STEP: Duration = Duration::from_micros(40);
 /// Requests built ahead of their send time, at most.
 const LOOKAHEAD: usize = 256;
 
+/// The builder hands requests to the pacer this many at a time, and a
+/// closed loop's pacer refills the slots' queue when this many have room:
+/// so neither thread is woken once per request (a futex wake-up and a
+/// context switch each, on a core the workers need).
+const HANDOFF: usize = 16;
+
+/// Requests from the builder thread, handed over in batches.
+struct Built {
+    rx: std::sync::mpsc::Receiver<Vec<Item>>,
+    batch: std::vec::IntoIter<Item>,
+}
+
+impl Built {
+    /// The next request built, waiting for the builder; `None` when it
+    /// has built every one.
+    fn recv(&mut self) -> Option<Item> {
+        loop {
+            if let Some(item) = self.batch.next() {
+                return Some(item);
+            }
+            self.batch = self.rx.recv().ok()?.into_iter();
+        }
+    }
+}
+
 /// Lets this thread sleep with microsecond precision (Linux: 1 ns timer slack).
 pub(super) fn tighten_timer_slack() {
     #[cfg(target_os = "linux")]
@@ -466,7 +491,27 @@ impl RecorderThread {
         let thread = std::thread::Builder::new()
             .name("recorder".into())
             .spawn(move || {
-                for note in rx {
+                // While requests keep finishing, the thread looks every
+                // 5 ms instead of sleeping in `recv`: a worker that
+                // hands over a record then finds no one to wake (no futex
+                // call on the worker, no context switch per request). When
+                // a look finds nothing, it sleeps until the next note.
+                let mut busy = false;
+                loop {
+                    let note = match rx.try_recv() {
+                        Ok(note) => note,
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
+                        Err(std::sync::mpsc::TryRecvError::Empty) if busy => {
+                            busy = false;
+                            std::thread::sleep(Duration::from_millis(5));
+                            continue;
+                        }
+                        Err(std::sync::mpsc::TryRecvError::Empty) => match rx.recv() {
+                            Ok(note) => note,
+                            Err(_) => break,
+                        },
+                    };
+                    busy = true;
                     match note {
                         Note::Done(r) => {
                             recorder.record(&r);
@@ -909,19 +954,28 @@ pub fn run_once<B: Backend>(
             .is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64)
     });
     let turns = prompts.turns();
-    let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<Item>(LOOKAHEAD);
+    let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<Vec<Item>>(LOOKAHEAD / HANDOFF);
     let builder_backend = backend.clone();
     std::thread::scope(|scope| {
         scope.spawn(move || {
+            let mut batch = Vec::with_capacity(HANDOFF);
             for d in arrivals {
-                if built_tx
-                    .send(build(&*builder_backend, &prompts, d))
-                    .is_err()
-                {
-                    break;
+                batch.push(build(&*builder_backend, &prompts, d));
+                if batch.len() == HANDOFF {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDOFF));
+                    if built_tx.send(full).is_err() {
+                        return;
+                    }
                 }
             }
+            if !batch.is_empty() {
+                let _ = built_tx.send(batch);
+            }
         });
+        let mut built = Built {
+            rx: built_rx,
+            batch: Vec::new().into_iter(),
+        };
         let out = pace(
             backend,
             cfg,
@@ -931,10 +985,10 @@ pub fn run_once<B: Backend>(
             limit,
             first_active,
             turns,
-            &built_rx,
+            &mut built,
         );
         // The builder may be waiting to hand over one more: let it go.
-        drop(built_rx);
+        drop(built);
         out
     })
 }
@@ -951,7 +1005,7 @@ fn pace<B: Backend>(
     limit: Option<u32>,
     first_active: u32,
     turns: u32,
-    built: &std::sync::mpsc::Receiver<Item>,
+    built: &mut Built,
 ) -> RunOutcome {
     let load = &cfg.load;
     // The first requests are built before the clock starts.
@@ -959,8 +1013,8 @@ fn pace<B: Backend>(
     let initial = limit.map(|l| l as usize).unwrap_or(16).min(LOOKAHEAD);
     while ahead.len() < initial {
         match built.recv() {
-            Ok(item) => ahead.push_back(item),
-            Err(_) => break,
+            Some(item) => ahead.push_back(item),
+            None => break,
         }
     }
 
@@ -1046,8 +1100,8 @@ fn pace<B: Backend>(
         let item = match ahead.pop_front() {
             Some(item) => item,
             None => match built.recv() {
-                Ok(item) => item,
-                Err(_) => break,
+                Some(item) => item,
+                None => break,
             },
         };
         let due = item.due.at_ns.map(|ns| t0 + Duration::from_nanos(ns));
@@ -1059,7 +1113,9 @@ fn pace<B: Backend>(
         match &queue_tx {
             Some(tx) => {
                 // Hand over without blocking while there is room; when the
-                // slots are all busy, wait for one.
+                // slots are all busy, wait for one (a closed loop, whose
+                // requests are due the moment a slot frees: for room for
+                // `HANDOFF`, so that the pacer is not woken per request).
                 let sent = match tx.try_send(item) {
                     Ok(()) => true,
                     Err(mpsc::error::TrySendError::Closed(_)) => false,
@@ -1067,8 +1123,14 @@ fn pace<B: Backend>(
                         let tx = tx.clone();
                         let run = shared.clone();
                         env.handle.block_on(async move {
+                            let room = async {
+                                if !open {
+                                    drop(tx.reserve_many(HANDOFF).await);
+                                }
+                                tx.send(item).await.is_ok()
+                            };
                             tokio::select! {
-                                r = tx.send(item) => r.is_ok(),
+                                r = room => r,
                                 _ = run.interrupt.wait() => false,
                                 _ = async { loop { tokio::time::sleep(Duration::from_millis(20)).await; if run.ended() { break; } } } => false,
                             }
