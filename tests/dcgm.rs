@@ -465,3 +465,137 @@ fn an_unreachable_exporter_stops_a_required_run_and_is_noted_otherwise() {
         "{g}"
     );
 }
+
+/// The bottleneck hints read DCGM's activity fractions: the same load on
+/// the same server gets a different reading as the exporter's SM, tensor
+/// and DRAM activity change, while NVML's coarse utilization stays at
+/// 100% throughout (the busy-looking GPU the activity fields see through).
+#[test]
+fn the_hints_follow_the_served_sm_tensor_and_dram_activity() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let sim = external_sim(dir.path());
+    let rt = runtime();
+    // (case, SM, tensor, DRAM, the hint it must give). dcgm-exporter's
+    // default counters publish no SM activity: the last case.
+    let cases = [
+        ("prefill", Some(0.93), 0.71, 0.35, "compute_bound"),
+        ("decode", Some(0.88), 0.12, 0.82, "bandwidth_bound"),
+        ("starved", Some(0.06), 0.02, 0.04, "gpu_starved"),
+        ("default-counters", None, 0.66, 0.3, "compute_bound"),
+    ];
+    let reading = ["compute_bound", "bandwidth_bound", "gpu_starved"];
+    for (case, sm, tensor, dram, want) in cases {
+        let exporter = rt
+            .block_on(DcgmExporter::start(move |_| {
+                let mut fields = vec![
+                    ("DCGM_FI_DEV_GPU_UTIL", 100.0),
+                    ("DCGM_FI_DEV_MEM_COPY_UTIL", 90.0),
+                    ("DCGM_FI_DEV_FB_USED", 70_000.0),
+                    ("DCGM_FI_DEV_FB_FREE", 11_000.0),
+                    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", tensor),
+                    ("DCGM_FI_PROF_DRAM_ACTIVE", dram),
+                ];
+                fields.extend(sm.map(|v| ("DCGM_FI_PROF_SM_ACTIVE", v)));
+                Answer::Text(exposition(&[(FakeGpu::h100("node-a", 0), fields)]))
+            }))
+            .unwrap();
+        let spec = write_spec(
+            dir.path(),
+            case,
+            &format!(
+                "[targets.ext]\nkind = \"openai\"\nbase_url = \"{}\"\ngpu_metrics_url = \"{}\"\n\
+                 {MODEL_AND_LOAD}\n[telemetry]\ngpu = \"required\"\nscrape_interval = \"100ms\"\n",
+                sim.base_url(),
+                exporter.url()
+            )
+            .replace("duration = \"4s\"", "duration = \"1500ms\""),
+        );
+        let out = dir.path().join(format!("out-{case}"));
+        let o = run(&spec, &out);
+        assert_eq!(o.status.code(), Some(0), "{case}: {}", text(&o.stderr));
+        let r = results(&out);
+        let p = &r["points"][0];
+        let stats = &p["telemetry"]["gpu"]["devices"][0]["stats"];
+        let close = |got: &Value, want: f64| got.as_f64().is_some_and(|g| (g - want).abs() < 1e-12);
+        let phases = &p["memory"]["gpus"][0];
+        assert!(
+            sm.is_some() || stats.get("sm_active").is_none(),
+            "{case}: {stats}"
+        );
+        let served = [("tensor_active", tensor), ("dram_active", dram)];
+        for (key, v) in sm.map(|v| ("sm_active", v)).into_iter().chain(served) {
+            assert!(close(&stats[key]["mean"], v), "{case} {key}: {stats}");
+            // By phase too: the served value is the same in both.
+            for ph in ["prefill_mean", "decode_mean", "prefill_peak", "decode_peak"] {
+                let got = &phases[key][ph];
+                assert!(
+                    got.is_null() || close(got, v),
+                    "{case} {key}.{ph}: {phases}"
+                );
+            }
+            assert!(
+                !phases[key]["decode_mean"].is_null(),
+                "{case} {key}: {phases}"
+            );
+        }
+        let hints = p["hints"].as_array().unwrap();
+        let kinds: Vec<&str> = hints.iter().map(|h| h["kind"].as_str().unwrap()).collect();
+        for k in reading {
+            assert_eq!(kinds.contains(&k), k == want, "{case}: {kinds:?}");
+        }
+        // NVML's coarse figures name no bottleneck when DCGM's are there.
+        let h = hints.iter().find(|h| h["kind"] == want).unwrap();
+        let ev = &h["evidence"];
+        assert_eq!(ev["sm_active"].as_f64(), sm, "{case}: {h}");
+        assert_eq!(ev["tensor_active"].as_f64(), Some(tensor), "{case}: {h}");
+        assert_eq!(ev["dram_active"].as_f64(), Some(dram), "{case}: {h}");
+        assert!(ev.get("gpu_utilization_pct").is_none(), "{case}: {h}");
+        let msg = h["message"].as_str().unwrap();
+        let pct = |v: f64| format!("{:.0}%", v * 100.0);
+        assert!(
+            msg.contains(&format!(
+                "{}tensor {}, DRAM {}",
+                sm.map(|v| format!("SM {}, ", pct(v))).unwrap_or_default(),
+                pct(tensor),
+                pct(dram)
+            )),
+            "{case}: {msg}"
+        );
+        if want == "gpu_starved" {
+            let q = ev["concurrency_mean"].as_f64().unwrap();
+            assert!((1.0..=4.0).contains(&q), "{case}: {h}");
+        }
+        // The HTML report shows the served activity with its source: the
+        // per-GPU table (after NVML-style util and memory-bandwidth
+        // columns), memory by phase, and the key-metrics card.
+        let html = dir.path().join(format!("{case}.html"));
+        let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+            .args(["report", out.to_str().unwrap(), "--format", "html", "-o"])
+            .arg(&html)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let html = std::fs::read_to_string(&html).unwrap();
+        let pc = |v: f64| format!("{:.0}", v * 100.0);
+        let sm_cell = sm.map(pc).unwrap_or_else(|| "-".into());
+        let per_gpu = format!(
+            "<td>0</td><td class=\"l\">dcgm</td><td>100</td><td>90</td><td>{sm_cell}</td><td>-</td><td>{}</td><td>{}</td>",
+            pc(tensor),
+            pc(dram)
+        );
+        assert!(html.contains("<h3>Per GPU</h3>"), "{case}");
+        assert!(html.contains(&per_gpu), "{case}: no {per_gpu}");
+        let trio = format!("{sm_cell} / {} / {}", pc(tensor), pc(dram));
+        let by_phase = format!("<td class=\"l\">dcgm</td><td>{trio}</td><td>{trio}</td>");
+        let decode_only = format!("<td class=\"l\">dcgm</td><td>- / - / -</td><td>{trio}</td>");
+        assert!(
+            html.contains(&by_phase) || html.contains(&decode_only),
+            "{case}: memory by phase lacks {trio}"
+        );
+        let key = format!(
+            "GPU SM / tensor / DRAM active</td><td>{trio}% <span class=\"muted\">(dcgm)</span>"
+        );
+        assert!(html.contains(&key), "{case}: no {key}");
+    }
+}

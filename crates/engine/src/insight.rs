@@ -127,12 +127,24 @@ pub fn memory_phases(
                 .iter()
                 .zip(&s.memory_used_bytes)
                 .filter_map(|(t, m)| Some((phase_at(*t)?, (*m)?)));
+            let activity = |col: &[Option<f64>]| {
+                let p = peaks(
+                    s.t_s
+                        .iter()
+                        .zip(col)
+                        .filter_map(|(t, v)| Some((phase_at(*t)?, (*v)?))),
+                );
+                (p != PhasePeaks::default()).then_some(p)
+            };
             out.gpus.push(GpuMemoryPhases {
                 index: d.index,
                 total_bytes: d.memory_total_bytes,
                 before_server_bytes: before_server.get(&d.index).copied(),
                 after_load_bytes: d.memory_idle_bytes,
                 used: peaks(samples),
+                sm_active: activity(&s.sm_active),
+                tensor_active: activity(&s.tensor_active),
+                dram_active: activity(&s.dram_active),
             });
         }
     }
@@ -178,6 +190,17 @@ fn round(v: f64) -> f64 {
 pub const JUMP_FACTOR: f64 = 1.5;
 /// TPOT spread (p90 over p50, less one) above which it is named.
 pub const TPOT_SPREAD: f64 = 0.2;
+/// DCGM activity (mean fraction of time over the GPUs) at or above which
+/// the SMs count as fully busy (`compute_bound`).
+pub const ACTIVE_HIGH: f64 = 0.8;
+/// Tensor-pipe activity at or above which the GPU was doing math
+/// (`compute_bound`; below it, high DRAM activity is `bandwidth_bound`).
+pub const TENSOR_HIGH: f64 = 0.4;
+/// DRAM activity at or above which memory bandwidth is the limit.
+pub const DRAM_HIGH: f64 = 0.6;
+/// SM, tensor and DRAM activity all below this with requests in flight:
+/// the GPU is starved (`gpu_starved`).
+pub const STARVED: f64 = 0.25;
 
 /// The hints of a finished point (see docs/expert.md for each rule).
 pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
@@ -228,12 +251,26 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
     let util = mean_of(&|s| s.utilization_pct.map(|x| x.mean));
     let bw = mean_of(&|s| s.memory_bandwidth_utilization_pct.map(|x| x.mean));
 
+    // DCGM's activity fractions (0 to 1), where a dcgm-exporter (or the
+    // simulator's model) gave them: far better evidence than NVML's
+    // utilization ("any kernel ran"), so they decide when present.
+    let sm = mean_of(&|s| s.sm_active.map(|x| x.mean));
+    let tensor = mean_of(&|s| s.tensor_active.map(|x| x.mean));
+    let dram = mean_of(&|s| s.dram_active.map(|x| x.mean));
+    let activity = sm.is_some() || tensor.is_some() || dram.is_some();
+
     // GPU waiting on a CPU.
-    if let Some(u) = util.filter(|u| *u < 50.0) {
+    let busy = match sm {
+        Some(a) => Some(("sm_active", a, a * 100.0, "its SMs were active")),
+        None => util.map(|u| ("gpu_utilization_pct", u, u, "the GPU was busy")),
+    };
+    let mut cpu_blamed = false;
+    if let Some((field, raw, pct, what)) = busy.filter(|b| b.2 < 50.0) {
         let client_saturated =
             cores > 0.0 && (proc_cores >= 0.9 * cores || host_busy.is_some_and(|b| b > 0.9));
         let server_saturated = server_cores.is_some_and(|s| s >= 0.9);
         if client_saturated || server_saturated {
+            cpu_blamed = true;
             let who = if server_saturated {
                 "the server's CPU"
             } else {
@@ -241,9 +278,9 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
             };
             out.push(hint(
                 "scheduling_bound",
-                format!("the GPU was busy only {u:.0}% of the time while {who} was saturated: scheduling or data preparation, not the GPU, may be the limit"),
+                format!("{what} only {pct:.0}% of the time while {who} was saturated: scheduling or data preparation, not the GPU, may be the limit"),
                 &[
-                    ("gpu_utilization_pct", u),
+                    (field, raw),
                     ("client_process_cores", proc_cores),
                     ("host_busy", host_busy.unwrap_or(f64::NAN)),
                     ("server_cores", server_cores.unwrap_or(f64::NAN)),
@@ -252,8 +289,64 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
         }
     }
 
-    // Memory bandwidth at its ceiling.
-    if let (Some(u), Some(b)) = (util, bw) {
+    if activity {
+        let pct = |v: Option<f64>| v.map(|v| format!("{:.0}%", v * 100.0));
+        let figures = [("SM", sm), ("tensor", tensor), ("DRAM", dram)]
+            .iter()
+            .filter_map(|(n, v)| Some(format!("{n} {}", pct(*v)?)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let evidence = |extra: &[(&'static str, f64)]| -> Vec<(&'static str, f64)> {
+            let mut e = vec![
+                ("sm_active", sm.unwrap_or(f64::NAN)),
+                ("tensor_active", tensor.unwrap_or(f64::NAN)),
+                ("dram_active", dram.unwrap_or(f64::NAN)),
+            ];
+            e.extend_from_slice(extra);
+            e
+        };
+        let at_least = |v: Option<f64>, x: f64| v.is_some_and(|v| v >= x);
+        let queued = m.concurrency_mean;
+        let waiting = pr
+            .telemetry
+            .as_ref()
+            .and_then(|t| t.server_metrics.as_ref())
+            .and_then(|s| s.headline.waiting)
+            .map(|w| w.mean);
+        if at_least(tensor, TENSOR_HIGH) && sm.is_none_or(|s| s >= ACTIVE_HIGH) {
+            out.push(hint(
+                "compute_bound",
+                format!("the GPU's math units were the limit ({figures} active): it was computing, not waiting on memory; more concurrency may only add queueing, a faster GPU or lower precision would help"),
+                &evidence(&[]),
+            ));
+        } else if at_least(dram, DRAM_HIGH) && !at_least(tensor, TENSOR_HIGH) {
+            out.push(hint(
+                "bandwidth_bound",
+                format!("device memory was the limit ({figures} active): the GPU spent its time moving weights and KV cache, not multiplying; batching more requests per step is what raises throughput"),
+                &evidence(&[]),
+            ));
+        } else if !cpu_blamed
+            && (sm.is_some() || (tensor.is_some() && dram.is_some()))
+            && queued >= 1.0
+            && ![sm, tensor, dram].iter().any(|v| at_least(*v, STARVED))
+        {
+            out.push(hint(
+                "gpu_starved",
+                format!(
+                    "the GPU was starved ({figures} active) while {queued:.1} requests were in flight on average{}: the server is not feeding it (host-side scheduling, tokenization, sampling or the network), not the GPU, is the limit",
+                    match waiting.filter(|w| *w > 0.0) {
+                        Some(w) => format!(" and {w:.1} waited in its queue"),
+                        None => String::new(),
+                    }
+                ),
+                &evidence(&[
+                    ("concurrency_mean", queued),
+                    ("server_waiting_mean", waiting.unwrap_or(f64::NAN)),
+                ]),
+            ));
+        }
+    } else if let (Some(u), Some(b)) = (util, bw) {
+        // Memory bandwidth at its ceiling, by NVML's coarser counters.
         if u > 90.0 && b > 80.0 {
             out.push(hint(
                 "bandwidth_bound",

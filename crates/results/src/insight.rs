@@ -58,7 +58,7 @@ pub struct PhasePeaks {
     pub decode_mean: Option<f64>,
 }
 
-/// One GPU's memory by phase, bytes.
+/// One GPU's memory by phase, bytes (and its activity by phase).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuMemoryPhases {
     pub index: u32,
@@ -72,6 +72,16 @@ pub struct GpuMemoryPhases {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_load_bytes: Option<u64>,
     pub used: PhasePeaks,
+    /// DCGM's activity fractions (0 to 1) by phase, where the GPU's
+    /// source gave them (a dcgm-exporter, or the simulator's model):
+    /// prefill is mostly math (`tensor_active`), decode mostly reading
+    /// weights and KV cache (`dram_active`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_active: Option<PhasePeaks>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_active: Option<PhasePeaks>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_active: Option<PhasePeaks>,
 }
 
 /// How busy the load generator's machine was during the point.

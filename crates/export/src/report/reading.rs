@@ -11,8 +11,52 @@ use infer_bench_judge::analysis::{Analysis, Source};
 use infer_bench_results::metric::Metric;
 use infer_bench_spec::Threshold;
 use infer_bench_spec::results::PointResult;
+use infer_bench_spec::results::telemetry::{GpuDataSource, GpuStats};
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// Where a point's GPU figures came from, as the report names it: `nvml`,
+/// `dcgm`, or `sim (modelled)`; several joined by `+`.
+fn gpu_source(p: &PointResult) -> Option<String> {
+    let t = p.telemetry.as_ref()?;
+    let mut names: Vec<&str> = Vec::new();
+    for d in &t.gpu.devices {
+        let n = source_name(d.source.or(t.gpu.source));
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    (!names.is_empty()).then(|| names.join(" + "))
+}
+
+fn source_name(s: Option<GpuDataSource>) -> &'static str {
+    match s {
+        Some(GpuDataSource::Sim) => "sim (modelled)",
+        Some(x) => x.name(),
+        None => "nvml",
+    }
+}
+
+/// DCGM's activity fractions (SM, tensor, DRAM) of a point, each the mean
+/// over its GPUs of their means over the windows; `None` without any.
+fn activity(p: &PointResult) -> Option<[Option<f64>; 3]> {
+    let t = p.telemetry.as_ref()?;
+    let mean = |f: &dyn Fn(&GpuStats) -> Option<f64>| {
+        let v: Vec<f64> = t.gpu.devices.iter().filter_map(|d| f(&d.stats)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let a = [
+        mean(&|s| s.sm_active.map(|x| x.mean)),
+        mean(&|s| s.tensor_active.map(|x| x.mean)),
+        mean(&|s| s.dram_active.map(|x| x.mean)),
+    ];
+    a.iter().any(Option::is_some).then_some(a)
+}
+
+/// A fraction as a percentage cell.
+fn frac(x: Option<f64>) -> String {
+    opt(x.map(|v| v * 100.0), 0)
+}
 
 /// One axis of the radar chart: its name, whether lower is better, and how
 /// to read it from a point.
@@ -128,6 +172,25 @@ fn axes(points: &[&PointResult]) -> Vec<RadarAxis> {
                     .filter(|t| *t > 0.0)
                     .map(|t| 1.0 / t)
             })
+            .collect(),
+    });
+    // Where DCGM (or the simulator's model) gave SM activity: how much of
+    // the GPU the configuration kept busy.
+    let modelled = points
+        .iter()
+        .filter_map(|p| gpu_source(p))
+        .any(|s| s.contains("modelled"));
+    out.push(RadarAxis {
+        name: if modelled {
+            "SM active (modelled)".into()
+        } else {
+            "SM active".into()
+        },
+        lower_better: false,
+        slo: None,
+        values: points
+            .iter()
+            .map(|p| activity(p).and_then(|a| a[0]))
             .collect(),
     });
     out
@@ -349,7 +412,7 @@ fn key_metrics_table(h: &mut String, a: &Analysis, sources: &[Source]) {
     let ms = |m: Metric, q: f64| opt(infer_bench_judge::analysis::latency_ms(p, m, q), 1);
     let _ = write!(
         h,
-        "<div class=\"card\" id=\"key-metrics\"><h3>Key metrics</h3><p class=\"muted\">{}: the only configuration, so no radar to compare.</p><table class=\"kv\"><tbody><tr><td class=\"l\">TTFT p50 / p99</td><td>{} / {} ms</td></tr><tr><td class=\"l\">TPOT p50 / p99</td><td>{} / {} ms</td></tr><tr><td class=\"l\">output</td><td>{} tok/s</td></tr><tr><td class=\"l\">goodput</td><td>{}%</td></tr><tr><td class=\"l\">$/1M out</td><td>{}</td></tr></tbody></table></div>",
+        "<div class=\"card\" id=\"key-metrics\"><h3>Key metrics</h3><p class=\"muted\">{}: the only configuration, so no radar to compare.</p><table class=\"kv\"><tbody><tr><td class=\"l\">TTFT p50 / p99</td><td>{} / {} ms</td></tr><tr><td class=\"l\">TPOT p50 / p99</td><td>{} / {} ms</td></tr><tr><td class=\"l\">output</td><td>{} tok/s</td></tr><tr><td class=\"l\">goodput</td><td>{}%</td></tr><tr><td class=\"l\">$/1M out</td><td>{}</td></tr>{}</tbody></table></div>",
         escape(&r.label),
         ms(Metric::Ttft, 50.0),
         ms(Metric::Ttft, 99.0),
@@ -357,7 +420,17 @@ fn key_metrics_table(h: &mut String, a: &Analysis, sources: &[Source]) {
         ms(Metric::Tpot, 99.0),
         super::fmt(p.merged.output_tokens_per_s, 0),
         super::fmt(p.merged.goodput_ratio * 100.0, 0),
-        opt(r.usd_per_1m_output_tokens, 3)
+        opt(r.usd_per_1m_output_tokens, 3),
+        match (activity(p), gpu_source(p)) {
+            (Some([sm, t, d]), Some(src)) => format!(
+                "<tr><td class=\"l\">GPU SM / tensor / DRAM active</td><td>{} / {} / {}% <span class=\"muted\">({})</span></td></tr>",
+                frac(sm),
+                frac(t),
+                frac(d),
+                escape(&src)
+            ),
+            _ => String::new(),
+        }
     );
 }
 
@@ -374,6 +447,7 @@ pub fn has_section(a: &Analysis, sources: &[Source]) -> bool {
                 || !p.preflight.is_empty()
                 || !p.mix.is_empty()
                 || p.memory.is_some()
+                || activity(p).is_some()
         })
 }
 
@@ -455,7 +529,21 @@ pub fn section(h: &mut String, a: &Analysis, sources: &[Source]) {
             .as_ref()
             .is_some_and(|m| m.kv_cache.is_some() || !m.gpus.is_empty())
     }) {
-        h.push_str("<h3>Memory by phase</h3><p class=\"lead\">Each 100 ms of the measurement is prefill-heavy when more of its in-flight request time was prefill (sent, no output yet) than over the whole point, else decode-heavy; samples are attributed to the interval they fall in.</p><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>prefill share</th><th>prefill-heavy s</th><th>decode-heavy s</th><th>KV peak prefill</th><th>KV peak decode</th><th>GPU</th><th>GiB before server</th><th>GiB after load</th><th>GiB peak prefill</th><th>GiB peak decode</th></tr></thead><tbody>");
+        h.push_str("<h3>Memory by phase</h3><p class=\"lead\">Each 100 ms of the measurement is prefill-heavy when more of its in-flight request time was prefill (sent, no output yet) than over the whole point, else decode-heavy; samples are attributed to the interval they fall in.</p><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>prefill share</th><th>prefill-heavy s</th><th>decode-heavy s</th><th>KV peak prefill</th><th>KV peak decode</th><th>GPU</th><th>GiB before server</th><th>GiB after load</th><th>GiB peak prefill</th><th>GiB peak decode</th>");
+        // DCGM's activity by phase, where any GPU has it: prefill should
+        // be math (tensor), decode memory traffic (DRAM).
+        let act = rows.iter().any(|(_, p)| {
+            p.memory.as_ref().is_some_and(|m| {
+                m.gpus.iter().any(|g| {
+                    g.sm_active.is_some() || g.tensor_active.is_some() || g.dram_active.is_some()
+                })
+            })
+        });
+        h.push_str("<th class=\"l\">source</th>");
+        if act {
+            h.push_str("<th>SM / tensor / DRAM % prefill</th><th>SM / tensor / DRAM % decode</th>");
+        }
+        h.push_str("</tr></thead><tbody>");
         for (i, p) in &rows {
             let Some(m) = &p.memory else { continue };
             let kv = m.kv_cache.as_ref();
@@ -469,22 +557,48 @@ pub fn section(h: &mut String, a: &Analysis, sources: &[Source]) {
                 pct(kv.and_then(|k| k.prefill_peak)),
                 pct(kv.and_then(|k| k.decode_peak))
             );
+            let blank = if act { "<td></td><td></td>" } else { "" };
             if m.gpus.is_empty() {
                 let _ = write!(
                     h,
-                    "<tr>{head}<td class=\"muted\">not sampled</td><td></td><td></td><td></td><td></td></tr>"
+                    "<tr>{head}<td class=\"muted\">not sampled</td><td></td><td></td><td></td><td></td><td></td>{blank}</tr>"
                 );
             }
+            let devices = p.telemetry.as_ref().map(|t| (&t.gpu.devices, t.gpu.source));
             for g in &m.gpus {
                 let gb = |b: Option<f64>| opt(b.map(|b| b / GIB), 1);
+                let source = devices.map(|(ds, top)| {
+                    source_name(
+                        ds.iter()
+                            .find(|d| d.index == g.index)
+                            .and_then(|d| d.source)
+                            .or(top),
+                    )
+                });
+                let by_phase =
+                    |pick: fn(&infer_bench_spec::results::insight::PhasePeaks) -> Option<f64>| {
+                        [&g.sm_active, &g.tensor_active, &g.dram_active]
+                            .map(|x| frac(x.as_ref().and_then(pick)))
+                            .join(" / ")
+                    };
+                let cells = if act {
+                    format!(
+                        "<td>{}</td><td>{}</td>",
+                        by_phase(|x| x.prefill_mean),
+                        by_phase(|x| x.decode_mean)
+                    )
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     h,
-                    "<tr>{head}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    "<tr>{head}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{cells}</tr>",
                     g.index,
                     gb(g.before_server_bytes.map(|b| b as f64)),
                     gb(g.after_load_bytes.map(|b| b as f64)),
                     gb(g.used.prefill_peak),
-                    gb(g.used.decode_peak)
+                    gb(g.used.decode_peak),
+                    source.unwrap_or("-")
                 );
             }
         }
@@ -524,25 +638,39 @@ pub fn section(h: &mut String, a: &Analysis, sources: &[Source]) {
         }
         h.push_str("</ul>");
     }
-    let multi = rows.iter().any(|(_, p)| {
+    // Several GPUs, or DCGM's activity fields (which NVML's summary table
+    // has no room for): one row per GPU.
+    let shown = |p: &PointResult| {
         p.telemetry
             .as_ref()
-            .is_some_and(|t| t.gpu.devices.len() > 1)
-    });
-    if multi {
-        h.push_str("<h3>Per GPU</h3><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>GPU</th><th>util %</th><th>mem bw %</th><th>GiB peak</th><th>W mean</th><th>SM MHz</th><th>PCIe rx/tx MB/s</th><th>NVLink rx/tx GB/s</th></tr></thead><tbody>");
+            .is_some_and(|t| t.gpu.devices.len() > 1 || activity(p).is_some())
+    };
+    if has(&shown) {
+        let act = rows.iter().any(|(_, p)| activity(p).is_some());
+        h.push_str("<h3>Per GPU</h3><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>GPU</th><th class=\"l\">source</th><th>util %</th><th>mem bw %</th>");
+        if act {
+            h.push_str("<th>SM active %</th><th>SM occupancy %</th><th>tensor active %</th><th>DRAM active %</th>");
+        }
+        h.push_str("<th>GiB peak</th><th>W mean</th><th>SM MHz</th><th>PCIe rx/tx MB/s</th><th>NVLink rx/tx GB/s</th></tr></thead><tbody>");
         for (i, p) in &rows {
-            let Some(t) = &p.telemetry else { continue };
-            if t.gpu.devices.len() < 2 {
+            let Some(t) = p.telemetry.as_ref().filter(|_| shown(p)) else {
                 continue;
-            }
+            };
             for d in &t.gpu.devices {
                 let s = &d.stats;
+                let cells = if act {
+                    [s.sm_active, s.sm_occupancy, s.tensor_active, s.dram_active]
+                        .map(|x| format!("<td>{}</td>", frac(x.map(|x| x.mean))))
+                        .concat()
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     h,
-                    "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
+                    "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{cells}<td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
                     escape(&a.points[*i].label),
                     d.index,
+                    source_name(d.source.or(t.gpu.source)),
                     opt(s.utilization_pct.map(|x| x.mean), 0),
                     opt(s.memory_bandwidth_utilization_pct.map(|x| x.mean), 0),
                     opt(s.memory_used_bytes.map(|x| x.max / GIB), 1),
