@@ -26,9 +26,9 @@ const REQUESTS: u64 = 6;
 const OUTPUT: u64 = 16;
 
 /// Runs `infer-bench run --requests` on a chat workload against `script`;
-/// returns the point's merged statistics and the request log's measured
-/// lines.
-fn run(script: Script) -> (Value, Vec<Value>) {
+/// returns the point's merged statistics, the request log's measured
+/// lines and the terminal summary.
+fn run(script: Script) -> (Value, Vec<Value>, String) {
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(script)).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -67,7 +67,7 @@ fn run(script: Script) -> (Value, Vec<Value>) {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|l| l["warmup"] == false)
         .collect();
-    (merged, lines)
+    (merged, lines, String::from_utf8(status.stdout).unwrap())
 }
 
 fn reasoning_script(reasoning_usage: bool, tokens_per_event: u32) -> Script {
@@ -142,8 +142,20 @@ fn reasoning_counted_from_usage_and_timed_apart() {
     let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     // Two tokens an event: five reasoning events are ten tokens, as usage's
     // `completion_tokens_details` says.
-    let (merged, lines) = run(reasoning_script(true, 2));
+    let (merged, lines, summary) = run(reasoning_script(true, 2));
     check(&merged, &lines, 10, "usage");
+    // The summary's reasoning table: the point's two totals, side by side.
+    let table = summary
+        .split("reasoning and answer")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no reasoning table:\n{summary}"));
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.contains("c1"))
+        .unwrap_or_else(|| panic!("no row:\n{summary}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[1..3], ["60", "36"], "{summary}");
 }
 
 #[test]
@@ -151,13 +163,13 @@ fn reasoning_counted_from_events_without_usage_details() {
     let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     // One token an event and no details in usage: the five reasoning
     // events are counted, one token each.
-    let (merged, lines) = run(reasoning_script(false, 1));
+    let (merged, lines, _) = run(reasoning_script(false, 1));
     check(&merged, &lines, 5, "events");
 }
 
 #[test]
 fn a_server_without_reasoning_leaves_the_fields_out() {
-    let (merged, lines) = run(Script {
+    let (merged, lines, summary) = run(Script {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(1),
         ..Script::default()
@@ -174,6 +186,7 @@ fn a_server_without_reasoning_leaves_the_fields_out() {
         assert!(merged["latency_ms"].get(absent).is_none(), "{merged}");
     }
     assert!(merged["latency_ms"].get("ttft").is_some(), "{merged}");
+    assert!(!summary.contains("reasoning and answer"), "{summary}");
     for l in &lines {
         assert!(l.get("reasoning_tokens").is_none(), "{l}");
         assert!(l.get("ttft_answer_ms").is_none(), "{l}");
