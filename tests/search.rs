@@ -211,6 +211,18 @@ fn a_search_finds_what_a_fine_sweep_shows_in_fewer_probes() {
     );
     let html = ok(&["report", results.to_str().unwrap(), "--format", "html"]);
     assert!(html.contains("<section id=\"capacity-search\">"));
+    // The nav leads to it, between the sweeps and the Pareto chart, as
+    // the sections come.
+    let nav = html
+        .split("<nav>")
+        .nth(1)
+        .and_then(|n| n.split("</nav>").next())
+        .expect("the report has a nav");
+    let at = |link: &str| {
+        nav.find(link)
+            .unwrap_or_else(|| panic!("{link} not in {nav}"))
+    };
+    assert!(at("href=\"#capacity-search\">Capacity searches") < at("href=\"#pareto\""));
 }
 
 #[test]
