@@ -310,4 +310,20 @@ fn the_example_spec_searches() {
         root.join("specs/capacity-search.toml").to_str().unwrap(),
     ]);
     assert!(plan.contains("search-r1-r64"), "{plan}");
+    // The plan's estimate is for every probe the search may take: from
+    // 1/s, six doublings to 64/s, then four geometric halvings of a
+    // factor of 2 to within 5% (2^(1/16) < 1.05 < 2^(1/8)): 11 probes of
+    // 1,000 requests at 1/s at most, an upper bound the run keeps to.
+    assert!(plan.contains("up to 3h03m"), "{plan}");
+    assert!(plan.contains("estimated wall time: up to"), "{plan}");
+    let json: Value = serde_json::from_str(&ok(&[
+        "plan",
+        root.join("specs/capacity-search.toml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(json["estimated_seconds"], 11_000.0, "{json:#}");
+    let probes = s["probes"].as_array().unwrap().len();
+    assert!((2..=11).contains(&probes), "{s:#}");
 }
