@@ -1290,6 +1290,20 @@ mod tests {
     fn interprets_the_forms_servers_send() {
         let reasoning = br#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#;
         assert!(interpret(reasoning, None).unwrap().output);
+        assert!(interpret(reasoning, None).unwrap().reasoning);
+        let thought = br#"{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}"#;
+        assert!(interpret(thought, None).unwrap().reasoning);
+        // Reasoning and answer in one event is answer: the answer began.
+        let both = br#"{"choices":[{"index":0,"delta":{"reasoning_content":"a","content":"b"}}]}"#;
+        assert!(!interpret(both, None).unwrap().reasoning);
+        let answer = br#"{"choices":[{"index":0,"delta":{"content":"b"}}]}"#;
+        assert!(!interpret(answer, None).unwrap().reasoning);
+        let details = br#"{"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":4}}}"#;
+        let u = interpret(details, None).unwrap().usage.unwrap();
+        assert_eq!(
+            (u.completion_tokens, u.reasoning_tokens),
+            (Some(9), Some(4))
+        );
         let empty = br#"{"choices":[{"index":0,"delta":{"content":""}}]}"#;
         assert!(!interpret(empty, None).unwrap().output);
         let usage_only = br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}"#;
