@@ -259,6 +259,15 @@ fn no_telemetry_no_telemetry_section() {
     assert!(!report::html::render(&fixtures()).contains("id=\"telemetry\""));
 }
 
+#[test]
+fn no_search_no_capacity_search_section_or_link() {
+    // The nav links only to sections there are (tests/search.rs checks
+    // the link where a search ran).
+    let html = report::html::render(&fixtures());
+    assert!(html.contains("<nav>"), "the report has a nav");
+    assert!(!html.contains("capacity-search"));
+}
+
 // ------------------------------------------------- a fresh simulator sweep
 
 /// The capacity sweep, run once per test binary.

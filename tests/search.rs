@@ -211,6 +211,18 @@ fn a_search_finds_what_a_fine_sweep_shows_in_fewer_probes() {
     );
     let html = ok(&["report", results.to_str().unwrap(), "--format", "html"]);
     assert!(html.contains("<section id=\"capacity-search\">"));
+    // The nav leads to it, between the sweeps and the Pareto chart, as
+    // the sections come.
+    let nav = html
+        .split("<nav>")
+        .nth(1)
+        .and_then(|n| n.split("</nav>").next())
+        .expect("the report has a nav");
+    let at = |link: &str| {
+        nav.find(link)
+            .unwrap_or_else(|| panic!("{link} not in {nav}"))
+    };
+    assert!(at("href=\"#capacity-search\">Capacity searches") < at("href=\"#pareto\""));
 }
 
 #[test]
@@ -298,4 +310,20 @@ fn the_example_spec_searches() {
         root.join("specs/capacity-search.toml").to_str().unwrap(),
     ]);
     assert!(plan.contains("search-r1-r64"), "{plan}");
+    // The plan's estimate is for every probe the search may take: from
+    // 1/s, six doublings to 64/s, then four geometric halvings of a
+    // factor of 2 to within 5% (2^(1/16) < 1.05 < 2^(1/8)): 11 probes of
+    // 1,000 requests at 1/s at most, an upper bound the run keeps to.
+    assert!(plan.contains("up to 3h03m"), "{plan}");
+    assert!(plan.contains("estimated wall time: up to"), "{plan}");
+    let json: Value = serde_json::from_str(&ok(&[
+        "plan",
+        root.join("specs/capacity-search.toml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(json["estimated_seconds"], 11_000.0, "{json:#}");
+    let probes = s["probes"].as_array().unwrap().len();
+    assert!((2..=11).contains(&probes), "{s:#}");
 }

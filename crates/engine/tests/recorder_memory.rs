@@ -89,6 +89,7 @@ fn request(t0: Instant, i: u64, rng: &mut Lcg) -> RequestRecord {
             at_ns: at,
             text_bytes: 4,
             token_ids: None,
+            reasoning: false,
         });
         at += 5_000_000 + (rng.next() * 60_000_000.0) as u64;
     }

@@ -63,7 +63,14 @@ pub fn table(spec: &Spec, plan: &Plan) -> String {
             level(&p.config),
             p.config.load.runs.to_string(),
             estimate_seconds(&p.config)
-                .map(human_seconds)
+                .map(|e| {
+                    let e = human_seconds(e);
+                    // A search's probes are counted at their most.
+                    match p.config.load.search {
+                        Some(_) => format!("up to {e}"),
+                        None => e,
+                    }
+                })
                 .unwrap_or_else(|| "?".into()),
         ]);
     }
@@ -75,7 +82,12 @@ pub fn table(spec: &Spec, plan: &Plan) -> String {
         if plan.points.len() == 1 { "" } else { "s" }
     );
     out.push_str(&t.render());
-    out.push_str(&format!("\nestimated wall time: {}", human_seconds(total)));
+    let searches = plan.points.iter().any(|p| p.config.load.search.is_some());
+    out.push_str(&format!(
+        "\nestimated wall time: {}{}",
+        if searches { "up to " } else { "" },
+        human_seconds(total)
+    ));
     if unknown > 0 {
         out.push_str(&format!(
             " plus {unknown} point(s) that end by request count (their time depends on the server)"

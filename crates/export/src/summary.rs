@@ -261,6 +261,7 @@ pub fn render(r: &Results, look: Look) -> String {
     notes.extend(telemetry_notes);
     for table in [
         super::summary_details::mix_table(r, look),
+        super::summary_details::reasoning_table(r, look),
         super::summary_details::memory_table(r, look),
     ]
     .into_iter()

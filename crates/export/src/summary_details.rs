@@ -62,6 +62,57 @@ pub fn mix_table(r: &Results, look: crate::term::Look) -> Option<String> {
     })
 }
 
+/// Reasoning against answer, one row per point where a request reasoned
+/// (`reasoning_content` deltas, or usage's reasoning tokens); `None`
+/// otherwise.
+pub fn reasoning_table(r: &Results, look: crate::term::Look) -> Option<String> {
+    let mut t = Table::new(&[
+        ("point", Align::Left),
+        ("reasoning tok", Align::Right),
+        ("answer tok", Align::Right),
+        ("counted from", Align::Left),
+        ("1st reasoning p50", Align::Right),
+        ("1st answer p50", Align::Right),
+        ("1st answer p99", Align::Right),
+        ("reasoning tok/s", Align::Right),
+        ("answer tok/s", Align::Right),
+    ]);
+    for p in &r.points {
+        let s = &p.merged;
+        let (Some(reasoning), Some(answer)) = (s.tokens.reasoning_total, s.tokens.answer_total)
+        else {
+            continue;
+        };
+        let l = |k: &str, p99: bool| {
+            num(
+                s.latency_ms.get(k).map(|x| if p99 { x.p99 } else { x.p50 }),
+                1,
+            )
+        };
+        let sources: Vec<&str> = s
+            .tokens
+            .reasoning_source
+            .keys()
+            .map(String::as_str)
+            .collect();
+        t.row(vec![
+            p.slug.clone(),
+            reasoning.to_string(),
+            answer.to_string(),
+            sources.join("+"),
+            l("ttft_reasoning", false),
+            l("ttft_answer", false),
+            l("ttft_answer", true),
+            num(s.reasoning_tokens_per_s, 0),
+            num(s.answer_tokens_per_s, 0),
+        ]);
+    }
+    (!t.is_empty()).then(|| {
+        let (text, _) = t.render_look(look, &["counted from", "1st answer p99"]);
+        format!("reasoning and answer (ms from the scheduled time)\n\n{text}")
+    })
+}
+
 /// Memory by phase, one row per point that has it; `None` otherwise.
 /// Narrow, the columns with nothing in them (GPU memory of a simulator)
 /// are left out.

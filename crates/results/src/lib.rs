@@ -32,8 +32,11 @@ pub const FORMAT: &str = "infer-bench-results";
 /// Version of this file format. 2: tallies carry the work counted inside
 /// their measurement window (`TallyData::in_window`), shards the window's
 /// end. 3: `searches`, the answers of capacity searches. Files of versions
-/// 1 and 2 are read as they are (with no searches).
-pub const VERSION: u32 = 3;
+/// 1 and 2 are read as they are (with no searches). 4: reasoning tokens
+/// (`TokenStats::reasoning_total`, `Stats::reasoning_tokens_per_s`, the
+/// `ttft_reasoning` and `ttft_answer` latencies), present only where a
+/// server reasoned; files of versions 1 to 3 have none.
+pub const VERSION: u32 = 4;
 /// Version of the metric definitions (METRICS.md) the numbers follow.
 /// 2: throughput counts the tokens, requests and time in flight that fall
 /// inside the measurement window (by each event's arrival), and a run that
@@ -475,6 +478,13 @@ pub struct TallyData {
     pub last_sched_ns: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_done_ns: Option<i64>,
+    /// Reasoning tokens of successful requests (0 where none reasoned).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_total: u64,
+    /// Successful requests that reasoned, by where their reasoning count
+    /// came from (usage, token_ids, events).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasoning_source: BTreeMap<String, u64>,
     /// The work that fell inside the measurement window, which rates are
     /// computed from; absent in files of version 1 and for tallies that
     /// split requests by completion (windows, steps, turns, parts), whose
@@ -498,6 +508,13 @@ pub struct InWindow {
     pub good_output_tokens: u64,
     /// Sum over requests of their time in flight inside the window (ns).
     pub in_flight_ns: u64,
+    /// Of `output_tokens`, the reasoning tokens.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl InWindow {
@@ -510,6 +527,7 @@ impl InWindow {
             (&mut self.output_tokens, o.output_tokens),
             (&mut self.good_output_tokens, o.good_output_tokens),
             (&mut self.in_flight_ns, o.in_flight_ns),
+            (&mut self.reasoning_tokens, o.reasoning_tokens),
         ] {
             *a = a.saturating_add(b);
         }
@@ -563,6 +581,13 @@ pub struct Stats {
     pub request_throughput: f64,
     pub input_tokens_per_s: f64,
     pub output_tokens_per_s: f64,
+    /// Of the output rate, reasoning tokens and answer tokens per second
+    /// (window-based, like `output_tokens_per_s`); only where a request
+    /// reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_tokens_per_s: Option<f64>,
     pub total_tokens_per_s: f64,
     /// Good requests per second (successful and within every goodput bound).
     pub goodput: f64,
@@ -610,6 +635,17 @@ pub struct TokenStats {
     /// Requests whose output count came from each source: usage, token_ids, events.
     #[serde(default)]
     pub output_source: BTreeMap<String, u64>,
+    /// Of `output_total`, reasoning tokens and answer tokens; only where a
+    /// request reasoned (`reasoning_content` or `reasoning` deltas, or
+    /// usage's `completion_tokens_details.reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_total: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_total: Option<u64>,
+    /// Requests that reasoned, by where their reasoning count came from:
+    /// usage (the server's count), token_ids or events (counted here).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasoning_source: BTreeMap<String, u64>,
     /// Mean prompt length asked for, and as the server reported it.
     pub requested_input_mean: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,8 +9,9 @@
 //! line of a run) and `send_unix_ns` that of the request's send, both
 //! converted from the monotonic clock through one (monotonic, wall)
 //! pair read when the run began. Fields added after the first format
-//! (`connect_ms`, `done_ms`, `event_ms`, `resends`, `response_id`,
-//! `send_unix_ns`, `t0_unix_ns`) are left out when absent, so a log
+//! (`connect_ms`, `done_ms`, `event_ms`, `reasoning_tokens`, `resends`,
+//! `response_id`, `send_unix_ns`, `t0_unix_ns`, `ttft_answer_ms`) are left
+//! out when absent, so a log
 //! written before them still reads, with them `None`.
 
 use schemars::JsonSchema;
@@ -59,6 +60,11 @@ pub struct RequestLine {
     pub point: String,
     /// From the scheduled instant to a free concurrency slot.
     pub queue_ms: f64,
+    /// Of `output_tokens`, the reasoning tokens, where the request reasoned:
+    /// the server's `completion_tokens_details.reasoning_tokens`, else
+    /// counted from its reasoning events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
     /// Times the request was sent again because the server closed a
     /// kept-alive connection as it went out (its TTFT includes the lost
     /// attempt).
@@ -90,6 +96,10 @@ pub struct RequestLine {
     /// From the first output event to the last, per output token after the
     /// first; none with fewer than two output tokens.
     pub tpot_ms: Option<f64>,
+    /// From the scheduled instant to the first answer (not reasoning)
+    /// event, where the request reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_answer_ms: Option<f64>,
     /// From the request handed to the HTTP client to the first output event.
     pub ttft_from_send_ms: Option<f64>,
     /// From the scheduled instant to the first output event; none without
@@ -166,6 +176,7 @@ mod tests {
             output_tokens_requested: 3,
             point: "sim.m.w.c4-0123abcd".into(),
             queue_ms: 0.0,
+            reasoning_tokens: None,
             resends: None,
             response_id: None,
             run: 1,
@@ -181,6 +192,7 @@ mod tests {
             t0_unix_ns: None,
             token_source: TokenSource::TokenIds,
             tpot_ms: Some(1.0 / 3.0),
+            ttft_answer_ms: None,
             ttft_from_send_ms: Some(40.0),
             ttft_ms: Some(40.25),
             turn: 0,
@@ -219,10 +231,12 @@ mod tests {
             connect_ms: Some(0.0),
             done_ms: Some(121.0),
             event_ms: Some(vec![40.25, 80.5, 120.5]),
+            reasoning_tokens: Some(2),
             resends: Some(1),
             response_id: Some("cmpl-7".into()),
             send_unix_ns: Some(1_796_218_489_000_250_000),
             t0_unix_ns: Some(1_796_218_489_000_000_000),
+            ttft_answer_ms: Some(80.5),
             ..line()
         };
         let text = serde_json::to_string(&full).unwrap();
@@ -236,7 +250,9 @@ mod tests {
             .collect();
         assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
         assert!(text.contains(r#""event_ms":[40.25,80.5,120.5],"events":3"#));
+        assert!(text.contains(r#""queue_ms":0.0,"reasoning_tokens":2,"resends":1"#));
         assert!(text.contains(r#""resends":1,"response_id":"cmpl-7","run":1"#));
+        assert!(text.contains(r#""tpot_ms":0.3333333333333333,"ttft_answer_ms":80.5,"#));
         assert!(text.contains(r#""step":0,"t0_unix_ns":1796218489000000000,"token_source""#));
         let back: RequestLine = serde_json::from_str(&text).unwrap();
         assert_eq!(back, full);

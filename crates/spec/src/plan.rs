@@ -932,7 +932,34 @@ pub fn estimate_seconds(p: &PointConfig) -> Option<f64> {
         (None, Some(n), Level::Rate(r)) => Some(n as f64 / r.as_per_second()),
         _ => None,
     }?;
-    Some((warmup + measure) * l.runs as f64)
+    // A search runs one such point per probe; its first probe, at `from`,
+    // is the slowest of them when requests end it at a rate.
+    let probes = l.search.as_ref().map_or(1, search_probes_max);
+    Some((warmup + measure) * l.runs as f64 * probes as f64)
+}
+
+/// The most probes a capacity search can take: `from`, then doublings up
+/// to `to` (each may pass), then geometric bisection of the last doubling
+/// (a ratio of at most 2) until the failure is within `precision` of the
+/// pass. An upper bound: a search that fails early probes fewer.
+pub fn search_probes_max(s: &crate::Search) -> u32 {
+    let value = |l: Level| match l {
+        Level::Concurrency(c) => c as f64,
+        Level::Rate(r) => r.as_per_second(),
+    };
+    let (from, to) = (value(s.from), value(s.to));
+    let doublings = if to > from && from > 0.0 {
+        (to / from).log2().ceil() as u32
+    } else {
+        0
+    };
+    let p = s.precision.fraction();
+    let bisections = if p > 0.0 && doublings > 0 {
+        (std::f64::consts::LN_2 / p.ln_1p()).log2().ceil().max(0.0) as u32
+    } else {
+        0
+    };
+    1 + doublings + bisections
 }
 
 #[cfg(test)]

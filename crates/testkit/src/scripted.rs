@@ -86,9 +86,16 @@ pub struct Script {
     /// non-streamed responses); `false` plays a server that never reports
     /// usage.
     pub usage: bool,
-    /// Chat: the first few content events (up to 3, never all) carry
-    /// `delta.reasoning_content` instead of `delta.content`.
+    /// Chat: the first few content events (up to 3, or `reasoning_events`,
+    /// never all) carry `delta.reasoning_content` instead of `delta.content`.
     pub reasoning: bool,
+    /// With `reasoning`: how many leading content events are reasoning
+    /// (0: up to 3); never all of them, so the reply has an answer. The
+    /// reasoning tokens are these events' tokens, exactly.
+    pub reasoning_events: u32,
+    /// With `reasoning`: usage carries
+    /// `completion_tokens_details.reasoning_tokens`, as vLLM and OpenAI do.
+    pub reasoning_usage: bool,
     /// Send `: ping` SSE comments: one halfway through the TTFT wait and one
     /// halfway between content events.
     pub keepalive_comments: bool,
@@ -161,6 +168,8 @@ impl Default for Script {
             role_chunk: true,
             usage: true,
             reasoning: false,
+            reasoning_events: 0,
+            reasoning_usage: false,
             keepalive_comments: false,
             crlf: false,
             split_events: false,
@@ -850,7 +859,8 @@ fn whole_body(c: &Ctx, tokens: u32) -> Bytes {
         "choices": choices,
     });
     if c.usage() {
-        body["usage"] = usage_json(c.prompt_tokens, tokens);
+        let reasoning = reasoning_tokens(c).map(|r| r.min(tokens));
+        body["usage"] = usage_json(c.prompt_tokens, tokens, reasoning);
     }
     Bytes::from(body.to_string())
 }
@@ -863,12 +873,18 @@ fn object_name(endpoint: Endpoint, chunk: bool) -> &'static str {
     }
 }
 
-fn usage_json(prompt: u32, completion: u32) -> Value {
-    json!({
+/// `reasoning`: the completion's reasoning tokens, reported in
+/// `completion_tokens_details` where given.
+fn usage_json(prompt: u32, completion: u32, reasoning: Option<u32>) -> Value {
+    let mut usage = json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": u64::from(prompt) + u64::from(completion),
-    })
+    });
+    if let Some(r) = reasoning {
+        usage["completion_tokens_details"] = json!({"reasoning_tokens": r});
+    }
+    usage
 }
 
 fn error_json() -> Value {
@@ -882,11 +898,23 @@ fn error_json() -> Value {
 
 /// Chat with `reasoning`: how many leading content events are reasoning.
 fn reasoning_events(c: &Ctx) -> u32 {
-    if c.endpoint == Endpoint::ChatCompletions && c.script().reasoning {
-        c.n_events().saturating_sub(1).min(3)
+    let script = c.script();
+    if c.endpoint == Endpoint::ChatCompletions && script.reasoning {
+        let wanted = match script.reasoning_events {
+            0 => 3,
+            n => n,
+        };
+        c.n_events().saturating_sub(1).min(wanted)
     } else {
         0
     }
+}
+
+/// The reasoning tokens usage reports (`reasoning_usage`): every reasoning
+/// event is whole (never the last event), so `tokens_per_event` each.
+fn reasoning_tokens(c: &Ctx) -> Option<u32> {
+    (c.script().reasoning && c.script().reasoning_usage)
+        .then(|| reasoning_events(c) * c.tokens_per_event())
 }
 
 async fn run_stream(mut t: Tracker, c: Ctx, tx: BodySender) {
@@ -983,15 +1011,20 @@ async fn stream_events(rec: &mut ServedRequest, c: &Ctx, tx: BodySender) -> Resu
         return Ok(()); // dropping the sender ends the body properly
     }
     let sent = w.rec.output_tokens();
-    let usage = (c.include_usage && c.usage()).then_some((c.prompt_tokens, sent));
+    let usage = (c.include_usage && c.usage()).then_some((
+        c.prompt_tokens,
+        sent,
+        reasoning_tokens(c).map(|r| r.min(sent)),
+    ));
     match c.endpoint {
         Endpoint::Completions => {
             w.write(ev.finish(usage), &[]).await?;
         }
         Endpoint::ChatCompletions => {
             w.write(ev.finish(None), &[]).await?;
-            if let Some((prompt, completion)) = usage {
-                w.write(ev.usage(prompt, completion), &[]).await?;
+            if let Some((prompt, completion, reasoning)) = usage {
+                w.write(ev.usage(prompt, completion, reasoning), &[])
+                    .await?;
             }
         }
     }
@@ -1174,9 +1207,9 @@ impl Events {
         ])
     }
 
-    fn finish(&self, usage: Option<(u32, u32)>) -> Bytes {
+    fn finish(&self, usage: Option<(u32, u32, Option<u32>)>) -> Bytes {
         let usage = usage
-            .map(|(p, c)| format!(r#","usage":{}"#, usage_json(p, c)))
+            .map(|(p, c, r)| format!(r#","usage":{}"#, usage_json(p, c, r)))
             .unwrap_or_default();
         match self.endpoint {
             Endpoint::Completions => self.event(&[
@@ -1192,8 +1225,11 @@ impl Events {
         }
     }
 
-    fn usage(&self, prompt: u32, completion: u32) -> Bytes {
-        let usage = format!(r#"],"usage":{}}}"#, usage_json(prompt, completion));
+    fn usage(&self, prompt: u32, completion: u32, reasoning: Option<u32>) -> Bytes {
+        let usage = format!(
+            r#"],"usage":{}}}"#,
+            usage_json(prompt, completion, reasoning)
+        );
         // `head` ends inside `"choices":[`; close it empty.
         let mut s = String::with_capacity(self.head.len() + usage.len() + 4);
         s.push_str(&self.head);

@@ -57,6 +57,7 @@ impl Backend for FakeBackend {
                 at_ns: Instant::now().duration_since(rec.t_send).as_nanos() as u64,
                 text_bytes: 4,
                 token_ids: None,
+                reasoning: false,
             });
         }
         rec.usage.prompt_tokens = Some(req.input_tokens);

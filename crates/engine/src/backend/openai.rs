@@ -30,6 +30,9 @@ use infer_bench_workload::{Prompt, Role};
 pub struct ChunkInfo {
     /// It carries generated output (text, reasoning, tool calls or token ids).
     pub output: bool,
+    /// Its output was reasoning only (`reasoning_content` or `reasoning`,
+    /// no answer text, tool call or token ids).
+    pub reasoning: bool,
     pub text_bytes: u32,
     pub token_ids: Option<u32>,
     pub finished: bool,
@@ -90,6 +93,14 @@ struct UsageWire {
     prompt_tokens: Option<u32>,
     #[serde(default)]
     completion_tokens: Option<u32>,
+    #[serde(default)]
+    completion_tokens_details: Option<DetailsWire>,
+}
+
+#[derive(Deserialize)]
+struct DetailsWire {
+    #[serde(default)]
+    reasoning_tokens: Option<u32>,
 }
 
 fn error_text(v: &serde_json::Value) -> String {
@@ -155,6 +166,7 @@ fn interpret_into(
     info.usage = chunk.usage.map(|u| super::Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
+        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
     });
     let Some(choices) = chunk.choices else {
         return if info.usage.is_some() {
@@ -164,6 +176,8 @@ fn interpret_into(
         };
     };
     let mut reply = reply;
+    // Reasoning text seen, and output of any other kind seen.
+    let (mut thought, mut other) = (false, false);
     for c in &choices {
         let mut texts: [Option<&str>; 5] = [c.text.as_deref(), None, None, None, None];
         for (i, d) in [&c.delta, &c.message].into_iter().enumerate() {
@@ -172,10 +186,20 @@ fn interpret_into(
                 texts[2 + 2 * i] = d.reasoning_content.as_deref().or(d.reasoning.as_deref());
                 if d.tool_calls.is_some() {
                     info.output = true;
+                    other = true;
                 }
             }
         }
-        for s in texts.into_iter().flatten().filter(|s| !s.is_empty()) {
+        for (i, s) in texts.into_iter().enumerate() {
+            let Some(s) = s.filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            // Slots 2 and 4 hold reasoning, the others answer text.
+            if i == 2 || i == 4 {
+                thought = true;
+            } else {
+                other = true;
+            }
             info.output = true;
             info.text_bytes += s.len() as u32;
             if let Some(r) = reply.as_deref_mut() {
@@ -185,6 +209,7 @@ fn interpret_into(
         if let Some(ids) = &c.token_ids {
             if !ids.is_empty() {
                 info.output = true;
+                other = true;
                 info.token_ids = Some(info.token_ids.unwrap_or(0) + ids.len() as u32);
             }
         }
@@ -192,6 +217,7 @@ fn interpret_into(
             info.finished = true;
         }
     }
+    info.reasoning = thought && !other;
     Ok(info)
 }
 
@@ -876,6 +902,7 @@ impl OpenAi {
                     at_ns: now.duration_since(rec.t_send).as_nanos() as u64,
                     text_bytes: info.text_bytes,
                     token_ids: info.token_ids,
+                    reasoning: info.reasoning,
                 });
                 rec.reply = reply;
             }
@@ -909,6 +936,9 @@ fn handle_event(
                 if u.completion_tokens.is_some() {
                     rec.usage.completion_tokens = u.completion_tokens;
                 }
+                if u.reasoning_tokens.is_some() {
+                    rec.usage.reasoning_tokens = u.reasoning_tokens;
+                }
             }
             if info.server_timing.is_some() {
                 rec.server_timing = info.server_timing;
@@ -918,6 +948,7 @@ fn handle_event(
                     at_ns: now.duration_since(rec.t_send).as_nanos() as u64,
                     text_bytes: info.text_bytes,
                     token_ids: info.token_ids,
+                    reasoning: info.reasoning,
                 });
             }
             *finished |= info.finished;
@@ -1259,6 +1290,20 @@ mod tests {
     fn interprets_the_forms_servers_send() {
         let reasoning = br#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#;
         assert!(interpret(reasoning, None).unwrap().output);
+        assert!(interpret(reasoning, None).unwrap().reasoning);
+        let thought = br#"{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}"#;
+        assert!(interpret(thought, None).unwrap().reasoning);
+        // Reasoning and answer in one event is answer: the answer began.
+        let both = br#"{"choices":[{"index":0,"delta":{"reasoning_content":"a","content":"b"}}]}"#;
+        assert!(!interpret(both, None).unwrap().reasoning);
+        let answer = br#"{"choices":[{"index":0,"delta":{"content":"b"}}]}"#;
+        assert!(!interpret(answer, None).unwrap().reasoning);
+        let details = br#"{"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":4}}}"#;
+        let u = interpret(details, None).unwrap().usage.unwrap();
+        assert_eq!(
+            (u.completion_tokens, u.reasoning_tokens),
+            (Some(9), Some(4))
+        );
         let empty = br#"{"choices":[{"index":0,"delta":{"content":""}}]}"#;
         assert!(!interpret(empty, None).unwrap().output);
         let usage_only = br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}"#;

@@ -125,6 +125,10 @@ pub struct Failure {
 pub struct Usage {
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
+    /// Of the completion, the reasoning tokens
+    /// (`completion_tokens_details.reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
 }
 
 // The server's timings and where output counts came from are written to
@@ -138,6 +142,8 @@ pub struct OutputEvent {
     pub at_ns: u64,
     pub text_bytes: u32,
     pub token_ids: Option<u32>,
+    /// It carried reasoning only (no answer text).
+    pub reasoning: bool,
 }
 
 /// One request, start to end.
@@ -234,6 +240,46 @@ impl RequestRecord {
         (self.events.len() as u32, TokenSource::Events)
     }
 
+    /// The reasoning tokens, where the request reasoned (a reasoning event
+    /// came, or usage counted reasoning tokens): usage's count where the
+    /// server gave one, else the tokens of its reasoning events (counted as
+    /// `tokens_per_event` spreads them), with its source. Never more than
+    /// the output.
+    pub fn reasoning_tokens(&self) -> Option<(u32, TokenSource)> {
+        let (output, source) = self.output_tokens();
+        if let Some(n) = self.usage.reasoning_tokens.filter(|n| *n > 0) {
+            return Some((n.min(output), TokenSource::Usage));
+        }
+        if !self.events.iter().any(|e| e.reasoning) {
+            return None;
+        }
+        let per_event = self.tokens_per_event();
+        let n = self
+            .events
+            .iter()
+            .zip(per_event)
+            .filter(|(e, _)| e.reasoning)
+            .map(|(_, k)| k)
+            .sum::<u32>();
+        let source = match source {
+            TokenSource::TokenIds => TokenSource::TokenIds,
+            _ => TokenSource::Events,
+        };
+        Some((n.min(output), source))
+    }
+
+    /// When the first reasoning event and the first answer event came (ns
+    /// after `t_send`), where they did.
+    pub fn first_reasoning_and_answer(&self) -> (Option<u64>, Option<u64>) {
+        let first = |reasoning: bool| {
+            self.events
+                .iter()
+                .find(|e| e.reasoning == reasoning)
+                .map(|e| e.at_ns)
+        };
+        (first(true), first(false))
+    }
+
     /// Tokens per output event: exact from token ids; one each when the
     /// counts agree; otherwise spread in proportion to each event's text
     /// (an approximation, documented in METRICS.md).
@@ -289,6 +335,7 @@ mod tests {
                 at_ns: i as u64,
                 text_bytes: *b,
                 token_ids: *t,
+                reasoning: false,
             })
             .collect();
         r.usage.completion_tokens = usage;

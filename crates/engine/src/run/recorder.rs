@@ -46,10 +46,16 @@ pub enum Series {
     /// for the engine to stamp them, from the run's probe (`probe.rs`), not
     /// from requests.
     ReadDelay,
+    /// From the scheduled instant to the first reasoning event (µs), for
+    /// requests that reasoned.
+    TtftReasoning,
+    /// From the scheduled instant to the first answer event (µs), for
+    /// requests that reasoned (otherwise it is TTFT).
+    TtftAnswer,
 }
 
 impl Series {
-    pub const ALL: [Series; 14] = [
+    pub const ALL: [Series; 16] = [
         Series::Ttft,
         Series::TtftFromSend,
         Series::Tpot,
@@ -64,6 +70,8 @@ impl Series {
         Series::RequestedOutput,
         Series::Connect,
         Series::ReadDelay,
+        Series::TtftReasoning,
+        Series::TtftAnswer,
     ];
 
     /// The metric this series records, where it is one.
@@ -82,7 +90,9 @@ impl Series {
             | Series::RequestedInput
             | Series::RequestedOutput
             | Series::Connect
-            | Series::ReadDelay => return None,
+            | Series::ReadDelay
+            | Series::TtftReasoning
+            | Series::TtftAnswer => return None,
         })
     }
 
@@ -95,6 +105,8 @@ impl Series {
             Series::RequestedOutput => "requested_output",
             Series::Connect => "connect",
             Series::ReadDelay => "read_delay",
+            Series::TtftReasoning => "ttft_reasoning",
+            Series::TtftAnswer => "ttft_answer",
             s => s.metric().expect("the other series are metrics").name(),
         }
     }
@@ -105,7 +117,11 @@ impl Series {
             Some(m) => m.kind() == Kind::Latency,
             None => matches!(
                 self,
-                Series::QueueWait | Series::Connect | Series::ReadDelay
+                Series::QueueWait
+                    | Series::Connect
+                    | Series::ReadDelay
+                    | Series::TtftReasoning
+                    | Series::TtftAnswer
             ),
         }
     }
@@ -157,6 +173,10 @@ pub struct Tally {
     input_total: u64,
     output_total: u64,
     sources: BTreeMap<String, u64>,
+    /// Reasoning tokens of successful requests, and the requests that
+    /// reasoned by the source of their count.
+    reasoning_total: u64,
+    reasoning_sources: BTreeMap<String, u64>,
     requested_input_sum: u64,
     requested_output_sum: u64,
     reported_input_sum: u64,
@@ -197,6 +217,10 @@ struct Derived {
     input: u32,
     output: u32,
     source: TokenSource,
+    /// Where the request reasoned: its reasoning tokens and their source.
+    reasoning: Option<(u32, TokenSource)>,
+    ttft_reasoning: Option<u64>,
+    ttft_answer: Option<u64>,
     good: bool,
 }
 
@@ -219,6 +243,9 @@ fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput, connect_in_latency
         input,
         output,
         source,
+        reasoning: None,
+        ttft_reasoning: None,
+        ttft_answer: None,
         good: false,
     };
     if !r.ok() || r.events.is_empty() {
@@ -232,6 +259,13 @@ fn derive(r: &RequestRecord, stream: bool, goodput: &Goodput, connect_in_latency
     if stream {
         d.ttft = Some(send_offset + first);
         d.ttft_send = Some(first);
+        d.reasoning = r.reasoning_tokens();
+        if d.reasoning.is_some() {
+            let (reasoning, answer) = r.first_reasoning_and_answer();
+            let at = |t: u64| send_offset + t.saturating_sub(connect);
+            d.ttft_reasoning = reasoning.map(at);
+            d.ttft_answer = answer.map(at);
+        }
         if output >= 2 {
             d.tpot = Some((last - first) / (output as u64 - 1));
         }
@@ -296,6 +330,8 @@ impl Tally {
             (Series::Ttft, d.ttft),
             (Series::TtftFromSend, d.ttft_send),
             (Series::Tpot, d.tpot),
+            (Series::TtftReasoning, d.ttft_reasoning),
+            (Series::TtftAnswer, d.ttft_answer),
         ] {
             if let Some(v) = v {
                 rec_us(&mut self.hists[series], v);
@@ -315,6 +351,13 @@ impl Tally {
         self.input_total += d.input as u64;
         self.output_total += d.output as u64;
         *self.sources.entry(d.source.name().to_string()).or_default() += 1;
+        if let Some((n, source)) = d.reasoning {
+            self.reasoning_total += n as u64;
+            *self
+                .reasoning_sources
+                .entry(source.name().to_string())
+                .or_default() += 1;
+        }
         if let Some(p) = r.usage.prompt_tokens {
             self.reported_input_sum += p as u64;
             self.reported_input_n += 1;
@@ -352,6 +395,8 @@ impl Tally {
         counts(&mut self.http_status, &o.http_status);
         examples(&mut self.http_status_examples, &o.http_status_examples);
         counts(&mut self.sources, &o.sources);
+        counts(&mut self.reasoning_sources, &o.reasoning_sources);
+        add(&mut self.reasoning_total, o.reasoning_total);
         add(&mut self.good, o.good);
         add(&mut self.good_output_total, o.good_output_total);
         add(&mut self.input_total, o.input_total);
@@ -388,6 +433,7 @@ impl Tally {
                 output_tokens: self.output_total,
                 good_output_tokens: self.good_output_total,
                 in_flight_ns: self.in_flight_ns.min(u64::MAX as u128) as u64,
+                reasoning_tokens: self.reasoning_total,
             },
         }
     }
@@ -398,6 +444,7 @@ impl Tally {
         let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
         let n = self.counts.succeeded.saturating_add(self.counts.failed);
         let basis = self.rate_basis();
+        let reasoned = !self.reasoning_sources.is_empty();
         let latency_ms = Series::latencies()
             .filter(|s| !self.hists[*s].is_empty())
             .map(|s| (s.name().to_string(), Summary::of(&self.hists[s], 1000.0)))
@@ -424,6 +471,10 @@ impl Tally {
                 input: Summary::of(&self.hists[Series::InputTokens], 1.0),
                 output: Summary::of(&self.hists[Series::OutputTokens], 1.0),
                 output_source: self.sources.clone(),
+                reasoning_total: reasoned.then_some(self.reasoning_total),
+                answer_total: reasoned
+                    .then(|| self.output_total.saturating_sub(self.reasoning_total)),
+                reasoning_source: self.reasoning_sources.clone(),
                 requested_input_mean: if self.counts.sent > 0 {
                     self.requested_input_sum as f64 / self.counts.sent as f64
                 } else {
@@ -444,6 +495,9 @@ impl Tally {
             request_throughput: per_s(basis.requests as f64),
             input_tokens_per_s: per_s(basis.input_tokens as f64),
             output_tokens_per_s: per_s(basis.output_tokens as f64),
+            reasoning_tokens_per_s: reasoned.then(|| per_s(basis.reasoning_tokens as f64)),
+            answer_tokens_per_s: reasoned
+                .then(|| per_s(basis.output_tokens.saturating_sub(basis.reasoning_tokens) as f64)),
             total_tokens_per_s: per_s(basis.input_tokens as f64 + basis.output_tokens as f64),
             goodput: per_s(basis.good as f64),
             goodput_ratio: if n > 0 {
@@ -571,6 +625,8 @@ impl Tally {
             input_total: self.input_total,
             output_total: self.output_total,
             output_source: self.sources.clone(),
+            reasoning_total: self.reasoning_total,
+            reasoning_source: self.reasoning_sources.clone(),
             requested_input_sum: self.requested_input_sum,
             requested_output_sum: self.requested_output_sum,
             reported_input_sum: self.reported_input_sum,
@@ -608,6 +664,8 @@ impl Tally {
             input_total: d.input_total,
             output_total: d.output_total,
             sources: d.output_source.clone(),
+            reasoning_total: d.reasoning_total,
+            reasoning_sources: d.reasoning_source.clone(),
             requested_input_sum: d.requested_input_sum,
             requested_output_sum: d.requested_output_sum,
             reported_input_sum: d.reported_input_sum,
@@ -902,13 +960,20 @@ impl Recorder {
         match (r.events.first(), r.events.last()) {
             (Some(f), Some(l)) if inside(at(f)) && inside(at(l)) => {
                 w.output_tokens += d.output as u64;
+                w.reasoning_tokens += d.reasoning.map_or(0, |(n, _)| n as u64);
             }
             (Some(f), Some(l)) if at(l) < start || end.is_some_and(|e| at(f) >= e) => {}
             _ => {
+                // Reasoning tokens by their events' arrival, as counted
+                // from events (a count from usage is not placed in time).
                 let per_event = r.tokens_per_event();
+                let reasoned = d.reasoning.is_some();
                 for (e, k) in r.events.iter().zip(per_event) {
                     if inside(at(e)) {
                         w.output_tokens += k as u64;
+                        if reasoned && e.reasoning {
+                            w.reasoning_tokens += k as u64;
+                        }
                     }
                 }
             }
@@ -1186,6 +1251,7 @@ mod tests {
                 at_ns: ms * 1_000_000,
                 text_bytes: 4,
                 token_ids: None,
+                reasoning: false,
             })
             .collect();
         r.t_done = r.t_send + Duration::from_millis(*events_ms.last().unwrap_or(&0));
@@ -1225,6 +1291,8 @@ mod tests {
                 "requested_output",
                 "connect",
                 "read_delay",
+                "ttft_reasoning",
+                "ttft_answer",
             ]
         );
     }

@@ -126,6 +126,10 @@ pub(super) fn request_line(
     let send_ns = r.t_send.saturating_duration_since(r.t_sched).as_nanos() as u64;
     let (first, last) = (r.events.first(), r.events.last());
     let (out, source) = r.output_tokens();
+    let reasoning = r.reasoning_tokens();
+    let first_answer = reasoning
+        .and_then(|_| r.first_reasoning_and_answer().1)
+        .filter(|_| r.ok());
     let line = RequestLine {
         connect_ms: Some(r.connect_ns as f64 / 1e6),
         dispatch_lag_ms: ms(r.t_slot, r.t_send),
@@ -146,6 +150,7 @@ pub(super) fn request_line(
         output_tokens_requested: r.requested_output,
         point: point.to_string(),
         queue_ms: ms(r.t_sched, r.t_slot),
+        reasoning_tokens: reasoning.map(|(n, _)| n),
         resends: Some(r.retries),
         response_id: r.response_id.clone(),
         run: r.run,
@@ -161,6 +166,7 @@ pub(super) fn request_line(
             }
             _ => None,
         },
+        ttft_answer_ms: first_answer.map(|at| at.saturating_sub(connect) as f64 / 1e6 + send_ms),
         ttft_from_send_ms: first.map(event_ms),
         ttft_ms: first.map(|e| event_ms(e) + send_ms),
         turn: r.turn,
@@ -187,6 +193,7 @@ mod tests {
                 at_ns,
                 text_bytes: 4,
                 token_ids: None,
+                reasoning: false,
             });
         }
         r.t_done = r.t_send + Duration::from_nanos(44_100_000);

@@ -426,6 +426,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                         at_ns: now - f.send_ns,
                         text_bytes: request::text_bytes(m, id + f.generated as u64),
                         token_ids: None,
+                        reasoning: false,
                     });
                 }
                 f.generated += m;
@@ -464,6 +465,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 at_ns: now - f.send_ns,
                 text_bytes: request::text_bytes(f.generated, id),
                 token_ids: None,
+                reasoning: false,
             });
         }
         if f.conversation.is_some() && f.rec.ok() {

@@ -143,6 +143,10 @@ pub fn render(sources: &[Source]) -> String {
     if !ramps.is_empty() {
         h.push_str("<a href=\"#ramps\">Ramp steps</a>");
     }
+    let searches = crate::capacity::html(sources);
+    if !searches.is_empty() {
+        h.push_str("<a href=\"#capacity-search\">Capacity searches</a>");
+    }
     h.push_str("<a href=\"#pareto\">Pareto</a><a href=\"#latency\">Latency percentiles</a>");
     let tele = telemetry_charts(&a, sources);
     if !tele.is_empty() {
@@ -158,7 +162,7 @@ pub fn render(sources: &[Source]) -> String {
         sweep_section(&mut h, &a, sources, k);
     }
     ramp_section(&mut h, &a, sources, &ramps);
-    h.push_str(&crate::capacity::html(sources));
+    h.push_str(&searches);
     pareto_section(&mut h, &a, sources);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {
