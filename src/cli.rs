@@ -20,13 +20,14 @@ Exit codes:
 
 const SELF_BENCH_HELP: &str = "\
 A row passes when every request succeeded, the client's ITL (p50 and p99)
-is within 1 ms of the script (1% of it above 100 ms), it stamped each first
-token within that of the server's write (its log joined with the server's
-by response id, on the wall clock both share), the server wrote first
-tokens within that of its script, and the client's dispatch lag p99 is
-under 1 ms; the idle check when the process uses under
-0.5% of a core at 1 request/s; the floor check when the client's CPU per
-event is within 1.3x the minimal client's. A row whose client was within
+is within 1 ms of what the server wrote (1% of it above 100 ms) and the
+server's within 1 ms of the script, the client stamped each first token
+within that of the server's write (its log joined with the server's by
+response id, on the wall clock both share), the server wrote first tokens
+within that of its script, and the client's dispatch lag p99 is under
+1 ms; the idle check when the process uses under 0.5% of a core at
+1 request/s; the floor check when the client's CPU per event is within
+1.3x the minimal client's (in a full run, the median of five pairs' ratios). A row whose client was within
 tolerance of what the server wrote, while the server fell behind its own
 script, reads `server late`: the load was not the one asked for, so it is
 not a pass. In a ladder (streams, rate) the first load that fails above
