@@ -15,15 +15,8 @@ use infer_bench::run::engine::{Interrupt, Live, RunEnv, Sink, run_once};
 use infer_bench::run::point::Connections;
 use infer_bench::workload::Material;
 use infer_bench_testkit::proxy::CountingProxy;
+use infer_bench_testkit::runtime;
 use infer_bench_testkit::scripted::{Script, ScriptedServer};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// A spec with one openai target at `url`.
 fn spec(url: &str, load: &str) -> String {

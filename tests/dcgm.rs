@@ -14,6 +14,7 @@ use std::time::Duration;
 use infer_bench::plan::Plan;
 use infer_bench::sim::server::SimServer;
 use infer_bench_testkit::dcgm::{Answer, DcgmExporter, FakeGpu, exposition};
+use infer_bench_testkit::runtime;
 use serde_json::Value;
 
 const MODEL_AND_LOAD: &str = r#"
@@ -75,14 +76,6 @@ fn external_sim(dir: &Path) -> SimServer {
     let spec = infer_bench::spec::load(&spec).unwrap();
     let plan = Plan::build(&spec).unwrap();
     SimServer::start(&plan.points[0].config).unwrap()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// The scrape at which the energy counter resets (a driver reload).

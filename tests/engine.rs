@@ -7,18 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use infer_bench_testkit::runtime;
 use infer_bench_testkit::scripted::{Fault, Script, ScriptedServer};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infer-bench"))
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// A spec with one openai target per (name, base_url).

@@ -11,17 +11,10 @@ use std::time::{Duration, Instant};
 
 use infer_bench_testkit::hostile::{HostileServer, Hostility, STATUS_CYCLE};
 use infer_bench_testkit::reset::{ResetServer, Resets};
+use infer_bench_testkit::runtime;
 
 /// The most a run against an endless server may cost, in RSS.
 const RSS_BOUND_KB: i64 = 64 * 1024;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// A spec with one openai target at `url`.
 fn spec(url: &str, load: &str) -> String {

@@ -206,7 +206,7 @@ kind = "openai"
 launch = {{ command = ["/nonexistent/llama-server", "--port", "{{port}}"] }}
 [targets.sleepy]
 kind = "openai"
-launch = {{ command = ["sleep", "30"], startup_timeout = "2s", stop_grace = "1s" }}
+launch = {{ command = ["sleep", "30.25"], startup_timeout = "2s", stop_grace = "1s" }}
 [targets.dies]
 kind = "openai"
 launch = {{ command = ["timeout", "--signal=KILL", "1.5", "{server}", "-m", "{model}", "--port", "{{port}}", "-np", "2", "-t", "1"] }}
@@ -302,7 +302,9 @@ concurrency = [1, 2]
         "a llama-server is still running"
     );
     assert!(
-        processes_with("sleep 30").is_empty(),
+        // An argument no other process has: `sleep 300` elsewhere on the
+        // machine would match "sleep 30".
+        processes_with("sleep 30.25").is_empty(),
         "the never-ready server was stopped"
     );
 }

@@ -7,16 +7,9 @@
 use std::process::Command;
 use std::time::Duration;
 
+use infer_bench_testkit::runtime;
 use infer_bench_testkit::scripted::{Script, ScriptedServer};
 use serde_json::Value;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// Requests measured per run (sent one at a time, so the server's delays
 /// are the latencies).

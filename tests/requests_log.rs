@@ -7,15 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use infer_bench_testkit::runtime;
 use infer_bench_testkit::scripted::{Script, ScriptedServer};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn unix_ns() -> u64 {
     SystemTime::now()

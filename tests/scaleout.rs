@@ -8,18 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
+use infer_bench_testkit::runtime;
 use infer_bench_testkit::scripted::{Script, ScriptedServer};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infer-bench"))
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn read(dir: &Path) -> serde_json::Value {

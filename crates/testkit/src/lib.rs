@@ -16,3 +16,13 @@ pub mod proxy;
 pub mod reset;
 pub mod scripted;
 pub mod timing;
+
+/// The runtime a test drives the engine and its servers on: two workers,
+/// as on the 2-core machines the suite runs on, timers and I/O enabled.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the test")
+}
