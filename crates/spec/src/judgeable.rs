@@ -48,10 +48,17 @@ pub fn warnings(spec: &Spec, plan: &Plan) -> Vec<String> {
         out.push(format!(
             "{} cannot be judged against a baseline as written: one run of {duration} gives {windows} window(s) of {window}, and `[regression] min_runs` asks for {need} replicates a side\n  hint: set `[load] runs = {need}` (runs are the stronger evidence), or a `[load] window` of at most {}",
             name(&few_windows.iter().map(|x| x.0).collect::<Vec<_>>()),
-            crate::Duration::from_nanos(duration.as_nanos() / need),
+            at_most_ms(duration.as_nanos() / need),
         ));
     }
     out
+}
+
+/// A duration rounded down to whole milliseconds (where it is one or
+/// more), as a user would write it: `1333ms`, not `1333333333ns`.
+fn at_most_ms(nanos: u64) -> crate::Duration {
+    const MS: u64 = 1_000_000;
+    crate::Duration::from_nanos(if nanos >= MS { nanos / MS * MS } else { nanos })
 }
 
 /// "point a", "3 points (a, b, c)", "8 points (a, b, c, ...)".
@@ -93,6 +100,10 @@ mod tests {
             w[0]
         );
         assert!(w[0].contains("`[load] runs = 3`"), "{}", w[0]);
+        // 5s over 3 windows, as a user would write it.
+        assert!(w[0].contains("a `[load] window` of at most 1666ms"), "{}", w[0]);
+        // And the window it names is one that then judges.
+        assert!(check("duration = \"5s\"\nwindow = \"1666ms\"").is_empty());
     }
 
     #[test]
