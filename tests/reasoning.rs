@@ -22,6 +22,14 @@ const OUTPUT: u64 = 16;
 /// returns the point's merged statistics, the request log's measured
 /// lines and the terminal summary.
 fn run(script: Script) -> (Value, Vec<Value>, String) {
+    let (point, lines, summary, code) = run_with(script, "");
+    assert_eq!(code, Some(0), "{summary}");
+    (point["merged"].clone(), lines, summary)
+}
+
+/// As [`run`], with `extra` appended to the spec; returns the whole point,
+/// the request log's measured lines, stdout and stderr, and the exit code.
+fn run_with(script: Script, extra: &str) -> (Value, Vec<Value>, String, Option<i32>) {
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(script)).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -29,7 +37,7 @@ fn run(script: Script) -> (Value, Vec<Value>, String) {
         "name = \"reasoning\"\nseed = 5\n\n[targets.s]\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
          [models.m]\nserved_name = \"scripted-model\"\n\n\
          [workloads.w]\napi = \"chat\"\ninput_tokens = 8\noutput_tokens = {OUTPUT}\n\n\
-         [load]\nconcurrency = 1\nrequests = {REQUESTS}\n",
+         [load]\nconcurrency = 1\nrequests = {REQUESTS}\n{extra}",
         server.base_url()
     );
     let path = dir.path().join("spec.toml");
@@ -42,17 +50,12 @@ fn run(script: Script) -> (Value, Vec<Value>, String) {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(
-        status.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
     rt.block_on(server.wait_idle());
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["version"], 4);
-    let merged = results["points"][0]["merged"].clone();
+    let point = results["points"][0].clone();
+    let merged = &point["merged"];
     assert_eq!(merged["requests"]["succeeded"], REQUESTS, "{merged}");
     let lines = std::fs::read_to_string(out.join("requests.jsonl"))
         .unwrap()
@@ -60,7 +63,12 @@ fn run(script: Script) -> (Value, Vec<Value>, String) {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|l| l["warmup"] == false)
         .collect();
-    (merged, lines, String::from_utf8(status.stdout).unwrap())
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&status.stdout),
+        String::from_utf8_lossy(&status.stderr)
+    );
+    (point, lines, text, status.status.code())
 }
 
 fn reasoning_script(reasoning_usage: bool, tokens_per_event: u32) -> Script {
@@ -184,4 +192,54 @@ fn a_server_without_reasoning_leaves_the_fields_out() {
         assert!(l.get("reasoning_tokens").is_none(), "{l}");
         assert!(l.get("ttft_answer_ms").is_none(), "{l}");
     }
+}
+
+/// The SLO results of a point, by expression.
+fn slo(point: &Value, expr: &str) -> Value {
+    point["slo"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["expr"] == expr)
+        .unwrap_or_else(|| panic!("no SLO `{expr}`: {point}"))
+        .clone()
+}
+
+#[test]
+fn slos_gate_the_first_answer_token() {
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
+    // Reasoning from 50 ms, five events 10 ms apart: the answer starts at
+    // 100 ms. A user waits for the answer, so that is what is gated.
+    let (point, _, text, code) = run_with(
+        reasoning_script(true, 1),
+        "\n[slo]\nttft_reasoning = \"mean < 80ms\"\nttft_answer = [\"mean < 150ms\", \"mean < 90ms\"]\n",
+    );
+    assert_eq!(code, Some(1), "an SLO failed: {text}");
+    let reasoning = slo(&point, "mean < 80ms");
+    assert_eq!(reasoning["metric"], "ttft_reasoning");
+    assert_eq!(reasoning["pass"], true, "{reasoning}");
+    let loose = slo(&point, "mean < 150ms");
+    assert_eq!(loose["metric"], "ttft_answer");
+    assert_eq!(loose["pass"], true, "{loose}");
+    let answer = f(&loose["value"]);
+    assert!((100.0..110.0).contains(&answer), "{loose}");
+    let tight = slo(&point, "mean < 90ms");
+    assert_eq!(tight["pass"], false, "{tight}");
+    assert_eq!(point["slo_pass"], false);
+}
+
+#[test]
+fn an_answer_slo_on_a_server_that_does_not_reason_fails_for_want_of_data() {
+    let (point, _, text, code) = run_with(
+        Script {
+            ttft: Duration::from_millis(5),
+            itl: Duration::from_millis(1),
+            ..Script::default()
+        },
+        "\n[slo]\nttft_answer = \"mean < 1s\"\n",
+    );
+    assert_eq!(code, Some(1), "{text}");
+    let gate = slo(&point, "mean < 1s");
+    assert_eq!(gate["pass"], false, "{gate}");
+    assert_eq!(gate["note"], "no data", "{gate}");
 }

@@ -34,6 +34,12 @@ pub enum Kind {
 pub enum Metric {
     Ttft,
     TtftFromSend,
+    /// Time to the first reasoning token (`reasoning_content`), where the
+    /// server reasons.
+    TtftReasoning,
+    /// Time to the first answer token after reasoning, where the server
+    /// reasons.
+    TtftAnswer,
     Tpot,
     Itl,
     ItlToken,
@@ -56,6 +62,8 @@ impl Metric {
     pub const ALL: &'static [Metric] = &[
         Metric::Ttft,
         Metric::TtftFromSend,
+        Metric::TtftReasoning,
+        Metric::TtftAnswer,
         Metric::Tpot,
         Metric::Itl,
         Metric::ItlToken,
@@ -85,12 +93,16 @@ impl Metric {
         Metric::DispatchLag,
         Metric::InputTokens,
         Metric::OutputTokens,
+        Metric::TtftReasoning,
+        Metric::TtftAnswer,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             Metric::Ttft => "ttft",
             Metric::TtftFromSend => "ttft_from_send",
+            Metric::TtftReasoning => "ttft_reasoning",
+            Metric::TtftAnswer => "ttft_answer",
             Metric::Tpot => "tpot",
             Metric::Itl => "itl",
             Metric::ItlToken => "itl_token",
@@ -114,6 +126,8 @@ impl Metric {
         match self {
             Metric::Ttft
             | Metric::TtftFromSend
+            | Metric::TtftReasoning
+            | Metric::TtftAnswer
             | Metric::Tpot
             | Metric::Itl
             | Metric::ItlToken

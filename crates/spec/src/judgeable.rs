@@ -101,7 +101,11 @@ mod tests {
         );
         assert!(w[0].contains("`[load] runs = 3`"), "{}", w[0]);
         // 5s over 3 windows, as a user would write it.
-        assert!(w[0].contains("a `[load] window` of at most 1666ms"), "{}", w[0]);
+        assert!(
+            w[0].contains("a `[load] window` of at most 1666ms"),
+            "{}",
+            w[0]
+        );
         // And the window it names is one that then judges.
         assert!(check("duration = \"5s\"\nwindow = \"1666ms\"").is_empty());
     }

@@ -889,6 +889,8 @@ pub fn slo_metric_names() -> Vec<&'static str> {
     vec![
         "ttft",
         "ttft_from_send",
+        "ttft_reasoning",
+        "ttft_answer",
         "tpot",
         "itl",
         "itl_token",

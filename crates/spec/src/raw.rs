@@ -783,6 +783,13 @@ pub struct RawSlo {
     pub ttft: Option<OneOrMany<SloExpr>>,
     #[serde(default)]
     pub ttft_from_send: Option<OneOrMany<SloExpr>>,
+    /// Time to the first reasoning token, where the server reasons.
+    #[serde(default)]
+    pub ttft_reasoning: Option<OneOrMany<SloExpr>>,
+    /// Time to the first answer token after reasoning, where the server
+    /// reasons: what a user of a reasoning model waits for.
+    #[serde(default)]
+    pub ttft_answer: Option<OneOrMany<SloExpr>>,
     #[serde(default)]
     pub tpot: Option<OneOrMany<SloExpr>>,
     #[serde(default)]

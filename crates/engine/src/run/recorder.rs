@@ -86,13 +86,13 @@ impl Series {
             Series::DispatchLag => Metric::DispatchLag,
             Series::InputTokens => Metric::InputTokens,
             Series::OutputTokens => Metric::OutputTokens,
+            Series::TtftReasoning => Metric::TtftReasoning,
+            Series::TtftAnswer => Metric::TtftAnswer,
             Series::QueueWait
             | Series::RequestedInput
             | Series::RequestedOutput
             | Series::Connect
-            | Series::ReadDelay
-            | Series::TtftReasoning
-            | Series::TtftAnswer => return None,
+            | Series::ReadDelay => return None,
         })
     }
 
@@ -105,8 +105,6 @@ impl Series {
             Series::RequestedOutput => "requested_output",
             Series::Connect => "connect",
             Series::ReadDelay => "read_delay",
-            Series::TtftReasoning => "ttft_reasoning",
-            Series::TtftAnswer => "ttft_answer",
             s => s.metric().expect("the other series are metrics").name(),
         }
     }
@@ -117,11 +115,7 @@ impl Series {
             Some(m) => m.kind() == Kind::Latency,
             None => matches!(
                 self,
-                Series::QueueWait
-                    | Series::Connect
-                    | Series::ReadDelay
-                    | Series::TtftReasoning
-                    | Series::TtftAnswer
+                Series::QueueWait | Series::Connect | Series::ReadDelay
             ),
         }
     }

@@ -12,6 +12,8 @@ impl Cx<'_> {
         let fields = [
             (Metric::Ttft, s.ttft),
             (Metric::TtftFromSend, s.ttft_from_send),
+            (Metric::TtftReasoning, s.ttft_reasoning),
+            (Metric::TtftAnswer, s.ttft_answer),
             (Metric::Tpot, s.tpot),
             (Metric::Itl, s.itl),
             (Metric::ItlToken, s.itl_token),
