@@ -22,14 +22,27 @@ const OUTPUT: u64 = 16;
 /// returns the point's merged statistics, the request log's measured
 /// lines and the terminal summary.
 fn run(script: Script) -> (Value, Vec<Value>, String) {
-    let (point, lines, summary, code) = run_with(script, "");
-    assert_eq!(code, Some(0), "{summary}");
-    (point["merged"].clone(), lines, summary)
+    let ran = run_with(script, "");
+    assert_eq!(ran.code, Some(0), "{}", ran.text);
+    (ran.point["merged"].clone(), ran.lines, ran.text)
 }
 
-/// As [`run`], with `extra` appended to the spec; returns the whole point,
-/// the request log's measured lines, stdout and stderr, and the exit code.
-fn run_with(script: Script, extra: &str) -> (Value, Vec<Value>, String, Option<i32>) {
+/// What [`run_with`] found.
+struct Ran {
+    /// The point, as results.json has it.
+    point: Value,
+    /// The request log's measured lines.
+    lines: Vec<Value>,
+    /// stdout and stderr.
+    text: String,
+    code: Option<i32>,
+    /// The Markdown and HTML reports of the results.
+    markdown: String,
+    html: String,
+}
+
+/// As [`run`], with `extra` appended to the spec.
+fn run_with(script: Script, extra: &str) -> Ran {
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(script)).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -68,7 +81,23 @@ fn run_with(script: Script, extra: &str) -> (Value, Vec<Value>, String, Option<i
         String::from_utf8_lossy(&status.stdout),
         String::from_utf8_lossy(&status.stderr)
     );
-    (point, lines, text, status.status.code())
+    let report = |format: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+            .args(["report", "--format", format])
+            .arg(out.join("results.json"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    Ran {
+        point,
+        lines,
+        text,
+        code: status.status.code(),
+        markdown: report("md"),
+        html: report("html"),
+    }
 }
 
 fn reasoning_script(reasoning_usage: bool, tokens_per_event: u32) -> Script {
@@ -143,8 +172,10 @@ fn reasoning_counted_from_usage_and_timed_apart() {
     let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     // Two tokens an event: five reasoning events are ten tokens, as usage's
     // `completion_tokens_details` says.
-    let (merged, lines, summary) = run(reasoning_script(true, 2));
-    check(&merged, &lines, 10, "usage");
+    let ran = run_with(reasoning_script(true, 2), "");
+    assert_eq!(ran.code, Some(0), "{}", ran.text);
+    let (merged, lines, summary) = (&ran.point["merged"], &ran.lines, &ran.text);
+    check(merged, lines, 10, "usage");
     // The summary's reasoning table: the point's two totals, side by side.
     let table = summary
         .split("reasoning and answer")
@@ -157,6 +188,23 @@ fn reasoning_counted_from_usage_and_timed_apart() {
         .split_whitespace()
         .collect();
     assert_eq!(row[1..3], ["60", "36"], "{summary}");
+    // The reports carry the same table: Markdown's row of the point, and
+    // HTML's section, linked from its nav.
+    let md_row = ran
+        .markdown
+        .split("## Reasoning and answer")
+        .nth(1)
+        .and_then(|t| t.lines().find(|l| l.contains("c1")))
+        .unwrap_or_else(|| panic!("no reasoning table:\n{}", ran.markdown));
+    let cells: Vec<&str> = md_row.split('|').map(str::trim).collect();
+    assert_eq!(cells[2..5], ["60", "36", "usage"], "{md_row}");
+    assert!(ran.html.contains("href=\"#reasoning-answer\""));
+    let section = ran
+        .html
+        .split("<section id=\"reasoning-answer\">")
+        .nth(1)
+        .expect("the HTML section");
+    assert!(section.contains("<td>60</td><td>36</td>"), "{section}");
 }
 
 #[test]
@@ -210,7 +258,9 @@ fn slos_gate_the_first_answer_token() {
     let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     // Reasoning from 50 ms, five events 10 ms apart: the answer starts at
     // 100 ms. A user waits for the answer, so that is what is gated.
-    let (point, _, text, code) = run_with(
+    let Ran {
+        point, text, code, ..
+    } = run_with(
         reasoning_script(true, 1),
         "\n[slo]\nttft_reasoning = \"mean < 80ms\"\nttft_answer = [\"mean < 150ms\", \"mean < 90ms\"]\n",
     );
@@ -230,7 +280,14 @@ fn slos_gate_the_first_answer_token() {
 
 #[test]
 fn an_answer_slo_on_a_server_that_does_not_reason_fails_for_want_of_data() {
-    let (point, _, text, code) = run_with(
+    let Ran {
+        point,
+        text,
+        code,
+        markdown,
+        html,
+        ..
+    } = run_with(
         Script {
             ttft: Duration::from_millis(5),
             itl: Duration::from_millis(1),
@@ -238,6 +295,9 @@ fn an_answer_slo_on_a_server_that_does_not_reason_fails_for_want_of_data() {
         },
         "\n[slo]\nttft_answer = \"mean < 1s\"\n",
     );
+    // Nothing reasoned: the reports have no reasoning section.
+    assert!(!markdown.contains("## Reasoning and answer"), "{markdown}");
+    assert!(!html.contains("reasoning-answer"));
     assert_eq!(code, Some(1), "{text}");
     let gate = slo(&point, "mean < 1s");
     assert_eq!(gate["pass"], false, "{gate}");

@@ -66,46 +66,23 @@ pub fn mix_table(r: &Results, look: crate::term::Look) -> Option<String> {
 /// (`reasoning_content` deltas, or usage's reasoning tokens); `None`
 /// otherwise.
 pub fn reasoning_table(r: &Results, look: crate::term::Look) -> Option<String> {
-    let mut t = Table::new(&[
-        ("point", Align::Left),
-        ("reasoning tok", Align::Right),
-        ("answer tok", Align::Right),
-        ("counted from", Align::Left),
-        ("1st reasoning p50", Align::Right),
-        ("1st answer p50", Align::Right),
-        ("1st answer p99", Align::Right),
-        ("reasoning tok/s", Align::Right),
-        ("answer tok/s", Align::Right),
-    ]);
+    let mut columns = vec![("point", Align::Left)];
+    columns.extend(crate::report::REASONING_COLUMNS.iter().map(|&c| {
+        let align = if c == "counted from" {
+            Align::Left
+        } else {
+            Align::Right
+        };
+        (c, align)
+    }));
+    let mut t = Table::new(&columns);
     for p in &r.points {
-        let s = &p.merged;
-        let (Some(reasoning), Some(answer)) = (s.tokens.reasoning_total, s.tokens.answer_total)
-        else {
+        let Some(cells) = crate::report::reasoning_cells(p) else {
             continue;
         };
-        let l = |k: &str, p99: bool| {
-            num(
-                s.latency_ms.get(k).map(|x| if p99 { x.p99 } else { x.p50 }),
-                1,
-            )
-        };
-        let sources: Vec<&str> = s
-            .tokens
-            .reasoning_source
-            .keys()
-            .map(String::as_str)
-            .collect();
-        t.row(vec![
-            p.slug.clone(),
-            reasoning.to_string(),
-            answer.to_string(),
-            sources.join("+"),
-            l("ttft_reasoning", false),
-            l("ttft_answer", false),
-            l("ttft_answer", true),
-            num(s.reasoning_tokens_per_s, 0),
-            num(s.answer_tokens_per_s, 0),
-        ]);
+        let mut row = vec![p.slug.clone()];
+        row.extend(cells);
+        t.row(row);
     }
     (!t.is_empty()).then(|| {
         let (text, _) = t.render_look(look, &["counted from", "1st answer p99"]);

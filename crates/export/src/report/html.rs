@@ -147,6 +147,10 @@ pub fn render(sources: &[Source]) -> String {
     if !searches.is_empty() {
         h.push_str("<a href=\"#capacity-search\">Capacity searches</a>");
     }
+    let reasoning = super::reasoning_rows(&a, sources);
+    if !reasoning.is_empty() {
+        h.push_str("<a href=\"#reasoning-answer\">Reasoning</a>");
+    }
     h.push_str("<a href=\"#pareto\">Pareto</a><a href=\"#latency\">Latency percentiles</a>");
     let tele = telemetry_charts(&a, sources);
     if !tele.is_empty() {
@@ -163,6 +167,7 @@ pub fn render(sources: &[Source]) -> String {
     }
     ramp_section(&mut h, &a, sources, &ramps);
     h.push_str(&searches);
+    reasoning_section(&mut h, &reasoning);
     pareto_section(&mut h, &a, sources);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {
@@ -186,6 +191,37 @@ pub fn render(sources: &[Source]) -> String {
             .unwrap_or(infer_bench_spec::results::METRICS_VERSION)
     );
     h
+}
+
+/// Reasoning against answer, a row per point that reasoned; nothing
+/// where none did.
+fn reasoning_section(h: &mut String, rows: &[Vec<String>]) {
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str("<section id=\"reasoning-answer\"><h2>Reasoning and answer</h2><div class=\"table-wrap\"><table class=\"steps\"><thead><tr><th class=\"l\">point</th>");
+    for c in super::REASONING_COLUMNS {
+        let class = if *c == "counted from" {
+            " class=\"l\""
+        } else {
+            ""
+        };
+        let _ = write!(h, "<th{class}>{}</th>", escape(c));
+    }
+    h.push_str("</tr></thead><tbody>");
+    for row in rows {
+        h.push_str("<tr>");
+        for (k, c) in row.iter().enumerate() {
+            let class = if k == 0 || k == 3 { " class=\"l\"" } else { "" };
+            let _ = write!(h, "<td{class}>{}</td>", escape(c));
+        }
+        h.push_str("</tr>");
+    }
+    let _ = writeln!(
+        h,
+        "</tbody></table></div><p class=\"lead\">{}</p></section>",
+        escape(super::REASONING_NOTE)
+    );
 }
 
 fn capitalize(s: &str) -> String {

@@ -153,6 +153,15 @@ pub fn render(sources: &[Source]) -> String {
         }
     }
 
+    let reasoning = super::reasoning_rows(&a, sources);
+    if !reasoning.is_empty() {
+        out.push_str("\n## Reasoning and answer\n\n");
+        let mut header = vec!["point"];
+        header.extend(super::REASONING_COLUMNS);
+        table(&mut out, &header, |i| i != 0 && i != 3, &reasoning);
+        out.push_str(&format!("\n{}\n", super::REASONING_NOTE));
+    }
+
     let notes = notes(&a, sources);
     if !notes.is_empty() {
         out.push_str("\n## Notes\n\n");

@@ -452,6 +452,65 @@ pub(crate) fn capacity_text(s: &infer_bench_judge::analysis::Sweep) -> String {
     }
 }
 
+/// Header of the reasoning table after the point's name (terminal, HTML
+/// and Markdown).
+pub(crate) const REASONING_COLUMNS: &[&str] = &[
+    "reasoning tok",
+    "answer tok",
+    "counted from",
+    "1st reasoning p50",
+    "1st answer p50",
+    "1st answer p99",
+    "reasoning tok/s",
+    "answer tok/s",
+];
+
+/// A point's reasoning against its answer, as plain text under
+/// [`REASONING_COLUMNS`]; `None` where no request reasoned.
+pub(crate) fn reasoning_cells(p: &PointResult) -> Option<Vec<String>> {
+    let s = &p.merged;
+    let (reasoning, answer) = (s.tokens.reasoning_total?, s.tokens.answer_total?);
+    let ms = |m: Metric, p99: bool| {
+        fmt_opt(
+            s.latency_ms
+                .get(m.name())
+                .map(|x| if p99 { x.p99 } else { x.p50 }),
+            1,
+        )
+    };
+    let sources: Vec<&str> = s
+        .tokens
+        .reasoning_source
+        .keys()
+        .map(String::as_str)
+        .collect();
+    Some(vec![
+        reasoning.to_string(),
+        answer.to_string(),
+        sources.join("+"),
+        ms(Metric::TtftReasoning, false),
+        ms(Metric::TtftAnswer, false),
+        ms(Metric::TtftAnswer, true),
+        fmt_opt(s.reasoning_tokens_per_s, 0),
+        fmt_opt(s.answer_tokens_per_s, 0),
+    ])
+}
+
+/// The rows of the analysis whose points reasoned, each with the point's
+/// label first.
+pub(crate) fn reasoning_rows(a: &Analysis, sources: &[Source]) -> Vec<Vec<String>> {
+    (0..a.points.len())
+        .filter_map(|i| {
+            let mut row = vec![a.points[i].label.clone()];
+            row.extend(reasoning_cells(a.point(sources, i))?);
+            Some(row)
+        })
+        .collect()
+}
+
+/// What the reasoning table's times count from, under it.
+pub(crate) const REASONING_NOTE: &str = "Times in ms from the scheduled send. The answer begins with the first output event that is not reasoning; reasoning tokens are the server's count where usage gives one, else counted from events.";
+
 /// Header of a ramp's per-step table (HTML and Markdown).
 pub(crate) const STEP_COLUMNS: &[&str] = &[
     "step",
