@@ -244,9 +244,8 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
         .as_ref()
         .map(|t| &t.gpu)
         .filter(|g| g.status == GpuStatus::Sampled);
-    let mean_of = |f: &dyn Fn(&infer_bench_spec::results::telemetry::GpuStats) -> Option<f64>| -> Option<f64> {
-        let v: Vec<f64> = gpu?.devices.iter().filter_map(|d| f(&d.stats)).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    let mean_of = |f: &dyn Fn(&infer_bench_spec::results::telemetry::GpuStats) -> Option<f64>| {
+        gpu?.device_mean(f)
     };
     let util = mean_of(&|s| s.utilization_pct.map(|x| x.mean));
     let bw = mean_of(&|s| s.memory_bandwidth_utilization_pct.map(|x| x.mean));

@@ -130,6 +130,15 @@ pub enum GpuDataSource {
     Sim,
 }
 
+impl GpuTelemetry {
+    /// The mean over the GPUs that have it of a per-GPU figure (e.g. each
+    /// GPU's mean SM activity); `None` where none has it.
+    pub fn device_mean(&self, f: impl Fn(&GpuStats) -> Option<f64>) -> Option<f64> {
+        let v: Vec<f64> = self.devices.iter().filter_map(|d| f(&d.stats)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+}
+
 impl GpuDataSource {
     pub fn name(self) -> &'static str {
         match self {

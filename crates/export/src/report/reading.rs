@@ -11,7 +11,7 @@ use infer_bench_judge::analysis::{Analysis, Source};
 use infer_bench_results::metric::Metric;
 use infer_bench_spec::Threshold;
 use infer_bench_spec::results::PointResult;
-use infer_bench_spec::results::telemetry::{GpuDataSource, GpuStats};
+use infer_bench_spec::results::telemetry::GpuDataSource;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -40,15 +40,11 @@ fn source_name(s: Option<GpuDataSource>) -> &'static str {
 /// DCGM's activity fractions (SM, tensor, DRAM) of a point, each the mean
 /// over its GPUs of their means over the windows; `None` without any.
 fn activity(p: &PointResult) -> Option<[Option<f64>; 3]> {
-    let t = p.telemetry.as_ref()?;
-    let mean = |f: &dyn Fn(&GpuStats) -> Option<f64>| {
-        let v: Vec<f64> = t.gpu.devices.iter().filter_map(|d| f(&d.stats)).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
+    let g = &p.telemetry.as_ref()?.gpu;
     let a = [
-        mean(&|s| s.sm_active.map(|x| x.mean)),
-        mean(&|s| s.tensor_active.map(|x| x.mean)),
-        mean(&|s| s.dram_active.map(|x| x.mean)),
+        g.device_mean(|s| s.sm_active.map(|x| x.mean)),
+        g.device_mean(|s| s.tensor_active.map(|x| x.mean)),
+        g.device_mean(|s| s.dram_active.map(|x| x.mean)),
     ];
     a.iter().any(Option::is_some).then_some(a)
 }
