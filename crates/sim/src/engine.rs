@@ -33,6 +33,11 @@ pub const KV_BLOCK_TOKENS: u64 = 16;
 pub struct Step {
     /// Seconds the step takes on the simulated GPUs (from [`PerfModel`]).
     pub duration: f64,
+    /// Of `duration`, the roofline's compute time (GEMMs and attention) and
+    /// memory-traffic time (weights and KV cache), seconds, before the
+    /// p-norm that combines them ([`crate::perf::StepCost`]).
+    pub compute_s: f64,
+    pub memory_s: f64,
     /// (request id, new tokens this step) for every sequence that produced
     /// a token at the end of this step: each decode, and each prompt whose
     /// prefill completed (its first token). Always 1 token per sequence.
@@ -291,7 +296,8 @@ impl Engine {
             }
         }
         self.batch.reuses_schedule = reuse;
-        let duration = self.perf.step_time(&self.batch);
+        let cost = self.perf.step_cost(&self.batch);
+        let duration = cost.total_s;
         // A step with a prefill is scheduled alone; a run of decodes takes
         // `scheduler_steps` steps per decision.
         self.since_schedule = if prefill_tokens > 0 {
@@ -336,6 +342,8 @@ impl Engine {
         }
         Some(Step {
             duration,
+            compute_s: cost.compute_s,
+            memory_s: cost.memory_s,
             tokens,
             finished,
             prefill_tokens,

@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod engine;
+pub mod gpu;
 pub mod http;
 pub mod perf;
 pub mod profile;

@@ -134,6 +134,9 @@ pub struct PerfModel {
     /// heads × head_dim: the width of the attention queries.
     q_dim: f64,
     weight_bytes: f64,
+    /// Memory kept besides weights and KV cache, over all GPUs of a replica
+    /// (runtime reserve and activations).
+    reserve_bytes: f64,
     kv_bytes_per_token: f64,
     kv_capacity_tokens: u64,
     /// Achieved GEMM rate of large steps over all GPUs (peak × gpus × efficiency).
@@ -246,6 +249,7 @@ impl PerfModel {
             hidden: f64::from(arch.hidden),
             q_dim: f64::from(arch.heads) * f64::from(arch.head_dim),
             weight_bytes,
+            reserve_bytes: reserve_bytes(config, arch),
             kv_bytes_per_token,
             kv_capacity_tokens,
             gemm_flops_per_s: gemm_tflops * 1e12 * gpus * e,
@@ -373,6 +377,17 @@ impl PerfModel {
     /// Bytes of all weights (total parameters × bytes per parameter).
     pub fn weight_bytes(&self) -> f64 {
         self.weight_bytes
+    }
+
+    /// Bytes kept besides weights and KV cache over all GPUs of a replica:
+    /// the runtime reserve per GPU and a forward pass's activations.
+    pub fn reserve_bytes(&self) -> f64 {
+        self.reserve_bytes
+    }
+
+    /// Pipeline stages of a replica.
+    pub fn pipeline(&self) -> u32 {
+        self.pipeline
     }
 
     pub fn gpu(&self) -> &Gpu {

@@ -5,7 +5,9 @@
 //! schedule; HTTP runs on a small runtime of its own, so the client under
 //! test and the simulated server do not share an executor. It streams SSE
 //! exactly as vLLM does (role chunk, content deltas, a usage chunk, `[DONE]`)
-//! and exposes `/metrics` in vLLM's metric names, true of the simulation.
+//! and exposes `/metrics` in vLLM's metric names, true of the simulation,
+//! with its GPUs' modelled activity and memory under dcgm-exporter's names
+//! (`gpu.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use tokio::sync::mpsc;
 
 use super::cluster::Cluster;
 use super::engine::{EngineStats, Step};
+use super::gpu::GpuModel;
 use super::request::{self, Accepted, Setup, speed_of, text_of};
 use crate::http::{self, BodySender, Request, Response};
 use infer_bench_spec::plan::PointConfig;
@@ -50,7 +53,13 @@ struct Shared {
     lag_max_us: AtomicU64,
     lag_sum_us: AtomicU64,
     lag_late_steps: AtomicU64,
+    /// The simulated GPUs' modelled activity, with each engine's counters
+    /// (for the KV cache each replica holds), and the clock's origin.
+    gpu: Mutex<Option<GpuState>>,
 }
+
+/// The modelled GPUs, each engine's counters and the clock's origin.
+type GpuState = (GpuModel, Vec<EngineStats>, Instant);
 
 /// A running simulator.
 pub struct SimServer {
@@ -96,6 +105,11 @@ impl SimServer {
         let request_overhead = Duration::from_secs_f64(engine.request_overhead_s());
         let tokens_per_event = engine.tokens_per_event();
         let shared = Arc::new(Shared::default());
+        *shared.gpu.lock() = Some((
+            GpuModel::new(engine.engine(0).perf(), engine.len()),
+            Vec::new(),
+            Instant::now(),
+        ));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let speed = Arc::new(AtomicU64::new(1.0f64.to_bits()));
         let (cmds, rx) = std_mpsc::channel::<Cmd>();
@@ -264,10 +278,18 @@ fn drive(
                 }
                 None => now,
             };
-            let end = start + Duration::from_secs_f64((step.duration * factor).max(0.0));
-            under_way[i] = Some((end, step));
+            let length = Duration::from_secs_f64((step.duration * factor).max(0.0));
+            if let Some((gpu, _, origin)) = shared.gpu.lock().as_mut() {
+                let at = start.saturating_duration_since(*origin).as_secs_f64();
+                gpu.record(i, at, length.as_secs_f64(), &step);
+            }
+            under_way[i] = Some((start + length, step));
         }
         *shared.stats.lock() = Some(cluster.stats());
+        if let Some((_, engines, _)) = shared.gpu.lock().as_mut() {
+            engines.clear();
+            engines.extend((0..n).map(|i| cluster.engine(i).stats()));
+        }
         let Some(end) = under_way.iter().flatten().map(|(e, _)| *e).min() else {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(cmd) => apply(cmd, &mut cluster, &mut streams),
@@ -373,12 +395,16 @@ fn metrics(ctx: &Ctx) -> String {
         max_s: ctx.shared.lag_max_us.load(Ordering::Relaxed) as f64 / 1e6,
         sum_s: ctx.shared.lag_sum_us.load(Ordering::Relaxed) as f64 / 1e6,
     };
-    exposition(
+    let mut text = exposition(
         &model,
         &s,
         ctx.shared.steps_total.load(Ordering::Relaxed),
         lag,
-    )
+    );
+    if let Some((gpu, engines, origin)) = ctx.shared.gpu.lock().as_mut() {
+        text.push_str(&gpu.exposition(origin.elapsed().as_secs_f64(), engines));
+    }
+    text
 }
 
 /// How far behind its own schedule a real-time simulator ran (zero in

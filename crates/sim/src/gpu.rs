@@ -1,0 +1,332 @@
+//! The simulated GPUs' modelled telemetry: how busy the roofline says each
+//! GPU was, and how much memory the model says it holds, written under
+//! dcgm-exporter's metric names so the same sampler reads a simulator as a
+//! GPU node. Modelled, not measured: every figure comes from the steps the
+//! engines ran ([`Step::compute_s`], [`Step::memory_s`], [`Step::duration`])
+//! and from [`PerfModel`]'s memory figures. Pure: the drivers give it the
+//! times (real or virtual) at which steps start and end.
+//!
+//! Activity is averaged, as dcgm-exporter's profiling gauges are, over a
+//! trailing window of [`WINDOW_S`] seconds of the driver's clock ending at
+//! the scrape. A step counts for its overlap with the window; a step under
+//! way counts up to the scrape. Over a step of length `d`, the GPU is
+//! "SM active" all of `d`, tensor-active `compute_s / d` of it and
+//! DRAM-active `memory_s / d` of it (each at most 1). A replica's GPUs run
+//! its tensor-parallel shards in step, so they show the same activity; a
+//! pipeline's micro-batch engines share the replica's stages, each stage
+//! holding one micro-batch at a time, so the replica's activity is the sum
+//! of its engines' over the number of stages.
+
+use std::collections::VecDeque;
+
+use super::engine::{EngineStats, Step};
+use super::perf::PerfModel;
+
+/// The trailing window activity is averaged over, seconds.
+pub const WINDOW_S: f64 = 1.0;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * MIB;
+
+/// One step as the window sees it.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start_s: f64,
+    end_s: f64,
+    /// Fractions of the step the tensor pipes and DRAM were busy.
+    tensor: f64,
+    dram: f64,
+}
+
+/// The steps of each engine of a deployment in the trailing window.
+#[derive(Debug, Clone)]
+pub struct GpuModel {
+    spans: Vec<VecDeque<Span>>,
+    /// Engines per replica (pipeline stages).
+    pipeline: usize,
+    /// GPUs per replica (tensor parallel × pipeline stages).
+    gpus_per_replica: u32,
+    name: String,
+    memory_bytes: f64,
+    weight_bytes: f64,
+    reserve_bytes: f64,
+    kv_bytes_per_token: f64,
+}
+
+/// A metric family: name, type, HELP text and how a reading gives its value.
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&GpuReading) -> f64,
+);
+
+/// One simulated GPU's modelled readings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuReading {
+    /// Fraction of the window a step was running, 0..=1.
+    pub sm_active: f64,
+    /// Roofline compute time over the window, 0..=1.
+    pub tensor_active: f64,
+    /// Roofline memory-traffic time over the window, 0..=1.
+    pub dram_active: f64,
+    /// Weights, KV cache in use and reserve on this GPU, MiB.
+    pub fb_used_mib: f64,
+    /// The GPU's memory less `fb_used_mib`, MiB.
+    pub fb_free_mib: f64,
+}
+
+impl GpuModel {
+    /// The GPUs of `engines` engines built on `perf` (`replicas ×
+    /// pipeline` of them, as the cluster has).
+    pub fn new(perf: &PerfModel, engines: usize) -> GpuModel {
+        let pipeline = perf.pipeline().max(1) as usize;
+        GpuModel {
+            spans: vec![VecDeque::new(); engines.max(1)],
+            pipeline,
+            gpus_per_replica: perf.gpus() * perf.pipeline().max(1),
+            name: perf.gpu().name.to_string(),
+            memory_bytes: perf.gpu().memory_gb * GIB,
+            weight_bytes: perf.weight_bytes(),
+            reserve_bytes: perf.reserve_bytes(),
+            kv_bytes_per_token: perf.kv_bytes_per_token(),
+        }
+    }
+
+    /// Engine `engine` runs `step` from `start_s` for `duration_s` seconds
+    /// of the driver's clock (the step's modelled duration times the run's
+    /// speed factor).
+    pub fn record(&mut self, engine: usize, start_s: f64, duration_s: f64, step: &Step) {
+        let Some(spans) = self.spans.get_mut(engine) else {
+            return;
+        };
+        let fraction = |t: f64| {
+            if step.duration > 0.0 {
+                (t / step.duration).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        };
+        spans.push_back(Span {
+            start_s,
+            end_s: start_s + duration_s.max(0.0),
+            tensor: fraction(step.compute_s),
+            dram: fraction(step.memory_s),
+        });
+    }
+
+    /// Every GPU's readings at `now_s`, replica by replica; `engines` holds
+    /// each engine's counters (for the KV cache in use). Forgets the steps
+    /// that ended before the window.
+    pub fn readings(&mut self, now_s: f64, engines: &[EngineStats]) -> Vec<GpuReading> {
+        let from = now_s - WINDOW_S;
+        for spans in &mut self.spans {
+            while spans.front().is_some_and(|s| s.end_s <= from) {
+                spans.pop_front();
+            }
+        }
+        let replicas = self.spans.len().div_ceil(self.pipeline);
+        let mut out = Vec::new();
+        for r in 0..replicas {
+            let (mut busy, mut tensor, mut dram, mut kv_tokens) = (0.0, 0.0, 0.0, 0.0);
+            for e in r * self.pipeline..((r + 1) * self.pipeline).min(self.spans.len()) {
+                for s in &self.spans[e] {
+                    let overlap = (s.end_s.min(now_s) - s.start_s.max(from)).max(0.0);
+                    busy += overlap;
+                    tensor += overlap * s.tensor;
+                    dram += overlap * s.dram;
+                }
+                if let Some(st) = engines.get(e) {
+                    kv_tokens += st.kv_usage * st.kv_capacity_tokens as f64;
+                }
+            }
+            let per = WINDOW_S * self.pipeline as f64;
+            let gpus = f64::from(self.gpus_per_replica.max(1));
+            let used =
+                (self.weight_bytes + self.reserve_bytes + kv_tokens * self.kv_bytes_per_token)
+                    / gpus;
+            let used_mib = (used / MIB).round();
+            let total_mib = (self.memory_bytes / MIB).round();
+            let reading = GpuReading {
+                sm_active: (busy / per).clamp(0.0, 1.0),
+                tensor_active: (tensor / per).clamp(0.0, 1.0),
+                dram_active: (dram / per).clamp(0.0, 1.0),
+                fb_used_mib: used_mib,
+                fb_free_mib: (total_mib - used_mib).max(0.0),
+            };
+            out.extend((0..self.gpus_per_replica).map(|_| reading));
+        }
+        out
+    }
+
+    /// The readings in dcgm-exporter's names, one series per GPU, marked
+    /// modelled in each HELP line.
+    pub fn exposition(&mut self, now_s: f64, engines: &[EngineStats]) -> String {
+        let readings = self.readings(now_s, engines);
+        let name = self.name.replace('"', "");
+        let families: [Family; 6] = [
+            (
+                "DCGM_FI_PROF_SM_ACTIVE",
+                "gauge",
+                "Modelled by infer-bench-sim, not measured: fraction of the last second the engine was stepping.",
+                |r| r.sm_active,
+            ),
+            (
+                "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+                "gauge",
+                "Modelled by infer-bench-sim, not measured: roofline compute time (GEMMs, attention) over the last second.",
+                |r| r.tensor_active,
+            ),
+            (
+                "DCGM_FI_PROF_DRAM_ACTIVE",
+                "gauge",
+                "Modelled by infer-bench-sim, not measured: roofline memory time (weights, KV cache) over the last second.",
+                |r| r.dram_active,
+            ),
+            (
+                "DCGM_FI_DEV_GPU_UTIL",
+                "gauge",
+                "Modelled by infer-bench-sim, not measured: GPU utilization (in %), SM active x 100.",
+                |r| (r.sm_active * 100.0).round(),
+            ),
+            (
+                "DCGM_FI_DEV_FB_USED",
+                "gauge",
+                "Modelled by infer-bench-sim, not measured: framebuffer memory used (in MiB), weights + KV cache in use + reserve.",
+                |r| r.fb_used_mib,
+            ),
+            (
+                "DCGM_FI_DEV_FB_FREE",
+                "gauge",
+                "Modelled by infer-bench-sim, not measured: framebuffer memory free (in MiB).",
+                |r| r.fb_free_mib,
+            ),
+        ];
+        let mut text = String::new();
+        for (metric, kind, help, value) in families {
+            text.push_str(&format!("# HELP {metric} {help}\n# TYPE {metric} {kind}\n"));
+            for (i, r) in readings.iter().enumerate() {
+                text.push_str(&format!(
+                    "{metric}{{gpu=\"{i}\",UUID=\"SIM-{i:08}\",device=\"nvidia{i}\",modelName=\"{name}\",Hostname=\"infer-bench-sim\"}} {}\n",
+                    value(r)
+                ));
+            }
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::tests::{arch, target};
+    use infer_bench_spec::model::DType;
+
+    fn model() -> (PerfModel, GpuModel) {
+        let t = target("h100-sxm", 1);
+        let perf = PerfModel::new(&t, &arch("llama-3.1-8b"), DType::Bf16).unwrap();
+        let gpus = GpuModel::new(&perf, 1);
+        (perf, gpus)
+    }
+
+    fn step(duration: f64, compute_s: f64, memory_s: f64) -> Step {
+        Step {
+            duration,
+            compute_s,
+            memory_s,
+            tokens: vec![],
+            finished: vec![],
+            prefill_tokens: 0,
+            decode_tokens: 0,
+            batch_size: 1,
+        }
+    }
+
+    #[test]
+    fn a_known_step_gives_its_activity_and_memory() {
+        let (perf, mut g) = model();
+        // 0.5 s of a step with 0.4 s of compute and 0.1 s of memory time,
+        // then idle: over the last second, half busy.
+        g.record(0, 0.0, 0.5, &step(0.5, 0.4, 0.1));
+        let idle = EngineStats::default();
+        let r = g.readings(1.0, &[idle]);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].sm_active, 0.5);
+        assert!((r[0].tensor_active - 0.4).abs() < 1e-12, "{r:?}");
+        assert!((r[0].dram_active - 0.1).abs() < 1e-12, "{r:?}");
+        let reserve_weights = ((perf.weight_bytes() + perf.reserve_bytes()) / MIB).round();
+        assert_eq!(r[0].fb_used_mib, reserve_weights);
+        assert_eq!(
+            r[0].fb_used_mib + r[0].fb_free_mib,
+            (80.0 * 1024.0f64).round()
+        );
+        // Half the KV cache in use adds its bytes.
+        let half = EngineStats {
+            kv_usage: 0.5,
+            kv_capacity_tokens: 1000,
+            ..EngineStats::default()
+        };
+        let r = g.readings(1.0, &[half]);
+        let want =
+            ((perf.weight_bytes() + perf.reserve_bytes() + 500.0 * perf.kv_bytes_per_token())
+                / MIB)
+                .round();
+        assert_eq!(r[0].fb_used_mib, want);
+        // A step under way counts up to now; steps out of the window are gone.
+        g.record(0, 1.5, 1.0, &step(1.0, 1.0, 0.0));
+        let r = g.readings(2.0, &[idle]);
+        assert_eq!(r[0].sm_active, 0.5);
+        assert_eq!(r[0].tensor_active, 0.5);
+        assert_eq!(r[0].dram_active, 0.0);
+        assert_eq!(g.spans[0].len(), 1);
+    }
+
+    #[test]
+    fn prefill_moves_tensor_activity_and_decode_dram_activity() {
+        let (_, mut g) = model();
+        let mut e = crate::engine::Engine::new(g_perf(), &target("h100-sxm", 1));
+        e.submit(1, 8000, 1);
+        let mut t = 0.0;
+        while let Some(s) = e.step() {
+            g.record(0, t, s.duration, &s);
+            t += s.duration;
+        }
+        let prefill = g.readings(t, &[e.stats()])[0];
+        let (_, mut g) = model();
+        let mut e = crate::engine::Engine::new(g_perf(), &target("h100-sxm", 1));
+        e.submit(1, 10, 400);
+        let mut t = 0.0;
+        while let Some(s) = e.step() {
+            g.record(0, t, s.duration, &s);
+            t += s.duration;
+        }
+        let decode = g.readings(t, &[e.stats()])[0];
+        assert!(prefill.tensor_active > prefill.dram_active, "{prefill:?}");
+        assert!(decode.dram_active > decode.tensor_active, "{decode:?}");
+        assert!(prefill.tensor_active > decode.tensor_active);
+        assert!(decode.dram_active > prefill.dram_active);
+    }
+
+    fn g_perf() -> PerfModel {
+        model().0
+    }
+
+    #[test]
+    fn exposition_has_one_series_per_gpu_under_dcgm_names() {
+        let t = target("h100-sxm", 2);
+        let perf = PerfModel::new(&t, &arch("llama-3.1-8b"), DType::Bf16).unwrap();
+        let mut g = GpuModel::new(&perf, 1);
+        g.record(0, 0.0, 1.0, &step(1.0, 0.25, 0.75));
+        let text = g.exposition(1.0, &[EngineStats::default()]);
+        assert!(text.contains(
+            "DCGM_FI_PROF_SM_ACTIVE{gpu=\"1\",UUID=\"SIM-00000001\",device=\"nvidia1\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"infer-bench-sim\"} 1\n"
+        ), "{text}");
+        assert!(
+            text.contains("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu=\"0\""),
+            "{text}"
+        );
+        assert!(text.contains("} 0.75\n"), "{text}");
+        assert!(text.contains("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""), "{text}");
+        assert_eq!(text.matches("Modelled by infer-bench-sim").count(), 6);
+    }
+}
