@@ -605,3 +605,214 @@ fn the_hints_follow_the_served_sm_tensor_and_dram_activity() {
         assert!(html.contains(&key), "{case}: no {key}");
     }
 }
+
+/// A simulated deployment (two tensor-parallel GPUs) in virtual time, a
+/// prefill-heavy and a decode-heavy point, then one point in real time.
+const SIM_GPUS: &str = r#"
+[targets.sim]
+kind = "sim"
+gpu = "h100-sxm"
+gpus = 2
+[targets.sim.sim]
+clock = "virtual"
+
+[models.m]
+preset = "llama-3.1-8b"
+served_name = "m"
+
+[workloads.prefill]
+api = "completions"
+input_tokens = 4000
+output_tokens = 1
+ignore_eos = true
+
+[workloads.decode]
+api = "completions"
+input_tokens = 1000
+output_tokens = 500
+ignore_eos = true
+
+[load]
+concurrency = 8
+warmup = "2s"
+duration = "10s"
+
+[matrix]
+workload = ["prefill", "decode"]
+"#;
+
+/// The modelled memory of one GPU of `spec`'s first point, from the
+/// simulator's own model: weights and reserve (bytes), KV bytes per token.
+fn modelled_memory(spec: &Path) -> (f64, f64) {
+    let spec = infer_bench::spec::load(spec).unwrap();
+    let plan = Plan::build(&spec).unwrap();
+    let setup = infer_bench::sim::request::Setup::of(&plan.points[0].config).unwrap();
+    let perf = setup.engine.engine(0).perf();
+    let gpus = 2.0;
+    (
+        (perf.weight_bytes() + perf.reserve_bytes()) / gpus,
+        perf.kv_bytes_per_token() / gpus,
+    )
+}
+
+#[test]
+fn a_sim_run_records_its_modelled_gpus_as_dcgm_exporter_serves_them() {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path(), "simgpu", SIM_GPUS);
+    let out = dir.path().join("virtual");
+    let o = run(&spec, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let summary = text(&o.stdout);
+    assert!(
+        summary.contains(
+            "GPU figures of 2 points are modelled by the simulator (its roofline and memory model), not measured"
+        ),
+        "{summary}"
+    );
+    let r = results(&out);
+    let (idle, kv_per_token) = modelled_memory(&spec);
+    let mut activity = Vec::new();
+    for p in r["points"].as_array().unwrap() {
+        let slug = p["slug"].as_str().unwrap();
+        let g = &p["telemetry"]["gpu"];
+        assert_eq!(g["status"], "sampled", "{slug}: {g}");
+        assert_eq!(g["source"], "sim", "{slug}");
+        assert!(g["note"].as_str().unwrap().contains("modelled"), "{slug}");
+        let devices = g["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), 2, "{slug}: one series per GPU");
+        for (i, d) in devices.iter().enumerate() {
+            assert_eq!(d["source"], "sim");
+            assert_eq!(d["index"], i as u64);
+            assert_eq!(d["uuid"], format!("SIM-{i:08}"));
+            assert_eq!(d["hostname"], "infer-bench-sim");
+            assert_eq!(
+                d["memory_total_bytes"],
+                80u64 << 30,
+                "{slug}: an H100's memory"
+            );
+            // Activity is a fraction of time, every sample in 0..=1.
+            for f in ["sm_active", "tensor_active", "dram_active"] {
+                for v in nums(&d["series"][f]).into_iter().flatten() {
+                    assert!((0.0..=1.0).contains(&v), "{slug} {f}: {v}");
+                }
+            }
+            // Memory: weights and reserve always; the KV cache on top,
+            // at most what the requests in flight hold.
+            let used = &d["stats"]["memory_used_bytes"];
+            let (min, max) = (used["min"].as_f64().unwrap(), used["max"].as_f64().unwrap());
+            let whole_mib = |b: f64| (b / MIB).round() * MIB;
+            assert!(min >= whole_mib(idle), "{slug}: {min} < {idle}");
+            let per_request = if slug.contains("prefill") {
+                4001.0
+            } else {
+                1500.0
+            };
+            // Up to a 16-token block of slack per request.
+            let kv_max = 8.0 * (per_request + 16.0) * kv_per_token;
+            assert!(
+                max - whole_mib(idle) <= kv_max + MIB,
+                "{slug}: {max} holds more than weights, reserve and {kv_max} of KV"
+            );
+        }
+        // The two GPUs of a tensor-parallel replica step together.
+        assert_eq!(devices[0]["stats"], devices[1]["stats"], "{slug}");
+        let mean = |f: &str| devices[0]["stats"][f]["mean"].as_f64().unwrap();
+        activity.push((
+            slug.to_string(),
+            mean("sm_active"),
+            mean("tensor_active"),
+            mean("dram_active"),
+        ));
+        if slug.contains("decode") {
+            // Eight requests of 1000 prompt tokens and up to 500 generated
+            // stay in flight: their KV cache is on the GPUs.
+            let used = &devices[0]["stats"]["memory_used_bytes"];
+            let grown = used["max"].as_f64().unwrap() - idle;
+            assert!(
+                grown >= 8.0 * 1000.0 * kv_per_token - MIB,
+                "{slug}: KV of {grown} bytes"
+            );
+        }
+    }
+    let [(_, p_sm, p_tensor, p_dram), (_, d_sm, d_tensor, d_dram)] = &activity[..] else {
+        panic!("{activity:?}");
+    };
+    // A closed loop keeps the engine stepping; prefill is math, decode is
+    // moving weights and KV cache.
+    assert!(*p_sm > 0.95 && *d_sm > 0.95, "{activity:?}");
+    assert!(p_tensor > p_dram, "{activity:?}");
+    assert!(d_dram > d_tensor, "{activity:?}");
+    assert!(p_tensor > d_tensor && d_dram > p_dram, "{activity:?}");
+    // So the hints read them, and say they are modelled.
+    let kinds = |i: usize| -> Vec<String> {
+        r["points"][i]["hints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|h| {
+                h["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("as the simulator modelled it")
+            })
+            .map(|h| h["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(kinds(0), ["compute_bound"], "{}", r["points"][0]["insight"]);
+    assert_eq!(
+        kinds(1),
+        ["bandwidth_bound"],
+        "{}",
+        r["points"][1]["insight"]
+    );
+
+    // The report shows them as modelled: per GPU, by phase, key metrics.
+    let html = dir.path().join("sim.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .args(["report", out.to_str().unwrap(), "--format", "html", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains("id=\"telemetry\""));
+    assert!(html.contains("<h3>Per GPU</h3>"));
+    assert!(html.contains("<td class=\"l\">sim, modelled</td>"));
+    assert!(html.contains("SM active (modelled)"), "the radar's axis");
+
+    // In real time the same figures come off the simulator's /metrics.
+    let real_time = SIM_GPUS
+        .replace("clock = \"virtual\"", "clock = \"real\"")
+        .replace("warmup = \"2s\"", "warmup = \"1s\"")
+        .replace("duration = \"10s\"", "duration = \"2s\"")
+        .replace("[\"prefill\", \"decode\"]", "[\"decode\"]");
+    let real = write_spec(dir.path(), "simgpu-real", &real_time);
+    let out = dir.path().join("real");
+    let o = run(&real, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let r = results(&out);
+    let g = &r["points"][0]["telemetry"]["gpu"];
+    assert_eq!(g["status"], "sampled", "{g}");
+    assert_eq!(g["source"], "sim");
+    assert!(g["url"].as_str().unwrap().ends_with("/metrics"), "{g}");
+    let d = &g["devices"][0]["stats"];
+    assert!(d["sm_active"]["mean"].as_f64().unwrap() > 0.9, "{d}");
+    assert!(
+        d["dram_active"]["mean"].as_f64().unwrap() > d["tensor_active"]["mean"].as_f64().unwrap(),
+        "{d}"
+    );
+    assert!(d["memory_used_bytes"]["min"].as_f64().unwrap() >= (idle / MIB).round() * MIB);
+
+    // `off` is off, for a simulator too.
+    let off = write_spec(
+        dir.path(),
+        "simgpu-off",
+        &format!("{SIM_GPUS}\n[telemetry]\ngpu = \"off\"\n"),
+    );
+    let out = dir.path().join("off");
+    let o = run(&off, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let r = results(&out);
+    assert_eq!(r["points"][0]["telemetry"]["gpu"]["status"], "off");
+}

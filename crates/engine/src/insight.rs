@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use infer_bench_spec::Validity;
 use infer_bench_spec::results::insight::{GpuMemoryPhases, PhasePeaks};
-use infer_bench_spec::results::telemetry::{GpuStatus, PointTelemetry};
+use infer_bench_spec::results::telemetry::{GpuDataSource, GpuStatus, PointTelemetry};
 use infer_bench_spec::results::{Hint, MemoryPhases, PhaseTimeline, PointResult};
 
 /// Throttle reasons that do not lower clocks under load.
@@ -290,11 +290,17 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
 
     if activity {
         let pct = |v: Option<f64>| v.map(|v| format!("{:.0}%", v * 100.0));
+        let modelled = gpu.is_some_and(|g| g.source == Some(GpuDataSource::Sim));
         let figures = [("SM", sm), ("tensor", tensor), ("DRAM", dram)]
             .iter()
             .filter_map(|(n, v)| Some(format!("{n} {}", pct(*v)?)))
             .collect::<Vec<_>>()
-            .join(", ");
+            .join(", ")
+            + if modelled {
+                " active, as the simulator modelled it"
+            } else {
+                " active"
+            };
         let evidence = |extra: &[(&'static str, f64)]| -> Vec<(&'static str, f64)> {
             let mut e = vec![
                 ("sm_active", sm.unwrap_or(f64::NAN)),
@@ -315,13 +321,20 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
         if at_least(tensor, TENSOR_HIGH) && sm.is_none_or(|s| s >= ACTIVE_HIGH) {
             out.push(hint(
                 "compute_bound",
-                format!("the GPU's math units were the limit ({figures} active): it was computing, not waiting on memory; more concurrency may only add queueing, a faster GPU or lower precision would help"),
+                format!(
+                    "the GPU's math units were the limit ({figures}): {}; more concurrency may only add queueing, a faster GPU or lower precision would help",
+                    if at_least(dram, DRAM_HIGH) {
+                        "it was computing, with its memory busy too"
+                    } else {
+                        "it was computing, not waiting on memory"
+                    }
+                ),
                 &evidence(&[]),
             ));
         } else if at_least(dram, DRAM_HIGH) && !at_least(tensor, TENSOR_HIGH) {
             out.push(hint(
                 "bandwidth_bound",
-                format!("device memory was the limit ({figures} active): the GPU spent its time moving weights and KV cache, not multiplying; batching more requests per step is what raises throughput"),
+                format!("device memory was the limit ({figures}): the GPU spent its time moving weights and KV cache, not multiplying; batching more requests per step is what raises throughput"),
                 &evidence(&[]),
             ));
         } else if !cpu_blamed
@@ -332,7 +345,7 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
             out.push(hint(
                 "gpu_starved",
                 format!(
-                    "the GPU was starved ({figures} active) while {queued:.1} requests were in flight on average{}: the server is not feeding it (host-side scheduling, tokenization, sampling or the network), not the GPU, is the limit",
+                    "the GPU was starved ({figures}) while {queued:.1} requests were in flight on average{}: the server is not feeding it (host-side scheduling, tokenization, sampling or the network), not the GPU, is the limit",
                     match waiting.filter(|w| *w > 0.0) {
                         Some(w) => format!(" and {w:.1} waited in its queue"),
                         None => String::new(),

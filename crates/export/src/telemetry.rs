@@ -4,7 +4,9 @@
 //! sampled, and the report of `telemetry-probe`.
 
 use super::table::{Align, Table};
-use infer_bench_spec::results::telemetry::{GpuStatus, PointTelemetry, SeriesStats};
+use infer_bench_spec::results::telemetry::{
+    GpuDataSource, GpuStats, GpuStatus, PointTelemetry, SeriesStats,
+};
 use infer_bench_spec::results::{PointResult, Results};
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -34,6 +36,72 @@ fn memory_peak(t: &PointTelemetry) -> Option<f64> {
         .iter()
         .filter_map(|d| d.stats.memory_used_bytes.map(|s| s.max))
         .reduce(f64::max)
+}
+
+/// A GPU column of the telemetry table: its header, its figure for a row
+/// (given the row's telemetry where its GPUs were sampled) and its digits.
+struct GpuColumn {
+    header: &'static str,
+    value: fn(&Row, Option<&PointTelemetry>) -> Option<f64>,
+    digits: usize,
+}
+
+/// The mean over a point's GPUs of each GPU's in-window mean activity, %.
+fn activity_pct(
+    t: Option<&PointTelemetry>,
+    f: fn(&GpuStats) -> Option<SeriesStats>,
+) -> Option<f64> {
+    t?.gpu
+        .device_mean(|s| f(s).map(|x| x.mean))
+        .map(|v| v * 100.0)
+}
+
+const GPU_COLUMNS: &[GpuColumn] = &[
+    GpuColumn {
+        header: "GPU util %",
+        value: |_, t| t.and_then(util_mean),
+        digits: 0,
+    },
+    GpuColumn {
+        header: "SM act %",
+        value: |_, t| activity_pct(t, |s| s.sm_active),
+        digits: 0,
+    },
+    GpuColumn {
+        header: "tensor %",
+        value: |_, t| activity_pct(t, |s| s.tensor_active),
+        digits: 0,
+    },
+    GpuColumn {
+        header: "DRAM %",
+        value: |_, t| activity_pct(t, |s| s.dram_active),
+        digits: 0,
+    },
+    GpuColumn {
+        header: "mem peak GiB",
+        value: |_, t| t.and_then(memory_peak).map(|b| b / GIB),
+        digits: 1,
+    },
+    GpuColumn {
+        header: "power W",
+        value: |_, t| t.and_then(|t| t.gpu.power_w_mean),
+        digits: 0,
+    },
+    GpuColumn {
+        header: "energy kJ",
+        value: |_, t| t.and_then(|t| t.gpu.energy_j).map(|j| j / 1000.0),
+        digits: 2,
+    },
+    GpuColumn {
+        header: "out tok/J",
+        value: |r, _| r.output_tokens_per_joule,
+        digits: 2,
+    },
+];
+
+/// A row's telemetry where its GPUs were sampled.
+fn sampled<'a>(row: &Row<'a>) -> Option<&'a PointTelemetry> {
+    row.telemetry.filter(|t| t.gpu.status == GpuStatus::Sampled)
 }
 
 /// What the telemetry table needs of a point.
@@ -101,19 +169,30 @@ pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
             ));
         }
     }
+    let modelled = tels()
+        .filter(|t| t.gpu.status == GpuStatus::Sampled && t.gpu.source == Some(GpuDataSource::Sim))
+        .count();
+    if modelled > 0 {
+        notes.push(format!(
+            "GPU figures of {modelled} point{} are modelled by the simulator (its roofline and memory model), not measured",
+            if modelled == 1 { "" } else { "s" }
+        ));
+    }
     if !any_gpu && !any_server {
         return (None, notes);
     }
+    // The GPU columns some point has a figure for (a simulator models no
+    // power; NVML gives no SM activity).
+    let gpu_cols: Vec<&GpuColumn> = if any_gpu {
+        GPU_COLUMNS
+            .iter()
+            .filter(|c| rows.iter().any(|r| (c.value)(r, sampled(r)).is_some()))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut cols: Vec<(&str, Align)> = vec![("point", Align::Left)];
-    if any_gpu {
-        cols.extend([
-            ("GPU util %", Align::Right),
-            ("mem peak GiB", Align::Right),
-            ("power W", Align::Right),
-            ("energy kJ", Align::Right),
-            ("out tok/J", Align::Right),
-        ]);
-    }
+    cols.extend(gpu_cols.iter().map(|c| (c.header, Align::Right)));
     if any_server {
         cols.extend([
             ("running max", Align::Right),
@@ -127,16 +206,11 @@ pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
     for row in rows {
         let tel = row.telemetry;
         let mut cells = vec![row.slug.to_string()];
-        if any_gpu {
-            let g = tel.filter(|t| t.gpu.status == GpuStatus::Sampled);
-            cells.extend([
-                num(g.and_then(util_mean), 0),
-                num(g.and_then(memory_peak).map(|b| b / GIB), 1),
-                num(g.and_then(|t| t.gpu.power_w_mean), 0),
-                num(g.and_then(|t| t.gpu.energy_j).map(|j| j / 1000.0), 2),
-                num(row.output_tokens_per_joule, 2),
-            ]);
-        }
+        cells.extend(
+            gpu_cols
+                .iter()
+                .map(|c| num((c.value)(row, sampled(row)), c.digits)),
+        );
         if any_server {
             let h = tel
                 .and_then(|t| t.server_metrics.as_ref())

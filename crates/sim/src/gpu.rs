@@ -7,8 +7,10 @@
 //! times (real or virtual) at which steps start and end.
 //!
 //! Activity is averaged, as dcgm-exporter's profiling gauges are, over a
-//! trailing window of [`WINDOW_S`] seconds of the driver's clock ending at
-//! the scrape. A step counts for its overlap with the window; a step under
+//! trailing window of the driver's clock ending at the scrape: [`WINDOW_S`]
+//! for the real-time server, which cannot know how often it is read; the
+//! interval between reads for a virtual-time run, which reads at known
+//! instants, so its readings tile the run's time. A step counts for its overlap with the window; a step under
 //! way counts up to the scrape. Over a step of length `d`, the GPU is
 //! "SM active" all of `d`, tensor-active `compute_s / d` of it and
 //! DRAM-active `memory_s / d` of it (each at most 1). A replica's GPUs run
@@ -22,7 +24,7 @@ use std::collections::VecDeque;
 use super::engine::{EngineStats, Step};
 use super::perf::PerfModel;
 
-/// The trailing window activity is averaged over, seconds.
+/// The trailing window the real-time server averages activity over, seconds.
 pub const WINDOW_S: f64 = 1.0;
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -42,6 +44,8 @@ struct Span {
 #[derive(Debug, Clone)]
 pub struct GpuModel {
     spans: Vec<VecDeque<Span>>,
+    /// The trailing window activity is averaged over, seconds.
+    window_s: f64,
     /// Engines per replica (pipeline stages).
     pipeline: usize,
     /// GPUs per replica (tensor parallel × pipeline stages).
@@ -78,11 +82,13 @@ pub struct GpuReading {
 
 impl GpuModel {
     /// The GPUs of `engines` engines built on `perf` (`replicas ×
-    /// pipeline` of them, as the cluster has).
-    pub fn new(perf: &PerfModel, engines: usize) -> GpuModel {
+    /// pipeline` of them, as the cluster has), their activity averaged
+    /// over a trailing `window_s` seconds.
+    pub fn new(perf: &PerfModel, engines: usize, window_s: f64) -> GpuModel {
         let pipeline = perf.pipeline().max(1) as usize;
         GpuModel {
             spans: vec![VecDeque::new(); engines.max(1)],
+            window_s: if window_s > 0.0 { window_s } else { WINDOW_S },
             pipeline,
             gpus_per_replica: perf.gpus() * perf.pipeline().max(1),
             name: perf.gpu().name.to_string(),
@@ -119,7 +125,7 @@ impl GpuModel {
     /// each engine's counters (for the KV cache in use). Forgets the steps
     /// that ended before the window.
     pub fn readings(&mut self, now_s: f64, engines: &[EngineStats]) -> Vec<GpuReading> {
-        let from = now_s - WINDOW_S;
+        let from = now_s - self.window_s;
         for spans in &mut self.spans {
             while spans.front().is_some_and(|s| s.end_s <= from) {
                 spans.pop_front();
@@ -140,7 +146,7 @@ impl GpuModel {
                     kv_tokens += st.kv_usage * st.kv_capacity_tokens as f64;
                 }
             }
-            let per = WINDOW_S * self.pipeline as f64;
+            let per = self.window_s * self.pipeline as f64;
             let gpus = f64::from(self.gpus_per_replica.max(1));
             let used =
                 (self.weight_bytes + self.reserve_bytes + kv_tokens * self.kv_bytes_per_token)
@@ -164,23 +170,23 @@ impl GpuModel {
     pub fn exposition(&mut self, now_s: f64, engines: &[EngineStats]) -> String {
         let readings = self.readings(now_s, engines);
         let name = self.name.replace('"', "");
-        let families: [Family; 6] = [
+        let families: [Family; 7] = [
             (
                 "DCGM_FI_PROF_SM_ACTIVE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: fraction of the last second the engine was stepping.",
+                "Modelled by infer-bench-sim, not measured: fraction of the window the engine was stepping.",
                 |r| r.sm_active,
             ),
             (
                 "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: roofline compute time (GEMMs, attention) over the last second.",
+                "Modelled by infer-bench-sim, not measured: roofline compute time (GEMMs, attention) over the window.",
                 |r| r.tensor_active,
             ),
             (
                 "DCGM_FI_PROF_DRAM_ACTIVE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: roofline memory time (weights, KV cache) over the last second.",
+                "Modelled by infer-bench-sim, not measured: roofline memory time (weights, KV cache) over the window.",
                 |r| r.dram_active,
             ),
             (
@@ -188,6 +194,12 @@ impl GpuModel {
                 "gauge",
                 "Modelled by infer-bench-sim, not measured: GPU utilization (in %), SM active x 100.",
                 |r| (r.sm_active * 100.0).round(),
+            ),
+            (
+                "DCGM_FI_DEV_MEM_COPY_UTIL",
+                "gauge",
+                "Modelled by infer-bench-sim, not measured: memory utilization (in %), DRAM active x 100.",
+                |r| (r.dram_active * 100.0).round(),
             ),
             (
                 "DCGM_FI_DEV_FB_USED",
@@ -225,7 +237,7 @@ mod tests {
     fn model() -> (PerfModel, GpuModel) {
         let t = target("h100-sxm", 1);
         let perf = PerfModel::new(&t, &arch("llama-3.1-8b"), DType::Bf16).unwrap();
-        let gpus = GpuModel::new(&perf, 1);
+        let gpus = GpuModel::new(&perf, 1, WINDOW_S);
         (perf, gpus)
     }
 
@@ -315,7 +327,7 @@ mod tests {
     fn exposition_has_one_series_per_gpu_under_dcgm_names() {
         let t = target("h100-sxm", 2);
         let perf = PerfModel::new(&t, &arch("llama-3.1-8b"), DType::Bf16).unwrap();
-        let mut g = GpuModel::new(&perf, 1);
+        let mut g = GpuModel::new(&perf, 1, WINDOW_S);
         g.record(0, 0.0, 1.0, &step(1.0, 0.25, 0.75));
         let text = g.exposition(1.0, &[EngineStats::default()]);
         assert!(text.contains(
@@ -327,6 +339,10 @@ mod tests {
         );
         assert!(text.contains("} 0.75\n"), "{text}");
         assert!(text.contains("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""), "{text}");
-        assert_eq!(text.matches("Modelled by infer-bench-sim").count(), 6);
+        assert_eq!(text.matches("Modelled by infer-bench-sim").count(), 7);
+        assert!(
+            text.contains("DCGM_FI_DEV_MEM_COPY_UTIL{gpu=\"1\""),
+            "{text}"
+        );
     }
 }

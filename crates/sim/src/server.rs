@@ -106,7 +106,7 @@ impl SimServer {
         let tokens_per_event = engine.tokens_per_event();
         let shared = Arc::new(Shared::default());
         *shared.gpu.lock() = Some((
-            GpuModel::new(engine.engine(0).perf(), engine.len()),
+            GpuModel::new(engine.engine(0).perf(), engine.len(), super::gpu::WINDOW_S),
             Vec::new(),
             Instant::now(),
         ));

@@ -40,7 +40,13 @@ pub(super) struct TelemetryEnv<'a> {
 impl TelemetryEnv<'_> {
     /// Starts a point's GPU sampling and metrics scraping.
     fn start(&self, cfg: &PointConfig, server: &Server) -> Session {
-        let gpu = session::gpu_plan(self.config.gpu, cfg, self.gpus);
+        let served = server.metrics_url(cfg);
+        let sim = match server {
+            Server::Sim(_) => served.as_deref().map(session::SimGpus::Served),
+            Server::Virtual(_) => Some(session::SimGpus::Virtual),
+            _ => None,
+        };
+        let gpu = session::gpu_plan(self.config.gpu, cfg, self.gpus, sim);
         let scrape = server
             .metrics_url(cfg)
             .filter(|_| self.config.server_metrics)
@@ -64,8 +70,9 @@ impl TelemetryEnv<'_> {
                     interval: self.config.scrape_interval.as_std(),
                 })
             });
-        // A dcgm-exporter is scraped like server metrics, on their interval.
-        let gpu_interval = if cfg.target.gpu_metrics_url.is_some() {
+        // A dcgm-exporter, and a simulator's modelled GPUs, are scraped like
+        // server metrics, on their interval.
+        let gpu_interval = if cfg.target.gpu_metrics_url.is_some() || sim.is_some() {
             self.config.scrape_interval.as_std()
         } else {
             self.config.interval.as_std()
@@ -206,8 +213,13 @@ pub(super) fn run_point(
     // simulated instant, so the point's runs (and their telemetry) follow
     // one another on one timeline, as real runs do.
     let mut virtual_next: Option<Instant> = virtual_time.then(|| telemetry.origin());
-    let virtual_scrape =
-        (virtual_time && tel.config.server_metrics).then(|| tel.config.scrape_interval.as_std());
+    let virtual_sampling = virtual_time
+        .then(|| super::virtual_time::Sampling {
+            every: tel.config.scrape_interval.as_std(),
+            metrics: tel.config.server_metrics,
+            gpus: tel.config.gpu != infer_bench_spec::raw::GpuMode::Off,
+        })
+        .filter(|s| s.metrics || s.gpus);
     for run in 0..cfg.load.runs {
         server.begin_run(run);
         // Every run starts with its connections open, none measured; as
@@ -305,12 +317,15 @@ pub(super) fn run_point(
                 &p.hash,
                 run,
                 &env,
-                virtual_scrape,
+                virtual_sampling,
             ) {
                 Ok(v) => {
                     virtual_next = Some(v.ended + std::time::Duration::from_secs(1));
-                    if let Some(every) = virtual_scrape {
-                        telemetry.add_scrapes(VIRTUAL_METRICS, every, v.scrapes);
+                    if let Some(s) = virtual_sampling.filter(|s| s.metrics) {
+                        telemetry.add_scrapes(VIRTUAL_METRICS, s.every, v.scrapes);
+                    }
+                    if let Some((devices, samples)) = v.gpus {
+                        telemetry.add_gpu_samples(devices, samples);
                     }
                     v.outcome
                 }

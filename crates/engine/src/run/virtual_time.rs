@@ -36,10 +36,13 @@ use super::recorder::Recorder;
 use crate::backend::openai::timeout_failure;
 use crate::backend::record::OutputEvent;
 use crate::backend::{Backend, ErrorClass, Failure, Prepared, RequestRecord};
+use crate::telemetry::dcgm::{self, Filter};
+use crate::telemetry::gpu::{GpuInfo, GpuReading};
 use crate::telemetry::prom;
 use crate::telemetry::scrape::{self, Values};
 use infer_bench_sim::cluster::Cluster;
 use infer_bench_sim::engine::Step;
+use infer_bench_sim::gpu::GpuModel;
 use infer_bench_sim::request::{self, Setup};
 use infer_bench_sim::server::{Lag, exposition};
 use infer_bench_spec::plan::PointConfig;
@@ -162,32 +165,55 @@ struct Sim<'a, B: Backend> {
     refused_in_a_row: u64,
     accepted: u64,
     stopped: Option<String>,
-    // Telemetry: the scrape interval, the served name, what was read.
-    scrape_ns: Option<u64>,
+    // Telemetry: what is read and how often, the served name, what was read.
+    sampling: Option<Sampling>,
     model: String,
     steps: u64,
     scrapes: Vec<(Instant, Result<Values, String>)>,
+    /// The modelled GPUs, which every step is recorded into, and their
+    /// readings.
+    gpu: Option<GpuModel>,
+    gpu_devices: Vec<GpuInfo>,
+    gpu_samples: Vec<(Instant, GpuReadings)>,
+}
+
+/// One reading of every modelled GPU, or why there is none.
+pub type GpuReadings = Result<Vec<GpuReading>, String>;
+
+/// The modelled GPUs of a run and each reading of them, with its instant.
+pub type ModelledGpus = (Vec<GpuInfo>, Vec<(Instant, GpuReadings)>);
+
+/// What a virtual run reads of the simulated server, at one simulated
+/// interval: its `/metrics` (as a scraper would) and its modelled GPUs
+/// (as a dcgm-exporter sampler would).
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    pub every: Duration,
+    pub metrics: bool,
+    pub gpus: bool,
 }
 
 /// What a virtual run produced: the run as a real run reports it, the
-/// simulated server's metrics as a scraper would have read them, and the
-/// simulated instant the run's last request ended.
+/// simulated server's metrics as a scraper would have read them, its
+/// modelled GPUs (the GPUs and each reading) and the simulated instant
+/// the run's last request ended.
 pub struct VirtualRun {
     pub outcome: RunOutcome,
     pub scrapes: Vec<(Instant, Result<Values, String>)>,
+    pub gpus: Option<ModelledGpus>,
     pub ended: Instant,
 }
 
 /// Runs one run of a point on the simulator in virtual time. The run's
-/// clock starts at `env.start_at` (else now); with `scrape`, the server's
-/// metrics are read at that simulated interval.
+/// clock starts at `env.start_at` (else now); with `sampling`, the
+/// server's metrics and modelled GPUs are read at that simulated interval.
 pub fn run_once_virtual<B: Backend>(
     backend: &B,
     cfg: &PointConfig,
     point_hash: &str,
     run: u32,
     env: &RunEnv,
-    scrape: Option<Duration>,
+    sampling: Option<Sampling>,
 ) -> Result<VirtualRun, String> {
     let setup = Setup::of(cfg)?;
     let speed = setup.speed(run);
@@ -217,6 +243,15 @@ pub fn run_once_virtual<B: Backend>(
     let per_event = setup.engine.tokens_per_event();
     let request_overhead_ns = (setup.engine.request_overhead_s() * 1e9).round() as u64;
     let engines = setup.engine.len();
+    // Read at known instants, the modelled GPUs average each reading over
+    // the interval since the last one, so their readings tile the run.
+    let gpu = sampling.filter(|s| s.gpus).map(|s| {
+        GpuModel::new(
+            setup.engine.engine(0).perf(),
+            engines,
+            s.every.as_secs_f64().max(1e-3),
+        )
+    });
     let mut sim = Sim {
         backend,
         load,
@@ -257,13 +292,16 @@ pub fn run_once_virtual<B: Backend>(
         refused_in_a_row: 0,
         accepted: 0,
         stopped: None,
-        scrape_ns: scrape.map(|d| (d.as_nanos() as u64).max(1_000_000)),
+        sampling,
         model: cfg.served_name().to_string(),
         steps: 0,
         scrapes: Vec::new(),
+        gpu,
+        gpu_devices: Vec::new(),
+        gpu_samples: Vec::new(),
     };
     sim.sample();
-    if let Some(every) = sim.scrape_ns {
+    if let Some(every) = sim.scrape_ns() {
         sim.schedule(every, Ev::Scrape);
     }
     sim.start(limit, first_active);
@@ -371,28 +409,57 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
-    /// Reads the simulated server's metrics now, as its `/metrics` would
-    /// answer them (the same text, parsed by the same scraper).
+    /// The simulated interval between reads, nanoseconds (at least 1 ms).
+    fn scrape_ns(&self) -> Option<u64> {
+        self.sampling
+            .map(|s| (s.every.as_nanos() as u64).max(1_000_000))
+    }
+
+    /// Reads the simulated server's metrics and modelled GPUs now, as its
+    /// `/metrics` would answer them (the same text, parsed by the same
+    /// scraper and GPU reader as a real-time run's).
     fn sample(&mut self) {
-        if self.scrape_ns.is_none() {
+        let Some(sampling) = self.sampling else {
             return;
+        };
+        let at = self.at(self.now);
+        if sampling.metrics {
+            let text = exposition(
+                &self.model,
+                &self.engine.stats(),
+                self.steps,
+                Lag::default(),
+            );
+            let values = prom::parse(&text)
+                .map(|e| scrape::extract(&e))
+                .map_err(|e| format!("the metrics text is malformed: {e}"));
+            self.scrapes.push((at, values));
         }
-        let text = exposition(
-            &self.model,
-            &self.engine.stats(),
-            self.steps,
-            Lag::default(),
-        );
-        let values = prom::parse(&text)
-            .map(|e| scrape::extract(&e))
-            .map_err(|e| format!("the metrics text is malformed: {e}"));
-        self.scrapes.push((self.at(self.now), values));
+        if let Some(gpu) = &mut self.gpu {
+            let engines: Vec<_> = (0..self.engine.len())
+                .map(|i| self.engine.engine(i).stats())
+                .collect();
+            let text = gpu.exposition(self.now as f64 / 1e9, &engines);
+            let seen = prom::parse(&text)
+                .map(|e| dcgm::read(&e, &Filter::default()))
+                .map_err(|e| format!("the modelled GPU text is malformed: {e}"));
+            let readings = seen.map(|seen| {
+                if self.gpu_devices.is_empty() {
+                    self.gpu_devices = seen.iter().map(|s| s.info.clone()).collect();
+                }
+                seen.into_iter().map(|s| s.reading).collect()
+            });
+            self.gpu_samples.push((at, readings));
+        }
     }
 
     fn start_step(&mut self, i: usize) {
         if let Some(step) = self.engine.step(i) {
             self.steps += 1;
             let ns = (step.duration * self.speed * 1e9).max(0.0).round() as u64;
+            if let Some(gpu) = &mut self.gpu {
+                gpu.record(i, self.now as f64 / 1e9, ns as f64 / 1e9, &step);
+            }
             self.busy[i] = Some((self.now + ns, step));
         }
     }
@@ -492,7 +559,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 let more = self.pending > 0
                     || self.busy.iter().any(Option::is_some)
                     || !self.flights.is_empty();
-                if let (true, Some(every)) = (more, self.scrape_ns) {
+                if let (true, Some(every)) = (more, self.scrape_ns()) {
                     self.schedule(self.now + every, Ev::Scrape);
                 }
             }
@@ -826,6 +893,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 stopped: self.stopped,
             },
             scrapes: self.scrapes,
+            gpus: (!self.gpu_devices.is_empty()).then_some((self.gpu_devices, self.gpu_samples)),
             ended,
         }
     }

@@ -19,20 +19,46 @@ use infer_bench_spec::results::telemetry::*;
 /// What to do about GPUs for a point.
 pub enum GpuPlan {
     Sample(Box<dyn GpuSampler>),
+    /// A virtual-time simulation models the GPUs and hands its readings
+    /// in ([`Session::add_gpu_samples`]).
+    Modelled,
     /// Nothing to sample, and why.
     Absent(String),
     Off,
 }
 
-/// The GPU plan of a point: nothing for `off`; "no GPU", with the reason,
-/// for a simulated target (its GPU is modelled, not measured) or where
-/// the source has none; else a sampler over the GPUs the target names.
-pub fn gpu_plan(mode: GpuMode, cfg: &PointConfig, source: &dyn GpuSource) -> GpuPlan {
+/// Where a simulated target's modelled GPUs are read.
+#[derive(Debug, Clone, Copy)]
+pub enum SimGpus<'a> {
+    /// The real-time simulator's `/metrics` at this URL, which serves them
+    /// under dcgm-exporter's names.
+    Served(&'a str),
+    /// A virtual-time run, which models them beside its engines.
+    Virtual,
+}
+
+/// The GPU plan of a point: nothing for `off`; for a simulated target,
+/// its modelled GPUs (`sim` says where they are read); else a sampler
+/// over the GPUs the target names, or "no GPU" with the reason where the
+/// source has none.
+pub fn gpu_plan(
+    mode: GpuMode,
+    cfg: &PointConfig,
+    source: &dyn GpuSource,
+    sim: Option<SimGpus<'_>>,
+) -> GpuPlan {
     if mode == GpuMode::Off {
         return GpuPlan::Off;
     }
     if cfg.target.kind == TargetKind::Sim {
-        return GpuPlan::Absent(SIM_HAS_NO_GPU.into());
+        return match sim {
+            Some(SimGpus::Virtual) => GpuPlan::Modelled,
+            Some(SimGpus::Served(url)) => match sim_sampler(url) {
+                Ok(s) => GpuPlan::Sample(Box::new(s)),
+                Err(why) => GpuPlan::Absent(format!("the simulator's modelled GPUs: {why}")),
+            },
+            None => GpuPlan::Absent(SIM_NOT_RUNNING.into()),
+        };
     }
     if cfg.target.gpu_metrics_url.is_some() {
         return match dcgm_sampler(cfg) {
@@ -74,6 +100,13 @@ pub fn dcgm_sampler(cfg: &PointConfig) -> Result<DcgmSampler, String> {
     )
 }
 
+/// A sampler of the modelled GPUs a real-time simulator serves at `url`
+/// (all of them: the simulator is the whole deployment).
+fn sim_sampler(url: &str) -> Result<DcgmSampler, String> {
+    let source = HttpMetrics::new(url, DCGM_TIMEOUT)?;
+    DcgmSampler::open(url, Box::new(source), Filter::default(), GpuDataSource::Sim)
+}
+
 /// Where NVML on this machine sees some of the GPUs a dcgm-exporter
 /// lists (the same UUID), says which figures the results keep and why.
 fn also_in_nvml(devices: &[GpuInfo], source: &dyn GpuSource) -> Option<String> {
@@ -100,8 +133,16 @@ fn also_in_nvml(devices: &[GpuInfo], source: &dyn GpuSource) -> Option<String> {
     })
 }
 
-/// Why a simulated target has no GPU telemetry.
-pub const SIM_HAS_NO_GPU: &str = "the target is the built-in simulator, which has no GPU to sample (its GPU is modelled, not measured)";
+/// What the telemetry of a simulated target's GPUs says of itself.
+pub const MODELLED: &str =
+    "modelled by the simulator (its roofline and memory model), not measured";
+
+/// Why a virtual-time point that handed in no readings has no GPU telemetry.
+const NO_MODELLED_READINGS: &str = "the simulator's modelled GPUs gave no readings";
+
+/// Why a simulated target without a running simulator has no GPU telemetry.
+pub const SIM_NOT_RUNNING: &str =
+    "the target is the built-in simulator, whose modelled GPUs are read only while it runs";
 
 /// With `telemetry.gpu = "required"`, checks before the first point that
 /// every target of `points` has a GPU to sample; the error is one sentence
@@ -124,10 +165,10 @@ pub fn preflight<'a>(
         let (why, hint) = if t.kind == TargetKind::Sim {
             (
                 format!(
-                    "target `{}` is the built-in simulator, which has no GPU to sample",
+                    "target `{}` is the built-in simulator, whose GPUs are modelled, not measured",
                     t.name
                 ),
-                "GPU telemetry needs a real server on a real GPU; for simulated targets set telemetry.gpu = \"auto\" or \"off\"".to_string(),
+                "`required` asks for measured GPUs, which need a real server on a real GPU; for simulated targets set telemetry.gpu = \"auto\" (the default, which records the modelled GPUs) or \"off\"".to_string(),
             )
         } else if let Some(url) = &t.gpu_metrics_url {
             match dcgm_sampler(cfg) {
@@ -192,6 +233,9 @@ pub struct Session {
     origin: Instant,
     gpu_interval: Duration,
     gpu: Option<(Vec<GpuInfo>, Periodic<GpuSample>)>,
+    /// GPU readings taken elsewhere (a virtual-time run's modelled GPUs):
+    /// the GPUs and each sample with its instant.
+    modelled: Option<(Vec<GpuInfo>, Vec<Timed<GpuSample>>)>,
     gpu_source: GpuDataSource,
     gpu_url: Option<String>,
     gpu_status: GpuStatus,
@@ -215,9 +259,16 @@ impl Session {
         let origin = Instant::now();
         let (mut gpu_status, mut gpu_note) = (GpuStatus::Absent, None);
         let (mut gpu_source, mut gpu_url) = (GpuDataSource::Nvml, None);
+        let mut modelled = None;
         let gpu = match gpu {
             GpuPlan::Off => {
                 gpu_status = GpuStatus::Off;
+                None
+            }
+            GpuPlan::Modelled => {
+                gpu_source = GpuDataSource::Sim;
+                gpu_note = Some(NO_MODELLED_READINGS.into());
+                modelled = Some((Vec::new(), Vec::new()));
                 None
             }
             GpuPlan::Absent(why) => {
@@ -257,6 +308,7 @@ impl Session {
             origin,
             gpu_interval,
             gpu,
+            modelled,
             gpu_source,
             gpu_url,
             gpu_status,
@@ -283,6 +335,18 @@ impl Session {
             })
             .scrapes
             .extend(scrapes);
+    }
+
+    /// Adds GPU readings taken elsewhere (a virtual-time run's modelled
+    /// GPUs, `devices` in the order of every reading). Summarized like a
+    /// sampling thread's; ignored unless the plan was `Modelled`.
+    pub fn add_gpu_samples(&mut self, devices: Vec<GpuInfo>, samples: Vec<(Instant, GpuSample)>) {
+        if let Some((known, all)) = &mut self.modelled {
+            if known.is_empty() {
+                *known = devices;
+            }
+            all.extend(samples.into_iter().map(|(at, value)| Timed { at, value }));
+        }
     }
 
     /// Samples and scrapes once more, and waits for both: call just
@@ -333,9 +397,13 @@ impl Session {
                 end_s: r.window_end_s,
             })
             .collect();
-        let gpu = match self.gpu {
-            Some((devices, p)) => {
-                let samples: Vec<Timed<GpuSample>> = p.stop();
+        let sampled = match (self.gpu, self.modelled) {
+            (Some((devices, p)), _) => Some((devices, p.stop())),
+            (None, Some((devices, samples))) if !devices.is_empty() => Some((devices, samples)),
+            _ => None,
+        };
+        let gpu = match sampled {
+            Some((devices, samples)) => {
                 let ok: Vec<(f64, &Vec<GpuReading>)> = samples
                     .iter()
                     .filter_map(|s| s.value.as_ref().ok().map(|v| (at(s.at), v)))
@@ -348,7 +416,10 @@ impl Session {
                     d.source = Some(self.gpu_source);
                 }
                 g.url = self.gpu_url;
-                g.note = self.gpu_note;
+                g.note = match self.gpu_source {
+                    GpuDataSource::Sim => Some(MODELLED.into()),
+                    _ => self.gpu_note,
+                };
                 let failed: Vec<ScrapeError> = samples
                     .iter()
                     .filter_map(|s| {
@@ -861,15 +932,24 @@ mod tests {
             e.contains("\"5\"") && e.contains("fix targets.a.gpu_ids"),
             "{e}"
         );
-        // Whatever the source, a simulated target's plan is "no GPU", and off is off.
+        // Whatever the source, a simulated target's plan is its modelled
+        // GPUs (none while it does not run), and off is off.
+        assert!(matches!(
+            gpu_plan(GpuMode::Auto, &sim[0], &scripted, Some(SimGpus::Virtual)),
+            GpuPlan::Modelled
+        ));
         assert!(
-            matches!(gpu_plan(GpuMode::Auto, &sim[0], &scripted), GpuPlan::Absent(w) if w == SIM_HAS_NO_GPU)
+            matches!(gpu_plan(GpuMode::Auto, &sim[0], &scripted, None), GpuPlan::Absent(w) if w == SIM_NOT_RUNNING)
         );
         assert!(matches!(
-            gpu_plan(GpuMode::Off, &real[0], &scripted),
+            gpu_plan(GpuMode::Off, &sim[0], &scripted, Some(SimGpus::Virtual)),
             GpuPlan::Off
         ));
-        match gpu_plan(GpuMode::Auto, &real[0], &scripted) {
+        assert!(matches!(
+            gpu_plan(GpuMode::Off, &real[0], &scripted, None),
+            GpuPlan::Off
+        ));
+        match gpu_plan(GpuMode::Auto, &real[0], &scripted, None) {
             GpuPlan::Sample(s) => assert_eq!(s.devices()[0].index, 1),
             _ => panic!("expected a sampler over GPU 1"),
         }

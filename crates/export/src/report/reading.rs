@@ -16,7 +16,7 @@ use infer_bench_spec::results::telemetry::GpuDataSource;
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// Where a point's GPU figures came from, as the report names it: `nvml`,
-/// `dcgm`, or `sim (modelled)`; several joined by `+`.
+/// `dcgm`, or `sim, modelled`; several joined by `+`.
 fn gpu_source(p: &PointResult) -> Option<String> {
     let t = p.telemetry.as_ref()?;
     let mut names: Vec<&str> = Vec::new();
@@ -31,7 +31,7 @@ fn gpu_source(p: &PointResult) -> Option<String> {
 
 fn source_name(s: Option<GpuDataSource>) -> &'static str {
     match s {
-        Some(GpuDataSource::Sim) => "sim (modelled)",
+        Some(GpuDataSource::Sim) => "sim, modelled",
         Some(x) => x.name(),
         None => "nvml",
     }
