@@ -738,9 +738,12 @@ fn a_sim_run_records_its_modelled_gpus_as_dcgm_exporter_serves_them() {
     let [(_, p_sm, p_tensor, p_dram), (_, d_sm, d_tensor, d_dram)] = &activity[..] else {
         panic!("{activity:?}");
     };
-    // A closed loop keeps the engine stepping; prefill is math, decode is
-    // moving weights and KV cache.
-    assert!(*p_sm > 0.95 && *d_sm > 0.95, "{activity:?}");
+    // A closed loop keeps the engine stepping; the host's share of a step
+    // (scheduling, sampling) leaves the GPU idle, and weighs more on short
+    // decode steps than on long prefills. Prefill is math, decode is moving
+    // weights and KV cache.
+    assert!(*p_sm > 0.95, "{activity:?}");
+    assert!(*d_sm > 0.8 && d_sm < p_sm, "{activity:?}");
     assert!(p_tensor > p_dram, "{activity:?}");
     assert!(d_dram > d_tensor, "{activity:?}");
     assert!(p_tensor > d_tensor && d_dram > p_dram, "{activity:?}");

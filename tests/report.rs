@@ -254,8 +254,8 @@ fn failed_points_and_empty_files_still_make_reports() {
 
 #[test]
 fn no_telemetry_no_telemetry_section() {
-    // Drawing telemetry is tested beside the HTML exporter, on JSON: the
-    // simulator has no GPU to sample.
+    // Drawing telemetry is tested beside the HTML exporter, on JSON (and on
+    // a sim run's modelled GPUs in tests/dcgm.rs): these fixtures have none.
     assert!(!report::html::render(&fixtures()).contains("id=\"telemetry\""));
 }
 

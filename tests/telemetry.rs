@@ -1,5 +1,6 @@
 //! End to end telemetry: the real binary against the built-in simulator
-//! (whose `/metrics` speaks vLLM's names), against an OpenAI target served
+//! (whose `/metrics` speaks vLLM's names, and dcgm-exporter's for its
+//! modelled GPU), against an OpenAI target served
 //! by an in-process simulator (this machine's GPUs through NVML, or their
 //! absence), with failing scrapes, with `telemetry.gpu = "required"`; and
 //! the library's run loop with scripted GPUs, checking energy, cost and
@@ -161,7 +162,7 @@ fn check_vllm_metrics(point: &Value, concurrency: f64) {
 }
 
 #[test]
-fn sim_point_records_the_simulators_metrics_and_no_gpu() {
+fn sim_point_records_the_simulators_metrics_and_its_modelled_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write_spec(
         dir.path(),
@@ -178,15 +179,16 @@ fn sim_point_records_the_simulators_metrics_and_no_gpu() {
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", text(&o.stderr));
     let r = results(&out);
     let p = &r["points"][0];
+    // Its GPU is the simulator's model, read off its /metrics and said
+    // to be modelled (tests/dcgm.rs checks the figures).
     let gpu = &p["telemetry"]["gpu"];
-    assert_eq!(gpu["status"], "absent");
-    assert!(
-        gpu["note"].as_str().unwrap().contains("built-in simulator"),
-        "{gpu}"
-    );
-    assert!(gpu["devices"].as_array().unwrap().is_empty());
+    assert_eq!(gpu["status"], "sampled", "{gpu}");
+    assert_eq!(gpu["source"], "sim", "{gpu}");
+    assert!(gpu["note"].as_str().unwrap().contains("modelled"), "{gpu}");
+    assert_eq!(gpu["devices"].as_array().unwrap().len(), 1, "{gpu}");
+    assert!(gpu.get("energy_j").is_none(), "{gpu}");
     check_vllm_metrics(p, 8.0);
-    // Cost from the price; nothing from energy that was not measured.
+    // Cost from the price; nothing from energy that was not modelled.
     assert!(f(&p["cost"]["usd_per_1m_output_tokens"]) > 0.0);
     assert!(p["cost"].get("output_tokens_per_joule").is_none());
     assert!(
@@ -194,10 +196,10 @@ fn sim_point_records_the_simulators_metrics_and_no_gpu() {
         "{stdout}"
     );
     assert!(stdout.contains("running max"), "{stdout}");
+    assert!(stdout.contains("SM act %"), "{stdout}");
+    assert!(!stdout.contains("power W"), "no power modelled: {stdout}");
     assert!(
-        stdout.contains(
-            "GPU telemetry was not sampled for 1 point: the target is the built-in simulator"
-        ),
+        stdout.contains("GPU figures of 1 point are modelled by the simulator"),
         "{stdout}"
     );
 }

@@ -38,6 +38,10 @@ pub struct Step {
     /// p-norm that combines them ([`crate::perf::StepCost`]).
     pub compute_s: f64,
     pub memory_s: f64,
+    /// Of `duration`, the time kernels run on the GPUs: all but the
+    /// host's overhead of the step (scheduling, sampling), during which
+    /// the GPUs wait.
+    pub gpu_s: f64,
     /// (request id, new tokens this step) for every sequence that produced
     /// a token at the end of this step: each decode, and each prompt whose
     /// prefill completed (its first token). Always 1 token per sequence.
@@ -344,6 +348,7 @@ impl Engine {
             duration,
             compute_s: cost.compute_s,
             memory_s: cost.memory_s,
+            gpu_s: cost.gpu_s,
             tokens,
             finished,
             prefill_tokens,

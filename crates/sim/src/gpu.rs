@@ -35,7 +35,9 @@ const GIB: f64 = 1024.0 * MIB;
 struct Span {
     start_s: f64,
     end_s: f64,
-    /// Fractions of the step the tensor pipes and DRAM were busy.
+    /// Fractions of the step kernels ran, and the tensor pipes and DRAM
+    /// were busy.
+    sm: f64,
     tensor: f64,
     dram: f64,
 }
@@ -68,7 +70,8 @@ type Family = (
 /// One simulated GPU's modelled readings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpuReading {
-    /// Fraction of the window a step was running, 0..=1.
+    /// Fraction of the window kernels ran (steps less their host
+    /// overhead), 0..=1.
     pub sm_active: f64,
     /// Roofline compute time over the window, 0..=1.
     pub tensor_active: f64,
@@ -116,6 +119,7 @@ impl GpuModel {
         spans.push_back(Span {
             start_s,
             end_s: start_s + duration_s.max(0.0),
+            sm: fraction(step.gpu_s),
             tensor: fraction(step.compute_s),
             dram: fraction(step.memory_s),
         });
@@ -138,7 +142,7 @@ impl GpuModel {
             for e in r * self.pipeline..((r + 1) * self.pipeline).min(self.spans.len()) {
                 for s in &self.spans[e] {
                     let overlap = (s.end_s.min(now_s) - s.start_s.max(from)).max(0.0);
-                    busy += overlap;
+                    busy += overlap * s.sm;
                     tensor += overlap * s.tensor;
                     dram += overlap * s.dram;
                 }
@@ -174,7 +178,7 @@ impl GpuModel {
             (
                 "DCGM_FI_PROF_SM_ACTIVE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: fraction of the window the engine was stepping.",
+                "Modelled by infer-bench-sim, not measured: fraction of the window kernels ran (engine steps less their host overhead).",
                 |r| r.sm_active,
             ),
             (
@@ -244,6 +248,7 @@ mod tests {
     fn step(duration: f64, compute_s: f64, memory_s: f64) -> Step {
         Step {
             duration,
+            gpu_s: duration,
             compute_s,
             memory_s,
             tokens: vec![],
@@ -291,6 +296,16 @@ mod tests {
         assert_eq!(r[0].tensor_active, 0.5);
         assert_eq!(r[0].dram_active, 0.0);
         assert_eq!(g.spans[0].len(), 1);
+        // The host's overhead of a step leaves the GPU idle.
+        let (_, mut g) = model();
+        let host_bound = Step {
+            gpu_s: 0.25,
+            ..step(1.0, 0.2, 0.1)
+        };
+        g.record(0, 0.0, 1.0, &host_bound);
+        let r = g.readings(1.0, &[idle]);
+        assert_eq!(r[0].sm_active, 0.25);
+        assert!((r[0].tensor_active - 0.2).abs() < 1e-12, "{r:?}");
     }
 
     #[test]

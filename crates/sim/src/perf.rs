@@ -117,6 +117,9 @@ pub struct StepCost {
     pub memory_s: f64,
     pub communication_s: f64,
     pub overhead_s: f64,
+    /// Of `total_s`, the time kernels run on the GPUs: all but the host
+    /// overhead.
+    pub gpu_s: f64,
     pub total_s: f64,
 }
 
@@ -306,6 +309,7 @@ impl PerfModel {
                 memory_s: 0.0,
                 communication_s: 0.0,
                 overhead_s: 0.0,
+                gpu_s: 0.0,
                 total_s: 0.0,
             };
         }
@@ -331,6 +335,7 @@ impl PerfModel {
             memory_s: weights_s + kv_s,
             communication_s,
             overhead_s,
+            gpu_s: (work_s + communication_s) * self.slowdown,
             total_s,
         }
     }
