@@ -302,9 +302,11 @@ fn the_cases_found_by_hand_do_not_panic() {
         exercise(&serde_json::to_string_pretty(&v).unwrap());
         eprintln!("ok: {what}");
     }
-    // A file cut short, anywhere.
-    for cut in (1..m.text.len()).step_by(m.text.len() / 23) {
-        assert!(!exercise(&m.text[..cut]), "cut at {cut} reads");
+    // A file cut short, anywhere (short of its closing brace: a cut of
+    // only the trailing newline leaves a whole file).
+    let whole = m.text.trim_end();
+    for cut in (1..whole.len()).step_by(whole.len() / 23) {
+        assert!(!exercise(&whole[..cut]), "cut at {cut} reads");
     }
 }
 
