@@ -783,6 +783,7 @@ fn a_sim_run_records_its_modelled_gpus_as_dcgm_exporter_serves_them() {
     assert!(html.contains("<h3>Per GPU</h3>"));
     assert!(html.contains("<td class=\"l\">sim, modelled</td>"));
     assert!(html.contains("SM active (modelled)"), "the radar's axis");
+    assert!(html.contains("The simulator's GPUs are modelled"));
 
     // In real time the same figures come off the simulator's /metrics.
     let real_time = SIM_GPUS

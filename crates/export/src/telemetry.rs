@@ -474,6 +474,50 @@ mod tests {
     }
 
     #[test]
+    fn modelled_gpus_show_their_activity_no_power_and_say_they_are_modelled() {
+        let mut sim = gpu_telemetry();
+        sim.gpu.source = Some(GpuDataSource::Sim);
+        sim.gpu.energy_j = None;
+        sim.gpu.power_w_mean = None;
+        let d = &mut sim.gpu.devices[0];
+        d.stats.power_w = None;
+        d.stats.sm_active = stats(0.9, 1.0);
+        d.stats.tensor_active = stats(0.314, 0.5);
+        d.stats.dram_active = stats(0.756, 0.9);
+        let (text, notes) = table(&[Row {
+            slug: "sim.c8",
+            telemetry: Some(&sim),
+            output_tokens_per_joule: None,
+        }]);
+        let text = text.unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let header: Vec<&str> = lines[2]
+            .split("  ")
+            .filter(|c| !c.is_empty())
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            header,
+            [
+                "point",
+                "GPU util %",
+                "SM act %",
+                "tensor %",
+                "DRAM %",
+                "mem peak GiB"
+            ]
+        );
+        let row: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(row, ["sim.c8", "97", "90", "31", "76", "125.5"]);
+        assert_eq!(
+            notes,
+            [
+                "GPU figures of 1 point are modelled by the simulator (its roofline and memory model), not measured"
+            ]
+        );
+    }
+
+    #[test]
     fn probe_report_shows_what_was_sampled() {
         let text = probe(&gpu_telemetry());
         assert!(text.contains("NVIDIA H200"), "{text}");

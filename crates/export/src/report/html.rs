@@ -24,6 +24,7 @@ use infer_bench_judge::analysis::{
     latency_ms, round_sig, slo_lines, threshold_value,
 };
 use infer_bench_results::metric::Metric;
+use infer_bench_spec::results::telemetry::GpuDataSource;
 
 /// Most series in one latency-percentile or telemetry chart.
 const MAX_CURVES: usize = 10;
@@ -171,7 +172,21 @@ pub fn render(sources: &[Source]) -> String {
     pareto_section(&mut h, &a, sources);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {
-        h.push_str("<section id=\"telemetry\"><h2>GPU telemetry</h2><p class=\"lead\">Sampled during each point's measurement; time from the first sample.</p><div class=\"charts\">");
+        let modelled = (0..a.points.len()).any(|i| {
+            a.point(sources, i)
+                .telemetry
+                .as_ref()
+                .is_some_and(|t| t.gpu.source == Some(GpuDataSource::Sim))
+        });
+        let _ = write!(
+            h,
+            "<section id=\"telemetry\"><h2>GPU telemetry</h2><p class=\"lead\">Sampled during each point's measurement; time from the first sample.{}</p><div class=\"charts\">",
+            if modelled {
+                " The simulator's GPUs are modelled (its roofline and memory model), not measured."
+            } else {
+                ""
+            }
+        );
         for (c, caption) in &tele {
             figure(&mut h, c, caption);
         }
