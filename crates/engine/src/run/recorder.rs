@@ -4,8 +4,8 @@
 //! keep statistics of their own. Memory depends on the number of windows
 //! and steps, never on the number of requests, and a closed window is kept
 //! compact: its histograms encoded (V2 + deflate, a few KB) rather than
-//! twelve live histograms (about 0.6 MB), so an hour of 10 s windows costs
-//! a few MB (see `tests/recorder_memory.rs`).
+//! one live histogram per [`Series`] (sixteen), so an hour of 10 s windows
+//! costs a few MB (see this crate's `tests/recorder_memory.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
