@@ -24,6 +24,11 @@ use std::collections::VecDeque;
 use super::engine::{EngineStats, Step};
 use super::perf::PerfModel;
 
+/// How every HELP line of the modelled series begins, so that a reader of
+/// the text (the simulator's own `/metrics` named as a `gpu_metrics_url`)
+/// can tell modelled figures from measured ones.
+pub const MODELLED_HELP: &str = "Modelled by infer-bench-sim, not measured";
+
 /// The trailing window the real-time server averages activity over, seconds.
 pub const WINDOW_S: f64 = 1.0;
 
@@ -178,49 +183,51 @@ impl GpuModel {
             (
                 "DCGM_FI_PROF_SM_ACTIVE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: fraction of the window kernels ran (engine steps less their host overhead).",
+                "fraction of the window kernels ran (engine steps less their host overhead).",
                 |r| r.sm_active,
             ),
             (
                 "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: roofline compute time (GEMMs, attention) over the window.",
+                "roofline compute time (GEMMs, attention) over the window.",
                 |r| r.tensor_active,
             ),
             (
                 "DCGM_FI_PROF_DRAM_ACTIVE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: roofline memory time (weights, KV cache) over the window.",
+                "roofline memory time (weights, KV cache) over the window.",
                 |r| r.dram_active,
             ),
             (
                 "DCGM_FI_DEV_GPU_UTIL",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: GPU utilization (in %), SM active x 100.",
+                "GPU utilization (in %), SM active x 100.",
                 |r| (r.sm_active * 100.0).round(),
             ),
             (
                 "DCGM_FI_DEV_MEM_COPY_UTIL",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: memory utilization (in %), DRAM active x 100.",
+                "memory utilization (in %), DRAM active x 100.",
                 |r| (r.dram_active * 100.0).round(),
             ),
             (
                 "DCGM_FI_DEV_FB_USED",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: framebuffer memory used (in MiB), weights + KV cache in use + reserve.",
+                "framebuffer memory used (in MiB), weights + KV cache in use + reserve.",
                 |r| r.fb_used_mib,
             ),
             (
                 "DCGM_FI_DEV_FB_FREE",
                 "gauge",
-                "Modelled by infer-bench-sim, not measured: framebuffer memory free (in MiB).",
+                "framebuffer memory free (in MiB).",
                 |r| r.fb_free_mib,
             ),
         ];
         let mut text = String::new();
         for (metric, kind, help, value) in families {
-            text.push_str(&format!("# HELP {metric} {help}\n# TYPE {metric} {kind}\n"));
+            text.push_str(&format!(
+                "# HELP {metric} {MODELLED_HELP}: {help}\n# TYPE {metric} {kind}\n"
+            ));
             for (i, r) in readings.iter().enumerate() {
                 text.push_str(&format!(
                     "{metric}{{gpu=\"{i}\",UUID=\"SIM-{i:08}\",device=\"nvidia{i}\",modelName=\"{name}\",Hostname=\"infer-bench-sim\"}} {}\n",

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use super::gpu::{GpuInfo, GpuReading, GpuSampler};
 use super::prom::{self, Exposition};
 use super::scrape::MetricsSource;
+use infer_bench_sim::gpu::MODELLED_HELP;
 use infer_bench_spec::results::telemetry::GpuDataSource;
 
 /// Which of an exporter's GPUs to read.
@@ -187,6 +188,17 @@ pub fn read(expo: &Exposition, filter: &Filter) -> Vec<Seen> {
     out
 }
 
+/// Whether every DCGM family of `expo` says it is the simulator's model
+/// (its HELP lines begin with [`MODELLED_HELP`]), not a measurement.
+pub fn modelled(expo: &Exposition) -> bool {
+    let mut dcgm = expo
+        .help
+        .iter()
+        .filter(|(name, _)| name.starts_with("DCGM_FI_"))
+        .peekable();
+    dcgm.peek().is_some() && dcgm.all(|(_, help)| help.starts_with(MODELLED_HELP))
+}
+
 fn matches_id(g: &GpuInfo, id: &str) -> bool {
     id.parse::<u32>().is_ok_and(|i| i == g.index)
         || g.uuid
@@ -289,7 +301,13 @@ impl DcgmSampler {
             filter,
             devices: chosen.iter().map(|s| s.info.clone()).collect(),
             keys: chosen.into_iter().map(|s| s.key).collect(),
-            data_source,
+            // The simulator's figures stay marked modelled, however they
+            // are reached (its /metrics named as a gpu_metrics_url).
+            data_source: if modelled(&expo) {
+                GpuDataSource::Sim
+            } else {
+                data_source
+            },
             note: None,
         })
     }
@@ -446,6 +464,27 @@ DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",GPU_I_ID="3",GP
             .err()
             .unwrap();
         assert!(e.contains("lists no GPU"), "{e}");
+    }
+
+    #[test]
+    fn the_simulators_modelled_series_are_read_as_modelled() {
+        let exporter = prom::parse(TWO).unwrap();
+        assert!(!modelled(&exporter));
+        let text = format!(
+            "# HELP DCGM_FI_PROF_SM_ACTIVE {MODELLED_HELP}: kernels.\n# TYPE DCGM_FI_PROF_SM_ACTIVE gauge\n\
+             DCGM_FI_PROF_SM_ACTIVE{{gpu=\"0\",UUID=\"SIM-00000000\"}} 0.5\n\
+             # HELP vllm:num_requests_running Requests running.\n# TYPE vllm:num_requests_running gauge\n\
+             vllm:num_requests_running 3\n"
+        );
+        assert!(modelled(&prom::parse(&text).unwrap()));
+        let s = sampler(vec![Ok(text.clone())], Filter::default()).unwrap();
+        assert_eq!(s.source(), GpuDataSource::Sim, "whatever the caller named");
+        // One measured family among them: not the simulator's.
+        let mixed = format!(
+            "{text}# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n# TYPE DCGM_FI_DEV_FB_USED gauge\n\
+             DCGM_FI_DEV_FB_USED{{gpu=\"0\",UUID=\"SIM-00000000\"}} 100\n"
+        );
+        assert!(!modelled(&prom::parse(&mixed).unwrap()));
     }
 
     #[test]
