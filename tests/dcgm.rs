@@ -53,6 +53,17 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The HTML report of the run in `out`, written to `html` by the binary.
+fn html_report(out: &Path, html: &Path) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .args(["report", out.to_str().unwrap(), "--format", "html", "-o"])
+        .arg(html)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    std::fs::read_to_string(html).unwrap()
+}
+
 fn results(out: &Path) -> Value {
     let text = std::fs::read_to_string(out.join("results.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
@@ -575,14 +586,7 @@ fn the_hints_follow_the_served_sm_tensor_and_dram_activity() {
         // The HTML report shows the served activity with its source: the
         // per-GPU table (after NVML-style util and memory-bandwidth
         // columns), memory by phase, and the key-metrics card.
-        let html = dir.path().join(format!("{case}.html"));
-        let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
-            .args(["report", out.to_str().unwrap(), "--format", "html", "-o"])
-            .arg(&html)
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-        let html = std::fs::read_to_string(&html).unwrap();
+        let html = html_report(&out, &dir.path().join(format!("{case}.html")));
         let pc = |v: f64| format!("{:.0}", v * 100.0);
         let sm_cell = sm.map(pc).unwrap_or_else(|| "-".into());
         let per_gpu = format!(
@@ -771,14 +775,7 @@ fn a_sim_run_records_its_modelled_gpus_as_dcgm_exporter_serves_them() {
     );
 
     // The report shows them as modelled: per GPU, by phase, key metrics.
-    let html = dir.path().join("sim.html");
-    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
-        .args(["report", out.to_str().unwrap(), "--format", "html", "-o"])
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let html = std::fs::read_to_string(&html).unwrap();
+    let html = html_report(&out, &dir.path().join("sim.html"));
     assert!(html.contains("id=\"telemetry\""));
     assert!(html.contains("<h3>Per GPU</h3>"));
     assert!(html.contains("<td class=\"l\">sim, modelled</td>"));

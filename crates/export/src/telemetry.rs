@@ -381,6 +381,14 @@ mod tests {
         }
     }
 
+    /// A table's header line as its column names.
+    fn header(line: &str) -> Vec<&str> {
+        line.split("  ")
+            .filter(|c| !c.is_empty())
+            .map(str::trim)
+            .collect()
+    }
+
     #[test]
     fn summary_table_and_notes() {
         let gpu = gpu_telemetry();
@@ -419,11 +427,7 @@ mod tests {
         let text = text.unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "telemetry over the measurement windows");
-        let header: Vec<&str> = lines[2]
-            .split("  ")
-            .filter(|c| !c.is_empty())
-            .map(str::trim)
-            .collect();
+        let header = header(lines[2]);
         assert_eq!(
             header,
             [
@@ -491,11 +495,7 @@ mod tests {
         }]);
         let text = text.unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let header: Vec<&str> = lines[2]
-            .split("  ")
-            .filter(|c| !c.is_empty())
-            .map(str::trim)
-            .collect();
+        let header = header(lines[2]);
         assert_eq!(
             header,
             [

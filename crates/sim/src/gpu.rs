@@ -317,32 +317,25 @@ mod tests {
 
     #[test]
     fn prefill_moves_tensor_activity_and_decode_dram_activity() {
-        let (_, mut g) = model();
-        let mut e = crate::engine::Engine::new(g_perf(), &target("h100-sxm", 1));
-        e.submit(1, 8000, 1);
-        let mut t = 0.0;
-        while let Some(s) = e.step() {
-            g.record(0, t, s.duration, &s);
-            t += s.duration;
-        }
-        let prefill = g.readings(t, &[e.stats()])[0];
-        let (_, mut g) = model();
-        let mut e = crate::engine::Engine::new(g_perf(), &target("h100-sxm", 1));
-        e.submit(1, 10, 400);
-        let mut t = 0.0;
-        while let Some(s) = e.step() {
-            g.record(0, t, s.duration, &s);
-            t += s.duration;
-        }
-        let decode = g.readings(t, &[e.stats()])[0];
+        // One request alone on the engine, every step recorded; the reading
+        // as it ends.
+        let alone = |prompt: u32, output: u32| {
+            let (perf, mut g) = model();
+            let mut e = crate::engine::Engine::new(perf, &target("h100-sxm", 1));
+            e.submit(1, prompt, output);
+            let mut t = 0.0;
+            while let Some(s) = e.step() {
+                g.record(0, t, s.duration, &s);
+                t += s.duration;
+            }
+            g.readings(t, &[e.stats()])[0]
+        };
+        let prefill = alone(8000, 1);
+        let decode = alone(10, 400);
         assert!(prefill.tensor_active > prefill.dram_active, "{prefill:?}");
         assert!(decode.dram_active > decode.tensor_active, "{decode:?}");
         assert!(prefill.tensor_active > decode.tensor_active);
         assert!(decode.dram_active > prefill.dram_active);
-    }
-
-    fn g_perf() -> PerfModel {
-        model().0
     }
 
     #[test]
