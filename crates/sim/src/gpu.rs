@@ -2,7 +2,8 @@
 //! GPU was, and how much memory the model says it holds, written under
 //! dcgm-exporter's metric names so the same sampler reads a simulator as a
 //! GPU node. Modelled, not measured: every figure comes from the steps the
-//! engines ran ([`Step::compute_s`], [`Step::memory_s`], [`Step::duration`])
+//! engines ran ([`Step::gpu_s`], [`Step::compute_s`], [`Step::memory_s`],
+//! [`Step::duration`])
 //! and from [`PerfModel`]'s memory figures. Pure: the drivers give it the
 //! times (real or virtual) at which steps start and end.
 //!
@@ -10,10 +11,11 @@
 //! trailing window of the driver's clock ending at the scrape: [`WINDOW_S`]
 //! for the real-time server, which cannot know how often it is read; the
 //! interval between reads for a virtual-time run, which reads at known
-//! instants, so its readings tile the run's time. A step counts for its overlap with the window; a step under
-//! way counts up to the scrape. Over a step of length `d`, the GPU is
-//! "SM active" all of `d`, tensor-active `compute_s / d` of it and
-//! DRAM-active `memory_s / d` of it (each at most 1). A replica's GPUs run
+//! instants, so its readings tile the run's time. A step counts for its
+//! overlap with the window; a step under way counts up to the scrape. Over
+//! a step of length `d`, the GPU is "SM active" `gpu_s / d` of it (all but
+//! the host's overhead), tensor-active `compute_s / d` and DRAM-active
+//! `memory_s / d` (each at most 1). A replica's GPUs run
 //! its tensor-parallel shards in step, so they show the same activity; a
 //! pipeline's micro-batch engines share the replica's stages, each stage
 //! holding one micro-batch at a time, so the replica's activity is the sum
@@ -109,11 +111,16 @@ impl GpuModel {
 
     /// Engine `engine` runs `step` from `start_s` for `duration_s` seconds
     /// of the driver's clock (the step's modelled duration times the run's
-    /// speed factor).
+    /// speed factor). Steps that ended two windows before it are
+    /// forgotten, so an unread model holds a bounded number of them.
     pub fn record(&mut self, engine: usize, start_s: f64, duration_s: f64, step: &Step) {
         let Some(spans) = self.spans.get_mut(engine) else {
             return;
         };
+        let stale = start_s - 2.0 * self.window_s;
+        while spans.front().is_some_and(|s| s.end_s <= stale) {
+            spans.pop_front();
+        }
         let fraction = |t: f64| {
             if step.duration > 0.0 {
                 (t / step.duration).clamp(0.0, 1.0)
@@ -313,6 +320,19 @@ mod tests {
         let r = g.readings(1.0, &[idle]);
         assert_eq!(r[0].sm_active, 0.25);
         assert!((r[0].tensor_active - 0.2).abs() < 1e-12, "{r:?}");
+    }
+
+    #[test]
+    fn an_unread_model_keeps_only_recent_steps() {
+        let (_, mut g) = model();
+        // An hour of 10 ms steps that nobody reads (telemetry off).
+        for i in 0..360_000 {
+            g.record(0, f64::from(i) * 0.01, 0.01, &step(0.01, 0.005, 0.005));
+        }
+        assert!(g.spans[0].len() <= 201, "{} steps kept", g.spans[0].len());
+        // What a reading needs is still there.
+        let r = g.readings(3600.0, &[EngineStats::default()]);
+        assert_eq!(r[0].sm_active, 1.0);
     }
 
     #[test]

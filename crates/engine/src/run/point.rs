@@ -47,8 +47,8 @@ impl TelemetryEnv<'_> {
             _ => None,
         };
         let gpu = session::gpu_plan(self.config.gpu, cfg, self.gpus, sim);
-        let scrape = server
-            .metrics_url(cfg)
+        let scrape = served
+            .clone()
             .filter(|_| self.config.server_metrics)
             .and_then(|url| {
                 let timeout = std::time::Duration::from_secs(2);
