@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use infer_bench::backend::openai::interpret;
-use infer_bench::backend::sse::SseParser;
+use infer_bench::protocol::openai::interpret;
+use infer_bench::protocol::sse::SseParser;
 
 fn stream(events: usize) -> Vec<u8> {
     let mut s = Vec::new();

@@ -278,7 +278,8 @@ fn report(
     };
     match output {
         Some(out) => {
-            crate::results::write_atomic(out, text.as_bytes()).map_err(|e| Error::io(out, e))?;
+            infer_bench_results::write_atomic(out, text.as_bytes())
+                .map_err(|e| Error::io(out, e))?;
             eprintln!("report: {}", out.display());
         }
         None => write_stdout(&text)?,
@@ -500,7 +501,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
 /// already failed (below its range) counts as a failed SLO.
 pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
     use crate::error::*;
-    use crate::results::search::SearchOutcome;
+    use infer_bench_results::search::SearchOutcome;
     let probes: std::collections::BTreeSet<&str> = r
         .searches
         .iter()
@@ -568,7 +569,7 @@ fn parse_agent(s: &str) -> Result<(u32, u32)> {
 
 /// results/<spec name>-<UTC time>, e.g. results/quickstart-20261202T153000Z.
 pub fn default_out_dir(name: &str) -> std::path::PathBuf {
-    let stamp: String = crate::results::now_rfc3339()
+    let stamp: String = infer_bench_results::now_rfc3339()
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == 'T')
         .collect();

@@ -20,10 +20,11 @@ use crate::judge::baseline::{Baseline, Bless};
 use crate::judge::compare::{Decision, Report, Settings, compare};
 use crate::judge::rules::{self, RulesSource};
 use crate::plan::Plan;
-use crate::results::{Results, now_rfc3339};
+use crate::results::Results;
 use crate::run::engine::Interrupt;
 use crate::run::{RunOptions, run_plan};
 use crate::spec::{self, Regression, Spec};
+use infer_bench_results::now_rfc3339;
 
 /// `bless RESULTS [--points ...] [--baseline FILE]`.
 pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Result<Outcome> {
@@ -217,7 +218,7 @@ pub fn write_files(report: &Report, out: &Outputs) -> Result<()> {
         std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
     }
     if let Some(path) = out.junit {
-        crate::results::write_atomic(path, export::verdict::junit::junit(report).as_bytes())
+        infer_bench_results::write_atomic(path, export::verdict::junit::junit(report).as_bytes())
             .map_err(|e| Error::io(path, e))?;
     }
     Ok(())

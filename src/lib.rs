@@ -18,13 +18,15 @@ pub mod git;
 pub mod paths;
 pub mod selfbench;
 
-pub use infer_bench_engine::{backend, cost, insight, merge, run, telemetry};
+pub use infer_bench_engine::{cost, insight, merge, run};
 pub use infer_bench_export as export;
 pub use infer_bench_judge as judge;
 pub use infer_bench_judge::analysis;
+pub use infer_bench_protocol as protocol;
 pub use infer_bench_results::{hist, metric};
 pub use infer_bench_sim as sim;
 pub use infer_bench_sim::http as httpserv;
 pub use infer_bench_spec as spec;
 pub use infer_bench_spec::{catalog, plan, results};
+pub use infer_bench_telemetry as telemetry;
 pub use infer_bench_workload as workload;

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!(
                 "{}",
-                infer_bench::results::redact::global().text(&e.to_string())
+                infer_bench_results::redact::global().text(&e.to_string())
             );
             ExitCode::from(infer_bench::error::exit_code(&e))
         }

@@ -8,9 +8,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use infer_bench::backend::openai::{ClientOptions, OpenAi};
-use infer_bench::backend::{Backend, RequestRecord};
 use infer_bench::plan::Plan;
+use infer_bench::protocol::{Backend, RequestRecord};
+use infer_bench::protocol::{ClientOptions, HttpBackend, Reading, openai};
 use infer_bench::run::engine::{Interrupt, Live, RunEnv, Sink, run_once};
 use infer_bench::run::point::Connections;
 use infer_bench::workload::Material;
@@ -128,13 +128,18 @@ fn records_of(spec: &str, url: &str, warm: bool) -> Vec<Vec<RequestRecord>> {
     let backend = {
         let _guard = rt.enter();
         Arc::new(
-            OpenAi::new(
+            HttpBackend::new(
                 &options,
-                &cfg.workload,
-                cfg.served_name(),
-                cfg.load.timeouts,
-                cfg.load.limits,
-                infer_bench::spec::Dialect::Vllm,
+                openai::for_workload(
+                    &cfg.workload,
+                    cfg.served_name(),
+                    infer_bench::spec::Dialect::Vllm,
+                ),
+                Reading {
+                    timeouts: cfg.load.timeouts,
+                    limits: cfg.load.limits,
+                    keep_reply: cfg.workload.conversation.is_some(),
+                },
             )
             .unwrap(),
         )

@@ -24,7 +24,8 @@ use infer_bench::hist::Summary;
 use infer_bench::judge::baseline::{Baseline, Bless};
 use infer_bench::judge::compare::{Decision, Settings, compare};
 use infer_bench::plan::Plan;
-use infer_bench::results::{PointResult, PointStatus, Results, RunResult, Stats, WindowStats};
+use infer_bench::results::{PointResult, Results};
+use infer_bench_results::{PointStatus, RunResult, Stats, WindowStats};
 
 fn bin() -> PathBuf {
     std::env::var_os("INFER_BENCH_BIN")
@@ -623,7 +624,7 @@ fn noisy(recorded: &Value) -> Noisy {
     template.failure = None;
     template.valid = true;
     template.invalid_reasons.clear();
-    template.server = Some(infer_bench::results::ServerInfo {
+    template.server = Some(infer_bench_results::ServerInfo {
         name: Some("infer-bench-sim".into()),
         version: Some("0.1.0".into()),
         ..Default::default()
@@ -664,11 +665,11 @@ impl Noisy {
         let mut p = self.template.clone();
         p.runs = runs.iter().map(|&i| self.runs[i].clone()).collect();
         Results {
-            format: infer_bench::results::FORMAT.into(),
-            version: infer_bench::results::VERSION,
-            metrics_version: infer_bench::results::METRICS_VERSION,
-            tool: infer_bench::results::ToolInfo::current(),
-            spec: infer_bench::results::SpecInfo {
+            format: infer_bench_results::FORMAT.into(),
+            version: infer_bench_results::VERSION,
+            metrics_version: infer_bench_results::METRICS_VERSION,
+            tool: infer_bench_results::ToolInfo::current(),
+            spec: infer_bench_results::SpecInfo {
                 name: self.spec.name.clone(),
                 path: String::new(),
                 sha256: String::new(),

@@ -199,7 +199,7 @@ fn html_is_self_contained() {
 
 #[test]
 fn failed_points_and_empty_files_still_make_reports() {
-    use infer_bench::results::{PointStatus, Stats};
+    use infer_bench_results::{PointStatus, Stats};
     let mut s = read(&[fixture("rate-sweep.json"), fixture("quickstart.json")]);
     // The rate sweep's 64/s point could not be measured.
     let p = &mut s[0].results.points[2];

@@ -7,8 +7,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use infer_bench::backend::openai::{ClientOptions, OpenAi};
 use infer_bench::plan::Plan;
+use infer_bench::protocol::{ClientOptions, HttpBackend, Reading, openai};
 use infer_bench::run::engine::{Interrupt, request_bodies, workload_fingerprint};
 use infer_bench::run::{Progress, RunOptions, run_plan};
 use infer_bench::spec::raw::{Api, DatasetFormat};
@@ -338,13 +338,18 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
         pool_size: 1,
         connect_timeout: Duration::from_secs(1),
     };
-    let backend = OpenAi::new(
+    let backend = HttpBackend::new(
         &options,
-        &cfg.workload,
-        cfg.served_name(),
-        cfg.load.timeouts,
-        cfg.load.limits,
-        infer_bench::spec::Dialect::Vllm,
+        openai::for_workload(
+            &cfg.workload,
+            cfg.served_name(),
+            infer_bench::spec::Dialect::Vllm,
+        ),
+        Reading {
+            timeouts: cfg.load.timeouts,
+            limits: cfg.load.limits,
+            keep_reply: cfg.workload.conversation.is_some(),
+        },
     )
     .unwrap();
     // Two independent loads of the material, two generations of the bodies.

@@ -4,7 +4,7 @@
 //! and the same error.
 #![no_main]
 
-use infer_bench_engine::backend::sse::SseParser;
+use infer_bench_protocol::sse::SseParser;
 use libfuzzer_sys::fuzz_target;
 
 type Events = Vec<(Vec<u8>, Vec<u8>)>;

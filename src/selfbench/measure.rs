@@ -198,7 +198,7 @@ fn read_sent(path: &std::path::Path) -> Vec<Sent> {
         return Vec::new();
     };
     text.lines()
-        .filter_map(|l| serde_json::from_str::<crate::results::requests::RequestLine>(l).ok())
+        .filter_map(|l| serde_json::from_str::<infer_bench_results::requests::RequestLine>(l).ok())
         .filter(|r| !r.warmup && r.error.is_none())
         .filter_map(|r| {
             let id = r

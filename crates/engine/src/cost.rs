@@ -13,9 +13,9 @@
 //! and the token counts are those of the same windows; energy is measured
 //! over the same windows.
 
+use infer_bench_results::{CostResult, Stats};
 use infer_bench_spec::Cost;
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::results::{CostResult, Stats};
 
 /// Joules in a kilowatt-hour.
 pub const J_PER_KWH: f64 = 3.6e6;

@@ -7,10 +7,11 @@
 
 use std::collections::BTreeMap;
 
+use infer_bench_results::insight::{GpuMemoryPhases, PhasePeaks};
+use infer_bench_results::telemetry::{GpuDataSource, GpuStatus, PointTelemetry};
+use infer_bench_results::{Hint, MemoryPhases, PhaseTimeline};
 use infer_bench_spec::Validity;
-use infer_bench_spec::results::insight::{GpuMemoryPhases, PhasePeaks};
-use infer_bench_spec::results::telemetry::{GpuDataSource, GpuStatus, PointTelemetry};
-use infer_bench_spec::results::{Hint, MemoryPhases, PhaseTimeline, PointResult};
+use infer_bench_spec::results::PointResult;
 
 /// Throttle reasons that do not lower clocks under load.
 pub const BENIGN_THROTTLE: &[&str] = &[
@@ -149,7 +150,7 @@ pub fn memory_phases(
         }
     }
     if let Some(sm) = &tel.server_metrics {
-        if let Some(g) = crate::telemetry::scrape::kv_cache_gauge(sm) {
+        if let Some(g) = infer_bench_telemetry::scrape::kv_cache_gauge(sm) {
             let samples = sm
                 .t_s
                 .iter()
@@ -244,9 +245,8 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
         .as_ref()
         .map(|t| &t.gpu)
         .filter(|g| g.status == GpuStatus::Sampled);
-    let mean_of = |f: &dyn Fn(&infer_bench_spec::results::telemetry::GpuStats) -> Option<f64>| {
-        gpu?.device_mean(f)
-    };
+    let mean_of =
+        |f: &dyn Fn(&infer_bench_results::telemetry::GpuStats) -> Option<f64>| gpu?.device_mean(f);
     let util = mean_of(&|s| s.utilization_pct.map(|x| x.mean));
     let bw = mean_of(&|s| s.memory_bandwidth_utilization_pct.map(|x| x.mean));
 
@@ -532,7 +532,7 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infer_bench_spec::results::telemetry::{
+    use infer_bench_results::telemetry::{
         GpuDeviceTelemetry, GpuSeries, GpuStats, GpuTelemetry, RunSpan, SeriesStats,
     };
 
@@ -609,7 +609,7 @@ mod tests {
     fn point() -> PointResult {
         let plan = infer_bench_spec::plan::Plan::build(&spec()).unwrap();
         let mut p = crate::run::assemble::failed_point(&plan.points[0], String::new());
-        p.status = infer_bench_spec::results::PointStatus::Complete;
+        p.status = infer_bench_results::PointStatus::Complete;
         p
     }
 
@@ -745,14 +745,14 @@ mod tests {
         .iter()
         .enumerate()
         {
-            let mut s = infer_bench_spec::results::Stats::default();
+            let mut s = infer_bench_results::Stats::default();
             let t = infer_bench_results::hist::Summary {
                 count: 50,
                 p50: *tpot,
                 ..Default::default()
             };
             s.latency_ms.insert("tpot".into(), t);
-            p.steps.push(infer_bench_spec::results::StepResult {
+            p.steps.push(infer_bench_results::StepResult {
                 step: i as u32,
                 level: level.to_string(),
                 stats: s,

@@ -23,8 +23,12 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::run::recorder::{Recorder, Tally};
+use infer_bench_results::{
+    AgentShare, Environment, FORMAT, METRICS_VERSION, MergedInput, PhaseTimeline, PointStatus,
+    RunResult, ToolInfo, VERSION,
+};
 use infer_bench_spec::plan::{Plan, Point};
-use infer_bench_spec::results::*;
+use infer_bench_spec::results::{PointResult, Results};
 use infer_bench_spec::{Level, Spec};
 
 /// Merges shards' results (each with the file it came from).

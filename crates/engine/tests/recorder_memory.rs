@@ -11,9 +11,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use infer_bench_engine::backend::RequestRecord;
-use infer_bench_engine::backend::record::OutputEvent;
 use infer_bench_engine::run::recorder::Recorder;
+use infer_bench_protocol::RequestRecord;
+use infer_bench_protocol::record::OutputEvent;
 use infer_bench_spec::Goodput;
 
 /// The system allocator, counting the bytes live at any moment.
@@ -75,10 +75,7 @@ fn request(t0: Instant, i: u64, rng: &mut Lcg) -> RequestRecord {
     r.requested_output = 16 + (rng.next() * 240.0) as u32;
     if i % 50 == 7 {
         r.t_done = r.t_send + Duration::from_millis(3);
-        r.fail(
-            infer_bench_engine::backend::ErrorClass::Status5xx,
-            "HTTP 503",
-        );
+        r.fail(infer_bench_protocol::ErrorClass::Status5xx, "HTTP 503");
         return r;
     }
     let ttft_ns = 20_000_000 + (rng.next().powi(3) * 2_000_000_000.0) as u64;

@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use crate::xml::escape;
 use infer_bench_judge::analysis::Source;
+use infer_bench_results::search::{SearchProbe, SearchResult};
 use infer_bench_spec::results::Results;
-use infer_bench_spec::results::search::{SearchProbe, SearchResult};
 
 /// One line per search, for the terminal summary: `capacity of
 /// <slug> (slo): 6.25 req/s (passes at 6.25, fails at 6.5: +4.0%), found

@@ -28,7 +28,7 @@ pub(crate) fn slo_name(metric: &str, expr: &str) -> String {
 /// codes behind the `status_*` classes, and one example, e.g.
 /// "status_4xx 3 (HTTP 404 2, 422 1), status_5xx 1 (HTTP 503 1) (e.g. HTTP
 /// 404: no such model)". Empty without failures.
-pub(crate) fn failures_text(s: &infer_bench_spec::results::Stats) -> String {
+pub(crate) fn failures_text(s: &infer_bench_results::Stats) -> String {
     let codes = |class: &str| -> Vec<String> {
         let codes: Vec<String> = s
             .http_status
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn failures_read_by_class_with_their_http_codes() {
-        let mut s = infer_bench_spec::results::Stats::default();
+        let mut s = infer_bench_results::Stats::default();
         assert_eq!(super::failures_text(&s), "");
         for (class, n) in [("status_4xx", 3), ("status_5xx", 1), ("truncated", 2)] {
             s.errors.insert(class.into(), n);

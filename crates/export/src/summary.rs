@@ -15,7 +15,8 @@
 use super::table::{Align, Table};
 use crate::term::Look;
 use infer_bench_judge::compare::tls_insecure_targets;
-use infer_bench_spec::results::{PointStatus, Results};
+use infer_bench_results::PointStatus;
+use infer_bench_spec::results::Results;
 
 /// The summary's columns a narrow table leaves out first, in this order,
 /// until it fits: what a person needs at a glance stays (throughput, TTFT,

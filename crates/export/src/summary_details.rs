@@ -112,7 +112,7 @@ pub fn memory_table(r: &Results, look: crate::term::Look) -> Option<String> {
             continue;
         }
         let gpu_max =
-            |f: &dyn Fn(&infer_bench_spec::results::insight::GpuMemoryPhases) -> Option<f64>| {
+            |f: &dyn Fn(&infer_bench_results::insight::GpuMemoryPhases) -> Option<f64>| {
                 m.gpus
                     .iter()
                     .filter_map(f)

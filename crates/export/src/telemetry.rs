@@ -4,7 +4,7 @@
 //! sampled, and the report of `telemetry-probe`.
 
 use super::table::{Align, Table};
-use infer_bench_spec::results::telemetry::{
+use infer_bench_results::telemetry::{
     GpuDataSource, GpuStats, GpuStatus, PointTelemetry, SeriesStats,
 };
 use infer_bench_spec::results::{PointResult, Results};
@@ -287,9 +287,9 @@ pub fn probe(t: &PointTelemetry) -> String {
                 .map(|e| format!(
                     "; energy from the {}",
                     match e {
-                        infer_bench_spec::results::telemetry::EnergySource::Counter =>
+                        infer_bench_results::telemetry::EnergySource::Counter =>
                             "NVML energy counter",
-                        infer_bench_spec::results::telemetry::EnergySource::PowerIntegral =>
+                        infer_bench_results::telemetry::EnergySource::PowerIntegral =>
                             "integral of power samples",
                     }
                 ))
@@ -334,7 +334,7 @@ pub fn probe(t: &PointTelemetry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infer_bench_spec::results::telemetry::*;
+    use infer_bench_results::telemetry::*;
 
     fn stats(mean: f64, max: f64) -> Option<SeriesStats> {
         Some(SeriesStats {

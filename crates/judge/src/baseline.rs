@@ -3,11 +3,12 @@
 //! A baseline holds at most one point per slug: blessing a point whose
 //! configuration changed replaces the old entry.
 
+use infer_bench_results::{Environment, PointStatus, ToolInfo};
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::results::{Environment, PointResult, PointStatus, Results, ToolInfo};
+use infer_bench_spec::results::{PointResult, Results};
 
 pub use infer_bench_results::baseline::{BaselineRun, FORMAT, VERSION, VERSION_WITHOUT_SEARCHES};
-use infer_bench_spec::results::search::{SearchOutcome, SearchResult};
+use infer_bench_results::search::{SearchOutcome, SearchResult};
 use std::collections::BTreeSet;
 
 /// A baseline whose points carry their compiled configuration.

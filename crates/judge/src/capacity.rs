@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use infer_bench_spec::results::search::{SearchOutcome, SearchResult};
+use infer_bench_results::search::{SearchOutcome, SearchResult};
 
 /// The decision on one capacity search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -191,7 +191,7 @@ fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infer_bench_spec::results::search::{ProbeVerdict, SearchProbe};
+    use infer_bench_results::search::{ProbeVerdict, SearchProbe};
 
     fn search(id: &str, pass: Option<f64>, fail: Option<f64>) -> SearchResult {
         let probe = |level: f64, verdict| SearchProbe {

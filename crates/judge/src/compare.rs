@@ -36,10 +36,9 @@ use super::rules::{Rules, RulesSource};
 use super::stats::{self, Judgement, Verdict};
 use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
+use infer_bench_results::{Environment, PointStatus, SloResult, Stats, WindowStats};
 use infer_bench_spec::raw::OnEnvMismatch;
-use infer_bench_spec::results::{
-    Environment, PointResult, PointStatus, Results, SloResult, Stats, WindowStats,
-};
+use infer_bench_spec::results::{PointResult, Results};
 use infer_bench_spec::{Gate, Regression, Stat};
 
 /// The `format` of a JSON verdict report.

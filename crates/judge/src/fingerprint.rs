@@ -21,7 +21,9 @@
 
 use serde::Serialize;
 
-use infer_bench_spec::results::{Environment, PointResult};
+use infer_bench_spec::results::PointResult;
+
+use infer_bench_results::Environment;
 
 /// The full fingerprint of a point: the run's environment plus the point's
 /// server and simulated hardware.

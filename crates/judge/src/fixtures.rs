@@ -5,10 +5,9 @@
 //! never part of the release binary.
 
 use infer_bench_results::hist::Summary;
+use infer_bench_results::{Environment, PointStatus, RunResult, Stats, WindowStats};
 use infer_bench_spec::plan::Plan;
-use infer_bench_spec::results::{
-    Environment, PointResult, PointStatus, Results, RunResult, Stats, WindowStats,
-};
+use infer_bench_spec::results::{PointResult, Results};
 
 use crate::baseline::{Baseline, Bless};
 
@@ -99,11 +98,11 @@ pub fn point(plan: &Plan, runs: &[f64], windows: &[&[f64]]) -> PointResult {
 
 pub fn results(points: Vec<PointResult>) -> Results {
     Results {
-        format: infer_bench_spec::results::FORMAT.into(),
-        version: infer_bench_spec::results::VERSION,
-        metrics_version: infer_bench_spec::results::METRICS_VERSION,
-        tool: infer_bench_spec::results::ToolInfo::current(),
-        spec: infer_bench_spec::results::SpecInfo {
+        format: infer_bench_results::FORMAT.into(),
+        version: infer_bench_results::VERSION,
+        metrics_version: infer_bench_results::METRICS_VERSION,
+        tool: infer_bench_results::ToolInfo::current(),
+        spec: infer_bench_results::SpecInfo {
             name: "unit".into(),
             path: "unit.toml".into(),
             sha256: String::new(),

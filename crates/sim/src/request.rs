@@ -12,9 +12,9 @@ use super::cluster::Cluster;
 use super::engine::Engine;
 use super::perf::PerfModel;
 use super::profile;
+use infer_bench_results::ServerInfo;
 use infer_bench_spec::DType;
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::results::ServerInfo;
 
 /// Words the simulated model "generates" (text only; counts are what matter).
 const WORDS: &[&str] = &[

@@ -25,8 +25,8 @@ use super::engine::{EngineStats, Step};
 use super::gpu::GpuModel;
 use super::request::{self, Accepted, Setup, speed_of, text_of};
 use crate::http::{self, BodySender, Request, Response};
+use infer_bench_results::ServerInfo;
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::results::ServerInfo;
 
 enum Cmd {
     Submit {

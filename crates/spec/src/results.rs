@@ -1,8 +1,7 @@
 //! The results format (`infer_bench_results`) with this spec language's
 //! point configuration in it: what `run` writes and `diff`, `bless`,
-//! `report` and `merge` read. Everything else is re-exported as it is.
-
-pub use infer_bench_results::*;
+//! `report` and `merge` read. Every other type of the format is used from
+//! `infer_bench_results` itself, so that each has one path.
 
 use crate::plan::PointConfig;
 

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use infer_bench_results::ClockStatus;
 use infer_bench_spec::plan::Point;
-use infer_bench_spec::results::ClockStatus;
 use infer_bench_spec::{Load, Warmup};
 
 /// Time left after a run's measurement for its last requests to finish,

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use super::recorder::Tally;
+use infer_bench_results::{
+    MemoryPhases, MixResult, PhaseTimeline, PointStatus, RunResult, ServerInfo, Stats, StepResult,
+};
 use infer_bench_spec::Level;
 use infer_bench_spec::plan::{Point, PointConfig};
-use infer_bench_spec::results::{
-    MemoryPhases, MixResult, PhaseTimeline, PointResult, PointStatus, RunResult, ServerInfo, Stats,
-    StepResult,
-};
+use infer_bench_spec::results::PointResult;
 
 /// Memory by phase, from the point's telemetry and its runs' timelines.
 pub fn memory(

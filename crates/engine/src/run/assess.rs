@@ -4,7 +4,8 @@
 
 use infer_bench_results::hist::Hist;
 use infer_bench_results::metric::Metric;
-use infer_bench_spec::results::{PointResult, PointStatus, SloResult};
+use infer_bench_results::{PointStatus, SloResult};
+use infer_bench_spec::results::PointResult;
 use infer_bench_spec::{Spec, Threshold};
 
 /// The most of a simulated point's time its simulator may lose behind its
@@ -81,7 +82,7 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
     if pr.merged.requests.succeeded == 0 {
         reasons.push("no request succeeded".into());
     }
-    let client_limit = crate::backend::ErrorClass::ClientLimit.name();
+    let client_limit = infer_bench_protocol::ErrorClass::ClientLimit.name();
     if let Some(&n) = pr.merged.errors.get(client_limit).filter(|&&n| n > 0) {
         reasons.push(format!(
             "{n} request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load"
@@ -220,7 +221,7 @@ mod tests {
         let plan = infer_bench_spec::plan::Plan::build(&spec).unwrap();
         let mut p = crate::run::assemble::failed_point(&plan.points[0], String::new());
         p.status = PointStatus::Complete;
-        let mut stats = infer_bench_spec::results::Stats {
+        let mut stats = infer_bench_results::Stats {
             window_s: 1.0,
             ..Default::default()
         };
@@ -238,7 +239,7 @@ mod tests {
             .latency_ms
             .insert("ttft_from_send".into(), summary(ttft_p50, ttft_p50 * 2.0));
         p.merged = stats.clone();
-        p.runs = vec![infer_bench_spec::results::RunResult {
+        p.runs = vec![infer_bench_results::RunResult {
             run: 0,
             started_at: String::new(),
             stats,

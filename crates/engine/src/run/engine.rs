@@ -45,7 +45,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 
 use super::recorder::Recorder;
-use crate::backend::{Backend, ErrorClass, Prepared, RequestRecord};
+use infer_bench_protocol::{Backend, ErrorClass, Prepared, RequestRecord};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::seed::{Purpose, derive};
 use infer_bench_spec::{Level, Load, Warmup};
@@ -1205,8 +1205,8 @@ fn pace<B: Backend>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::fake::FakeBackend;
     use super::*;
-    use crate::backend::fake::FakeBackend;
     use infer_bench_spec::raw::{Api, Arrival};
     use infer_bench_spec::{
         Dist, Duration as D, Goodput, Load, Model, Rate, Target, Timeouts, Workload,
@@ -1456,7 +1456,7 @@ mod tests {
         }
     }
 
-    fn failing(class: crate::backend::ErrorClass) -> Arc<FakeBackend> {
+    fn failing(class: infer_bench_protocol::ErrorClass) -> Arc<FakeBackend> {
         Arc::new(FakeBackend {
             ttft: Duration::ZERO,
             fail_every: 1,
@@ -1471,7 +1471,7 @@ mod tests {
         let cfg = config(Level::Concurrency(1), Arrival::Closed, 1000, None);
         let started = Instant::now();
         let out = run_once(
-            failing(crate::backend::ErrorClass::Connect),
+            failing(infer_bench_protocol::ErrorClass::Connect),
             &cfg,
             "h",
             0,
@@ -1490,7 +1490,7 @@ mod tests {
         let cfg = config(Level::Concurrency(4), Arrival::Closed, 30_000, None);
         let started = Instant::now();
         let out = run_once(
-            failing(crate::backend::ErrorClass::TimeoutConnect),
+            failing(infer_bench_protocol::ErrorClass::TimeoutConnect),
             &cfg,
             "h",
             0,
@@ -1520,7 +1520,7 @@ mod tests {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let cfg = config(Level::Concurrency(1), Arrival::Closed, 300, None);
         let out = run_once(
-            failing(crate::backend::ErrorClass::Status5xx),
+            failing(infer_bench_protocol::ErrorClass::Status5xx),
             &cfg,
             "h",
             0,

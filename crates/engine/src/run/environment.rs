@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use infer_bench_results::Environment;
 use infer_bench_spec::plan::Plan;
-use infer_bench_spec::results::Environment;
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
@@ -42,7 +42,7 @@ pub fn hostname() -> Option<String> {
 pub fn collect(
     _plan: &Plan,
     _handle: &tokio::runtime::Handle,
-    gpus: &dyn crate::telemetry::gpu::GpuSource,
+    gpus: &dyn infer_bench_telemetry::gpu::GpuSource,
 ) -> Environment {
     let mut identity = BTreeMap::new();
     let mut facts = BTreeMap::new();
@@ -53,7 +53,7 @@ pub fn collect(
         "client_class".into(),
         format!("{}-{}cpu", std::env::consts::ARCH, cores),
     );
-    let inventory = crate::telemetry::gpu::inventory();
+    let inventory = infer_bench_telemetry::gpu::inventory();
     match &inventory {
         Some(inv) if !inv.gpus.is_empty() => {
             identity.insert("gpu_model".into(), inv.gpus[0].name.clone());

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::engine::Interrupt;
+use infer_bench_results::ServerInfo;
 use infer_bench_results::redact;
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::results::ServerInfo;
 
 /// A server this process started.
 pub struct Launched {
@@ -375,7 +375,8 @@ impl Launched {
         };
         let ready_url = format!("http://127.0.0.1:{port}{}", launch.ready);
         let deadline = Instant::now() + launch.startup_timeout.as_std();
-        let client = crate::backend::openai::control_client(Duration::from_secs(2))?;
+        let client = infer_bench_protocol::client::control_client(Duration::from_secs(2))
+            .map_err(|e| e.to_string())?;
         loop {
             if interrupt.is_set() {
                 server.stop(handle);

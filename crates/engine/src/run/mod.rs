@@ -11,6 +11,8 @@ pub mod assemble;
 pub mod assess;
 pub mod engine;
 pub mod environment;
+#[cfg(test)]
+mod fake;
 pub mod host;
 pub mod launch;
 pub mod options;

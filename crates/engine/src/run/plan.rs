@@ -19,15 +19,15 @@ use super::point::{PointOutcome, TelemetryEnv, run_point};
 use super::requests::RequestLog;
 use super::servers::Server;
 use crate::error::{Error, Result};
-use crate::telemetry::gpu::GpuSource;
-use crate::telemetry::session;
 use infer_bench_results::redact::{self, Redactor};
+use infer_bench_results::{
+    AgentInfo, FORMAT, METRICS_VERSION, PointStatus, SpecInfo, ToolInfo, VERSION, now_rfc3339,
+};
 use infer_bench_spec::Spec;
 use infer_bench_spec::plan::{Plan, Point, PointConfig};
-use infer_bench_spec::results::{
-    AgentInfo, FORMAT, METRICS_VERSION, PointResult, PointStatus, Results, SpecInfo, ToolInfo,
-    VERSION, now_rfc3339,
-};
+use infer_bench_spec::results::{PointResult, Results};
+use infer_bench_telemetry::gpu::GpuSource;
+use infer_bench_telemetry::session;
 
 /// The results file's path in a run directory.
 pub fn results_path(out_dir: &std::path::Path) -> PathBuf {
@@ -48,7 +48,7 @@ pub fn run_plan(
     rt: &tokio::runtime::Runtime,
     interrupt: Arc<Interrupt>,
 ) -> Result<Results> {
-    let gpus = crate::telemetry::gpu::NvmlSource::new();
+    let gpus = infer_bench_telemetry::gpu::NvmlSource::new();
     run_plan_with(spec, plan, opts, rt, interrupt, &gpus)
 }
 
@@ -398,7 +398,7 @@ fn warn_tls_insecure(plan: &Plan) {
 }
 
 /// Keeps a search's answer, replacing the one it had so far.
-fn put_search(results: &mut Results, answer: infer_bench_spec::results::search::SearchResult) {
+fn put_search(results: &mut Results, answer: infer_bench_results::search::SearchResult) {
     match results.searches.iter_mut().find(|s| s.id == answer.id) {
         Some(s) => *s = answer,
         None => results.searches.push(answer),

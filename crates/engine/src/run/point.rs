@@ -16,17 +16,16 @@ use super::options::{Progress, RunOptions};
 use super::recorder::Tally;
 use super::requests::{LineOptions, RequestLog, RunClock, request_line};
 use super::servers::Server;
-use crate::backend::openai::{ClientOptions, OpenAi};
-use crate::backend::{Backend, RequestRecord};
-use crate::telemetry::gpu::GpuSource;
-use crate::telemetry::scrape::HttpMetrics;
-use crate::telemetry::session::{self, RunTimes, ScrapePlan, Session};
+use infer_bench_protocol::{Backend, RequestRecord};
+use infer_bench_protocol::{ClientOptions, HttpBackend, Reading, openai};
+use infer_bench_results::{ClientLoad, PhaseTimeline, PointStatus, RunResult, now_rfc3339};
 use infer_bench_spec::Dialect;
 use infer_bench_spec::Level;
 use infer_bench_spec::plan::{Point, PointConfig};
-use infer_bench_spec::results::{
-    ClientLoad, PhaseTimeline, PointResult, PointStatus, RunResult, now_rfc3339,
-};
+use infer_bench_spec::results::PointResult;
+use infer_bench_telemetry::gpu::GpuSource;
+use infer_bench_telemetry::scrape::HttpMetrics;
+use infer_bench_telemetry::session::{self, RunTimes, ScrapePlan, Session};
 
 // Old paths, used outside the engine.
 
@@ -149,24 +148,30 @@ pub(super) fn run_point(
     };
     let mut backend = {
         let _guard = rt.enter();
-        match OpenAi::new(
-            &options,
+        let protocol = openai::for_workload(
             &cfg.workload,
             cfg.served_name(),
-            cfg.load.timeouts,
-            cfg.load.limits,
             declared.map_or(Dialect::Openai, |(d, _)| d),
-        ) {
+        );
+        let reading = Reading {
+            timeouts: cfg.load.timeouts,
+            limits: cfg.load.limits,
+            keep_reply: cfg.workload.conversation.is_some(),
+        };
+        match HttpBackend::new(&options, protocol, reading) {
             Ok(b) => b,
-            Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
+            Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e.to_string()))),
         }
     };
     // Undeclared: the server is asked (its connection stays in the pool).
     let (dialect, dialect_from) =
-        declared.unwrap_or_else(|| match rt.block_on(backend.identify()) {
+        declared.unwrap_or_else(|| match rt.block_on(openai::identify(&backend)) {
             Some(d) => {
-                backend.set_dialect(&cfg.workload, cfg.served_name(), d);
-                (d, "server")
+                let protocol = openai::for_workload(&cfg.workload, cfg.served_name(), d);
+                match backend.set_protocol(protocol) {
+                    Ok(()) => (d, "server"),
+                    Err(_) => (Dialect::Openai, "default"),
+                }
             }
             None => (Dialect::Openai, "default"),
         });

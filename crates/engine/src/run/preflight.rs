@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use super::host::{HostProbe, descends_from};
-use crate::telemetry::gpu::{GpuSource, throttle_names};
+use infer_bench_results::Finding;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::GpuMode;
 use infer_bench_spec::raw::TargetKind;
-use infer_bench_spec::results::Finding;
+use infer_bench_telemetry::gpu::{GpuSource, throttle_names};
 
 /// A GPU at or above this temperature before a point is named.
 pub const HOT_C: u32 = 85;
@@ -80,7 +80,7 @@ pub fn check(
     let readings = sampler.sample();
     for (info, r) in devices.iter().zip(&readings) {
         let g = info.index;
-        let others: Vec<&crate::telemetry::gpu::ProcessReading> = match server_pid {
+        let others: Vec<&infer_bench_telemetry::gpu::ProcessReading> = match server_pid {
             Some(root) => r
                 .processes
                 .iter()
@@ -175,10 +175,10 @@ pub fn memory_now(
     if cfg.target.kind == TargetKind::Sim || gpu_mode == GpuMode::Off {
         return Default::default();
     }
-    let opened: Result<Box<dyn crate::telemetry::gpu::GpuSampler>, String> =
+    let opened: Result<Box<dyn infer_bench_telemetry::gpu::GpuSampler>, String> =
         if cfg.target.gpu_metrics_url.is_some() {
-            crate::telemetry::session::dcgm_sampler(cfg)
-                .map(|s| Box::new(s) as Box<dyn crate::telemetry::gpu::GpuSampler>)
+            infer_bench_telemetry::session::dcgm_sampler(cfg)
+                .map(|s| Box::new(s) as Box<dyn infer_bench_telemetry::gpu::GpuSampler>)
         } else {
             gpus.open(cfg.target.gpu_ids.as_deref())
         };

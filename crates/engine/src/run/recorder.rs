@@ -10,13 +10,13 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::backend::{RequestRecord, TokenSource};
+use infer_bench_protocol::{RequestRecord, TokenSource};
 use infer_bench_results::hist::{Hist, Summary, decode, encode, new_hist};
 use infer_bench_results::metric::{Kind, Metric};
-use infer_bench_spec::Goodput;
-use infer_bench_spec::results::{
+use infer_bench_results::{
     Counts, InWindow, PhaseTimeline, RunShard, Stats, TallyData, TokenStats, WindowStats,
 };
+use infer_bench_spec::Goodput;
 
 /// The histograms a tally keeps: the per-request distributions of
 /// `Metric::DISTRIBUTIONS` (latencies in µs, token counts), the wait for a
@@ -946,7 +946,7 @@ impl Recorder {
         if inside(first) {
             w.input_tokens += d.input as u64;
         }
-        let at = |e: &crate::backend::record::OutputEvent| {
+        let at = |e: &infer_bench_protocol::record::OutputEvent| {
             r.t_send + std::time::Duration::from_nanos(e.at_ns)
         };
         // Most requests lie wholly inside or outside the window: count
@@ -1226,7 +1226,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::record::OutputEvent;
+    use infer_bench_protocol::record::OutputEvent;
     use std::time::Duration;
 
     fn request(
@@ -1401,7 +1401,7 @@ mod tests {
         rec.record(&request(t0, 0, 0, &[50, 60], Some(2)));
         rec.record(&request(t0, 0, 0, &[70, 80], Some(2)));
         let mut bad = request(t0, 0, 0, &[], None);
-        bad.fail(crate::backend::ErrorClass::Status5xx, "HTTP 500");
+        bad.fail(infer_bench_protocol::ErrorClass::Status5xx, "HTTP 500");
         rec.record(&bad);
         let s = rec.stats();
         assert_eq!(s.requests.failed, 1);

@@ -13,9 +13,9 @@
 use std::io::Write;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::backend::RequestRecord;
-use crate::backend::record::OutputEvent;
 use crate::error::{Error, Result};
+use infer_bench_protocol::RequestRecord;
+use infer_bench_protocol::record::OutputEvent;
 use infer_bench_results::redact::Redactor;
 use infer_bench_results::requests::RequestLine;
 
@@ -180,7 +180,7 @@ pub(super) fn request_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::record::OutputEvent;
+    use infer_bench_protocol::record::OutputEvent;
     use std::time::Duration;
 
     fn record(start: Instant) -> RequestRecord {

@@ -13,9 +13,10 @@
 //! failure. The run loop (`plan`) asks it for levels and feeds it verdicts;
 //! it knows nothing of servers.
 
+use infer_bench_results::PointStatus;
+use infer_bench_results::search::{ProbeVerdict, SearchOutcome, SearchProbe, SearchResult};
 use infer_bench_spec::raw::SearchOver;
-use infer_bench_spec::results::search::{ProbeVerdict, SearchOutcome, SearchProbe, SearchResult};
-use infer_bench_spec::results::{PointResult, PointStatus};
+use infer_bench_spec::results::PointResult;
 use infer_bench_spec::{Level, Rate, Search, SearchTarget};
 
 /// Where a search stands.

@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
+use infer_bench_results::ServerInfo;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::TargetKind;
-use infer_bench_spec::results::ServerInfo;
 
 /// A running (or reachable) server.
 pub enum Server {

@@ -33,13 +33,9 @@ use std::time::{Duration, Instant};
 
 use super::engine::{Conversation, Item, RunEnv, RunOutcome, Window, build, new_recorder, slots};
 use super::recorder::Recorder;
-use crate::backend::openai::timeout_failure;
-use crate::backend::record::OutputEvent;
-use crate::backend::{Backend, ErrorClass, Failure, Prepared, RequestRecord};
-use crate::telemetry::dcgm::{self, Filter};
-use crate::telemetry::gpu::{GpuInfo, GpuReading};
-use crate::telemetry::prom;
-use crate::telemetry::scrape::{self, Values};
+use infer_bench_protocol::http::timeout_failure;
+use infer_bench_protocol::record::OutputEvent;
+use infer_bench_protocol::{Backend, ErrorClass, Failure, Prepared, RequestRecord};
 use infer_bench_sim::cluster::Cluster;
 use infer_bench_sim::engine::Step;
 use infer_bench_sim::gpu::GpuModel;
@@ -49,6 +45,10 @@ use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::Api;
 use infer_bench_spec::seed::{Purpose, derive};
 use infer_bench_spec::{Level, Load, Warmup};
+use infer_bench_telemetry::dcgm::{self, Filter};
+use infer_bench_telemetry::gpu::{GpuInfo, GpuReading};
+use infer_bench_telemetry::prom;
+use infer_bench_telemetry::scrape::{self, Values};
 use infer_bench_workload::Arrivals;
 use infer_bench_workload::arrival::step_at;
 

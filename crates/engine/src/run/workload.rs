@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::recorder::Tally;
+use infer_bench_results::{DatasetUse, TurnResult, WorkloadInfo};
 use infer_bench_spec::Spec;
 use infer_bench_spec::plan::Plan;
-use infer_bench_spec::results::{DatasetUse, TurnResult, WorkloadInfo};
 use infer_bench_workload::{Material, WorkloadError};
 
 /// The material of every point of a plan, read once per distinct

@@ -7,8 +7,9 @@
 //! Rust's shortest round-trip form; a missing value is an empty cell.
 
 use infer_bench_judge::analysis::{Analysis, Source, tokens_per_s_per_user_of};
+use infer_bench_results::Stats;
 use infer_bench_spec::Stat;
-use infer_bench_spec::results::{PointResult, Stats};
+use infer_bench_spec::results::PointResult;
 
 /// The columns, in order. Changing a name or the order breaks users'
 /// scripts: add new columns at the end.

@@ -24,7 +24,7 @@ use infer_bench_judge::analysis::{
     latency_ms, round_sig, slo_lines, threshold_value,
 };
 use infer_bench_results::metric::Metric;
-use infer_bench_spec::results::telemetry::GpuDataSource;
+use infer_bench_results::telemetry::GpuDataSource;
 
 /// Most series in one latency-percentile or telemetry chart.
 const MAX_CURVES: usize = 10;
@@ -203,7 +203,7 @@ pub fn render(sources: &[Source]) -> String {
         sources
             .first()
             .map(|s| s.results.metrics_version)
-            .unwrap_or(infer_bench_spec::results::METRICS_VERSION)
+            .unwrap_or(infer_bench_results::METRICS_VERSION)
     );
     h
 }
@@ -796,7 +796,7 @@ fn ramp_section(h: &mut String, a: &Analysis, sources: &[Source], ramps: &[usize
         }
         h.push_str("</tbody></table></div>");
 
-        let steps: Vec<(f64, &infer_bench_spec::results::StepResult)> = p
+        let steps: Vec<(f64, &infer_bench_results::StepResult)> = p
             .steps
             .iter()
             .filter_map(|st| Some((super::step_load(p, st.step)?.1, st)))
@@ -811,17 +811,16 @@ fn ramp_section(h: &mut String, a: &Analysis, sources: &[Source], ramps: &[usize
         };
         let xaxis = Axis::auto(kind.axis_label(), steps.iter().map(|(l, _)| *l), 8.0);
         let invalid = (r.measured && !r.valid).then(|| p.invalid_reasons.join("; "));
-        let step_point =
-            |load: f64, y: f64, st: &infer_bench_spec::results::StepResult, what: String| {
-                let mut pt = Point::new(load, y).tip(format!(
-                    "{} step {} ({}): {what}",
-                    r.label,
-                    st.step + 1,
-                    st.level
-                ));
-                pt.invalid = invalid.clone();
-                pt
-            };
+        let step_point = |load: f64, y: f64, st: &infer_bench_results::StepResult, what: String| {
+            let mut pt = Point::new(load, y).tip(format!(
+                "{} step {} ({}): {what}",
+                r.label,
+                st.step + 1,
+                st.level
+            ));
+            pt.invalid = invalid.clone();
+            pt
+        };
         h.push_str("<div class=\"charts\" style=\"margin-top:12px\">");
         let mut c = Chart::new(
             format!("Output throughput by step: {}", r.label),

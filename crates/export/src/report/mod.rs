@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use crate::slo_name;
 use infer_bench_judge::analysis::{Analysis, Source};
 use infer_bench_results::metric::Metric;
-use infer_bench_spec::results::{Environment, PointResult, PointStatus};
+use infer_bench_results::{Environment, PointStatus};
+use infer_bench_spec::results::PointResult;
 
 /// The sweep analysis as JSON (`report --format json`).
 pub fn json(sources: &[Source]) -> String {
@@ -543,7 +544,7 @@ pub(crate) fn step_load(
 }
 
 /// One row of a ramp's step table, as plain text.
-pub(crate) fn step_cells(st: &infer_bench_spec::results::StepResult) -> Vec<String> {
+pub(crate) fn step_cells(st: &infer_bench_results::StepResult) -> Vec<String> {
     let s = &st.stats;
     let ms = |m: &str, hi: bool| {
         s.latency_ms

@@ -9,9 +9,9 @@ use crate::chart;
 use crate::xml::escape;
 use infer_bench_judge::analysis::{Analysis, Source};
 use infer_bench_results::metric::Metric;
+use infer_bench_results::telemetry::GpuDataSource;
 use infer_bench_spec::Threshold;
 use infer_bench_spec::results::PointResult;
-use infer_bench_spec::results::telemetry::GpuDataSource;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -572,7 +572,7 @@ pub fn section(h: &mut String, a: &Analysis, sources: &[Source]) {
                     )
                 });
                 let by_phase =
-                    |pick: fn(&infer_bench_spec::results::insight::PhasePeaks) -> Option<f64>| {
+                    |pick: fn(&infer_bench_results::insight::PhasePeaks) -> Option<f64>| {
                         [&g.sm_active, &g.tensor_active, &g.dram_active]
                             .map(|x| frac(x.as_ref().and_then(pick)))
                             .join(" / ")

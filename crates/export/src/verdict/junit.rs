@@ -311,7 +311,7 @@ mod tests {
             named("b", &[100.0; 3]),
         ]));
         let mut a = named("a", &[120.0; 3]);
-        a.slo = vec![infer_bench_spec::results::SloResult {
+        a.slo = vec![infer_bench_results::SloResult {
             metric: "tpot".into(),
             expr: "p50 < 110ms".parse().unwrap(),
             value: Some(120.0),

@@ -836,7 +836,7 @@ mod tests {
         let (spec, plan) = plan(16, GATES);
         let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
         let mut p = point(&plan, &[100.0; 3], &[]);
-        p.status = infer_bench_spec::results::PointStatus::Failed;
+        p.status = infer_bench_results::PointStatus::Failed;
         p.failure = Some("the target is unreachable".into());
         let failed = compare(
             &b,

@@ -38,7 +38,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use infer_bench_results::metric::Metric;
-use infer_bench_spec::results::{PointResult, PointStatus, Results, Stats};
+use infer_bench_results::{PointStatus, Stats};
+use infer_bench_spec::results::{PointResult, Results};
 use infer_bench_spec::{Level, SloExpr, Stat};
 
 /// Version of the analysis JSON (`report --format json`).

@@ -30,7 +30,9 @@
 
 use serde::Serialize;
 
-use infer_bench_spec::results::{PointResult, SloResult};
+use infer_bench_spec::results::PointResult;
+
+use infer_bench_results::SloResult;
 use infer_bench_spec::{SloExpr, Threshold};
 
 use super::PointRow;

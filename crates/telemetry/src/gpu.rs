@@ -14,7 +14,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use infer_bench_spec::results::telemetry::GpuDataSource;
+use infer_bench_results::telemetry::GpuDataSource;
 
 /// One GPU's identity.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

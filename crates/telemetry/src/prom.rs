@@ -579,7 +579,7 @@ mod tests {
     /// format allows: NaN, infinities, and finite values that add up past
     /// what a float holds.
     fn arb_scrape() -> impl Strategy<Value = String> {
-        use crate::telemetry::scrape::TRACKED;
+        use crate::scrape::TRACKED;
         let value = prop_oneof![
             Just("NaN".to_string()),
             Just("+Inf".to_string()),
@@ -604,8 +604,8 @@ mod tests {
         /// Whatever a server's metrics say, what reaches results is finite.
         #[test]
         fn non_finite_values_never_reach_results(scrapes in proptest::collection::vec(arb_scrape(), 1..6)) {
-            use crate::telemetry::scrape::{extract, summarize};
-            use crate::telemetry::series::Span;
+            use crate::scrape::{extract, summarize};
+            use crate::series::Span;
             let mut points = Vec::new();
             for (i, text) in scrapes.iter().enumerate() {
                 let e = parse(text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;

@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use super::gpu::{GpuInfo, GpuReading, GpuSampler};
 use super::prom::{self, Exposition};
 use super::scrape::MetricsSource;
+use infer_bench_results::telemetry::GpuDataSource;
 use infer_bench_sim::gpu::MODELLED_HELP;
-use infer_bench_spec::results::telemetry::GpuDataSource;
 
 /// Which of an exporter's GPUs to read.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -363,7 +363,7 @@ impl GpuSampler for DcgmSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::scrape::ScriptedMetrics;
+    use crate::scrape::ScriptedMetrics;
 
     const TWO: &str = r#"# HELP DCGM_FI_DEV_SM_CLOCK SM frequency (in MHz).
 # TYPE DCGM_FI_DEV_SM_CLOCK gauge

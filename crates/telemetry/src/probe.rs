@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::gpu::GpuSource;
 use super::session::{GpuPlan, RunTimes, Session};
-use infer_bench_spec::results::telemetry::PointTelemetry;
+use infer_bench_results::telemetry::PointTelemetry;
 
 /// Samples the GPUs `ids` names for `seconds`; `Err` says why there is no GPU.
 pub fn probe(
@@ -34,7 +34,7 @@ pub fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::gpu::{GpuReading, NullSource, Script, ScriptedSource};
+    use crate::gpu::{GpuReading, NullSource, Script, ScriptedSource};
 
     #[test]
     fn probes_what_the_source_gives() {

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::record::{ErrorClass, OutputEvent, RequestRecord};
-use super::{Backend, Prepared};
+use infer_bench_protocol::{Backend, Prepared, WarmError};
+use infer_bench_protocol::{ErrorClass, OutputEvent, RequestRecord};
 use infer_bench_workload::Prompt;
 
 /// Scripted behaviour.
@@ -67,7 +67,7 @@ impl Backend for FakeBackend {
     }
 
     /// No connections to open.
-    async fn warm(&self, _n: usize) -> Result<(), String> {
+    async fn warm(&self, _n: usize) -> Result<(), WarmError> {
         Ok(())
     }
 }

@@ -12,9 +12,9 @@ use super::gpu::{GpuInfo, GpuReading, GpuSampler, GpuSource, THROTTLE_REASONS};
 use super::periodic::{Periodic, Timed};
 use super::scrape::{self, HttpMetrics, MetricsSource, Values};
 use super::series::{self, Span};
+use infer_bench_results::telemetry::*;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::{GpuMode, TargetKind};
-use infer_bench_spec::results::telemetry::*;
 
 /// What to do about GPUs for a point.
 pub enum GpuPlan {
@@ -690,7 +690,7 @@ fn present(values: &[Option<f64>], k: usize) -> Vec<Option<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::gpu::{GpuSource, ProcessReading, Script, ScriptedSource};
+    use crate::gpu::{GpuSource, ProcessReading, Script, ScriptedSource};
     use std::sync::Arc;
 
     fn reading(util: f64, mem_gb: u64, power_w: f64, energy_mj: Option<u64>) -> GpuReading {
@@ -900,7 +900,7 @@ mod tests {
     #[test]
     fn required_gpus_are_checked_before_the_first_point() {
         let scripted = ScriptedSource::gpus(2, Script::Series(vec![]));
-        let none = crate::telemetry::gpu::NullSource {
+        let none = crate::gpu::NullSource {
             reason: "NVML is not available (no driver)".into(),
         };
         let real = configs(

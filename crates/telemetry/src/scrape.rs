@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::prom::{self, Exposition};
 use super::series::{self, Span};
-use infer_bench_spec::results::telemetry::{
+use infer_bench_results::telemetry::{
     CounterSeries, GaugeSeries, ScrapeError, ServerFamily, ServerHeadline, ServerMetrics,
 };
 
@@ -315,8 +315,8 @@ pub fn extract(e: &Exposition) -> Values {
 /// Statistics only where every figure is a finite number: huge values can
 /// add up to infinity, and results must not hold one.
 fn finite_stats(
-    s: Option<infer_bench_spec::results::telemetry::SeriesStats>,
-) -> Option<infer_bench_spec::results::telemetry::SeriesStats> {
+    s: Option<infer_bench_results::telemetry::SeriesStats>,
+) -> Option<infer_bench_results::telemetry::SeriesStats> {
     s.filter(|s| {
         [s.mean, s.min, s.p50, s.p95, s.max]
             .iter()
@@ -480,7 +480,7 @@ impl HttpMetrics {
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the scraper's runtime: {e}"))?;
-        let opts = crate::backend::openai::ClientOptions {
+        let opts = infer_bench_protocol::ClientOptions {
             base_url: url,
             api_key: access.api_key.clone(),
             headers: &access.headers,
@@ -491,7 +491,7 @@ impl HttpMetrics {
         };
         let client = {
             let _guard = rt.enter();
-            crate::backend::openai::http_client(&opts)?
+            infer_bench_protocol::client::http_client(&opts).map_err(|e| e.to_string())?
         };
         let headers = request_headers(&access.headers, access.api_key.as_deref())?;
         Ok(HttpMetrics {

@@ -4,7 +4,7 @@
 //! that may reset, and thinning of long series for storage. Pure
 //! functions on `(t_s, value)` data; no clocks.
 
-use infer_bench_spec::results::telemetry::SeriesStats;
+use infer_bench_results::telemetry::SeriesStats;
 
 /// A measurement window on the point's clock, seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,828 @@
+//! The OpenAI-compatible request kinds: `/chat/completions` ([`Chat`]) and
+//! `/completions` ([`Completions`]), streamed (SSE) or not, against vLLM,
+//! SGLang, TGI, TensorRT-LLM, llama.cpp, Ollama or the built-in simulator.
+//! Bodies are written from a template laid out once per point, in the
+//! dialect the server speaks; answers are read into events, usage
+//! (requested with `stream_options.include_usage`) and reasoning.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::http::{HttpBackend, WARM_BODY_BYTES};
+use crate::record::ErrorClass;
+use crate::{EventInfo, Protocol, Unreadable, Usage};
+use infer_bench_spec::Dialect;
+use infer_bench_spec::raw::Api;
+use infer_bench_workload::{Prompt, Role};
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    object: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Cow<'a, str>>,
+    #[serde(default)]
+    timings: Option<crate::record::ServerTiming>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    message: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    token_ids: Option<Vec<u32>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
+    #[serde(default)]
+    completion_tokens: Option<u32>,
+    #[serde(default)]
+    completion_tokens_details: Option<DetailsWire>,
+}
+
+#[derive(Deserialize)]
+struct DetailsWire {
+    #[serde(default)]
+    reasoning_tokens: Option<u32>,
+}
+
+fn error_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => o
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
+        other => other.to_string(),
+    }
+}
+
+/// Interprets one event's data. `reply`, when given, collects the text.
+pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<EventInfo, Unreadable> {
+    interpret_into(data, reply, None)
+}
+
+/// The most bytes of a response's `id` kept (a request log line is no
+/// place for an unbounded string from the server).
+pub const MAX_RESPONSE_ID_BYTES: usize = 128;
+
+/// At most [`MAX_RESPONSE_ID_BYTES`] of `id`, cut at a character boundary.
+fn clip_id(id: &str) -> String {
+    let mut end = id.len().min(MAX_RESPONSE_ID_BYTES);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    id[..end].to_string()
+}
+
+/// [`interpret`], and the event's `id` into `id` when that is given and
+/// still empty (the first id a response names is its own).
+fn interpret_into(
+    data: &[u8],
+    reply: Option<&mut String>,
+    id: Option<&mut Option<String>>,
+) -> Result<EventInfo, Unreadable> {
+    if data == b"[DONE]" {
+        return Ok(EventInfo {
+            done: true,
+            ..EventInfo::default()
+        });
+    }
+    let chunk: Chunk = serde_json::from_slice(data).map_err(|e| {
+        let shown = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
+        Unreadable(format!("{e}: {shown}"))
+    })?;
+    if let (Some(slot @ None), Some(named)) = (id, chunk.id.as_deref()) {
+        *slot = Some(clip_id(named));
+    }
+    let mut info = EventInfo::default();
+    if let Some(e) = &chunk.error {
+        info.error = Some(error_text(e));
+        return Ok(info);
+    }
+    if chunk.object.as_deref() == Some("error") {
+        info.error = Some(chunk.message.as_deref().unwrap_or("error").to_string());
+        return Ok(info);
+    }
+    info.server_timing = chunk.timings;
+    info.usage = chunk.usage.map(|u| Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+    });
+    let Some(choices) = chunk.choices else {
+        return if info.usage.is_some() {
+            Ok(info)
+        } else {
+            Err(Unreadable(
+                "an event with neither `choices` nor `usage`".into(),
+            ))
+        };
+    };
+    let mut reply = reply;
+    // Reasoning text seen, and output of any other kind seen.
+    let (mut thought, mut other) = (false, false);
+    for c in &choices {
+        let mut texts: [Option<&str>; 5] = [c.text.as_deref(), None, None, None, None];
+        for (i, d) in [&c.delta, &c.message].into_iter().enumerate() {
+            if let Some(d) = d {
+                texts[1 + 2 * i] = d.content.as_deref();
+                texts[2 + 2 * i] = d.reasoning_content.as_deref().or(d.reasoning.as_deref());
+                if d.tool_calls.is_some() {
+                    info.output = true;
+                    other = true;
+                }
+            }
+        }
+        for (i, s) in texts.into_iter().enumerate() {
+            let Some(s) = s.filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            // Slots 2 and 4 hold reasoning, the others answer text.
+            if i == 2 || i == 4 {
+                thought = true;
+            } else {
+                other = true;
+            }
+            info.output = true;
+            info.text_bytes += s.len() as u32;
+            if let Some(r) = reply.as_deref_mut() {
+                r.push_str(s);
+            }
+        }
+        if let Some(ids) = &c.token_ids {
+            if !ids.is_empty() {
+                info.output = true;
+                other = true;
+                info.token_ids = Some(info.token_ids.unwrap_or(0) + ids.len() as u32);
+            }
+        }
+        if c.finish_reason.is_some() {
+            info.finished = true;
+        }
+    }
+    info.reasoning = thought && !other;
+    Ok(info)
+}
+
+/// A request body's JSON, laid out once per point. Its keys are in the
+/// order a `serde_json::Map` writes them (sorted: the bodies, and the
+/// workload fingerprint that hashes them, are what they were when bodies
+/// were built as a map), the constant parts (model, stream options,
+/// sampling, `extra_body`) written once, with holes for what each prompt
+/// fills in; `extra_body` overrides any key, as it did in the map.
+#[derive(Debug, Clone)]
+struct BodyTemplate {
+    parts: Vec<BodyPart>,
+    /// The constant parts' bytes.
+    fixed: usize,
+}
+
+#[derive(Debug, Clone)]
+enum BodyPart {
+    Json(String),
+    Prompt,
+    Messages,
+    MaxTokens,
+}
+
+/// One chat message as it goes on the wire (keys sorted, as above).
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    content: &'a str,
+    role: Role,
+}
+
+/// A prompt's messages: its history, then its text from the user.
+struct Messages<'a>(&'a Prompt);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let p = self.0;
+        let mut seq = s.serialize_seq(Some(p.history.len() + 1))?;
+        for m in &p.history {
+            seq.serialize_element(&WireMessage {
+                content: &m.content,
+                role: m.role,
+            })?;
+        }
+        seq.serialize_element(&WireMessage {
+            content: &p.text,
+            role: Role::User,
+        })?;
+        seq.end()
+    }
+}
+
+impl BodyTemplate {
+    fn new(
+        api: Api,
+        workload: &infer_bench_spec::Workload,
+        model: &str,
+        dialect: Dialect,
+    ) -> BodyTemplate {
+        use serde_json::{Value, json};
+        enum Slot {
+            Value(Value),
+            Hole(BodyPart),
+        }
+        // The keys as the map had them, inserted in the same order (a
+        // later insert replaces an earlier one).
+        let mut m: std::collections::BTreeMap<String, Slot> = Default::default();
+        m.insert("model".into(), Slot::Value(Value::from(model)));
+        match api {
+            Api::Chat => m.insert("messages".into(), Slot::Hole(BodyPart::Messages)),
+            Api::Completions => m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt)),
+        };
+        m.insert(
+            workload.max_tokens_field.clone(),
+            Slot::Hole(BodyPart::MaxTokens),
+        );
+        if let Some(name) = dialect
+            .wire_name("ignore_eos")
+            .filter(|_| workload.ignore_eos)
+        {
+            m.insert(name.into(), Slot::Value(Value::Bool(true)));
+        }
+        m.insert("stream".into(), Slot::Value(Value::Bool(workload.stream)));
+        if workload.stream {
+            m.insert(
+                "stream_options".into(),
+                Slot::Value(json!({"include_usage": true})),
+            );
+        }
+        let sampling = serde_json::to_value(&workload.sampling)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        // Sampling fields go under the dialect's names, and those it cannot
+        // carry stay out; `extra_body` is sent as written.
+        let sampling = sampling
+            .into_iter()
+            .filter_map(|(k, v)| dialect.wire_name(&k).map(|n| (n.to_string(), v)));
+        for (k, v) in sampling.chain(workload.extra_body.clone()) {
+            m.insert(k, Slot::Value(v));
+        }
+        fn json<T: Serialize + ?Sized>(v: &T) -> String {
+            serde_json::to_string(v).expect("a JSON value serializes")
+        }
+        let mut parts = Vec::new();
+        let mut text = String::from("{");
+        for (i, (k, slot)) in m.into_iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(&json(&k));
+            text.push(':');
+            match slot {
+                Slot::Value(v) => text.push_str(&json(&v)),
+                Slot::Hole(hole) => {
+                    parts.push(BodyPart::Json(std::mem::take(&mut text)));
+                    parts.push(hole);
+                }
+            }
+        }
+        text.push('}');
+        parts.push(BodyPart::Json(text));
+        let fixed = parts
+            .iter()
+            .map(|p| match p {
+                BodyPart::Json(s) => s.len(),
+                _ => 0,
+            })
+            .sum();
+        BodyTemplate { parts, fixed }
+    }
+
+    /// The body of `prompt`'s request.
+    fn write(&self, prompt: &Prompt) -> Vec<u8> {
+        let text: usize = prompt.text.len()
+            + prompt
+                .history
+                .iter()
+                .map(|m| m.content.len() + 32)
+                .sum::<usize>();
+        let mut out = Vec::with_capacity(self.fixed + text + 64);
+        for p in &self.parts {
+            // Writing JSON into a Vec cannot fail.
+            let _ = match p {
+                BodyPart::Json(s) => {
+                    out.extend_from_slice(s.as_bytes());
+                    Ok(())
+                }
+                BodyPart::Prompt => serde_json::to_writer(&mut out, &prompt.text),
+                BodyPart::Messages => serde_json::to_writer(&mut out, &Messages(prompt)),
+                BodyPart::MaxTokens => serde_json::to_writer(&mut out, &prompt.output_tokens),
+            };
+        }
+        out
+    }
+}
+
+/// The first useful line of an error body (OpenAI-style `error.message`).
+pub fn error_body_message(b: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(b) {
+        if let Some(e) = v.get("error") {
+            return error_text(e);
+        }
+        if let Some(m) = v.get("message").and_then(|m| m.as_str()) {
+            return m.to_string();
+        }
+    }
+    String::from_utf8_lossy(&b[..b.len().min(200)])
+        .trim()
+        .to_string()
+}
+
+/// The classes an OpenAI-compatible request can fail with.
+const FAILURES: &[ErrorClass] = ErrorClass::ALL;
+
+/// `POST {base_url}/chat/completions`: a prompt's history and text as
+/// messages.
+#[derive(Debug, Clone)]
+pub struct Chat {
+    body: BodyTemplate,
+    stream: bool,
+}
+
+/// `POST {base_url}/completions`: a prompt's text as `prompt`.
+#[derive(Debug, Clone)]
+pub struct Completions {
+    body: BodyTemplate,
+    stream: bool,
+}
+
+impl Chat {
+    pub fn new(workload: &infer_bench_spec::Workload, model: &str, dialect: Dialect) -> Chat {
+        Chat {
+            body: BodyTemplate::new(Api::Chat, workload, model, dialect),
+            stream: workload.stream,
+        }
+    }
+}
+
+impl Completions {
+    pub fn new(
+        workload: &infer_bench_spec::Workload,
+        model: &str,
+        dialect: Dialect,
+    ) -> Completions {
+        Completions {
+            body: BodyTemplate::new(Api::Completions, workload, model, dialect),
+            stream: workload.stream,
+        }
+    }
+}
+
+/// The OpenAI request kind a workload asks for, writing bodies in `dialect`.
+pub fn for_workload(
+    workload: &infer_bench_spec::Workload,
+    model: &str,
+    dialect: Dialect,
+) -> Box<dyn Protocol> {
+    match workload.api {
+        Api::Chat => Box::new(Chat::new(workload, model, dialect)),
+        Api::Completions => Box::new(Completions::new(workload, model, dialect)),
+    }
+}
+
+impl Protocol for Chat {
+    fn name(&self) -> &'static str {
+        "chat"
+    }
+
+    fn path(&self) -> &str {
+        "chat/completions"
+    }
+
+    fn body(&self, prompt: &Prompt) -> Vec<u8> {
+        self.body.write(prompt)
+    }
+
+    fn streams(&self) -> bool {
+        self.stream
+    }
+
+    fn read_event(
+        &self,
+        data: &[u8],
+        reply: Option<&mut String>,
+        id: Option<&mut Option<String>>,
+    ) -> Result<EventInfo, Unreadable> {
+        interpret_into(data, reply, id)
+    }
+
+    fn failure_classes(&self) -> &'static [ErrorClass] {
+        FAILURES
+    }
+}
+
+impl Protocol for Completions {
+    fn name(&self) -> &'static str {
+        "completions"
+    }
+
+    fn path(&self) -> &str {
+        "completions"
+    }
+
+    fn body(&self, prompt: &Prompt) -> Vec<u8> {
+        self.body.write(prompt)
+    }
+
+    fn streams(&self) -> bool {
+        self.stream
+    }
+
+    fn read_event(
+        &self,
+        data: &[u8],
+        reply: Option<&mut String>,
+        id: Option<&mut Option<String>>,
+    ) -> Result<EventInfo, Unreadable> {
+        interpret_into(data, reply, id)
+    }
+
+    fn failure_classes(&self) -> &'static [ErrorClass] {
+        FAILURES
+    }
+}
+
+/// Asks the server what it is: the first `owned_by` in
+/// `GET {base_url}/models` that names a dialect. `None` when it does not
+/// answer, or does not say. The connection stays in the client's pool.
+pub async fn identify(client: &HttpBackend) -> Option<Dialect> {
+    let body = client.get("models", WARM_BODY_BYTES).await?;
+    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    v.get("data")?
+        .as_array()?
+        .iter()
+        .filter_map(|m| m.get("owned_by")?.as_str())
+        .find_map(Dialect::from_owned_by)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::SseParser;
+
+    fn events(file: &str) -> Vec<EventInfo> {
+        let path = format!(
+            "{}/../../tests/fixtures/llama-server/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        p.feed(&bytes, |e| out.push(interpret(e.data, None).unwrap()))
+            .unwrap();
+        p.finish(|e| out.push(interpret(e.data, None).unwrap()))
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn llama_server_completions_stream() {
+        let ev = events("completions-stream.sse");
+        let outputs = ev.iter().filter(|e| e.output).count();
+        assert_eq!(outputs, 12);
+        assert!(ev.iter().any(|e| e.finished));
+        let usage = ev.iter().find_map(|e| e.usage).unwrap();
+        assert_eq!(usage.completion_tokens, Some(12));
+        assert!(ev.last().unwrap().done);
+    }
+
+    #[test]
+    fn llama_server_chat_stream_role_chunk_is_not_output() {
+        let ev = events("chat-stream.sse");
+        assert!(!ev[0].output, "the role-only delta is not output");
+        assert_eq!(
+            ev.iter().filter(|e| e.output).count() as u32,
+            ev.iter()
+                .find_map(|e| e.usage)
+                .unwrap()
+                .completion_tokens
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn interprets_the_forms_servers_send() {
+        let reasoning = br#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#;
+        assert!(interpret(reasoning, None).unwrap().output);
+        assert!(interpret(reasoning, None).unwrap().reasoning);
+        let thought = br#"{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}"#;
+        assert!(interpret(thought, None).unwrap().reasoning);
+        // Reasoning and answer in one event is answer: the answer began.
+        let both = br#"{"choices":[{"index":0,"delta":{"reasoning_content":"a","content":"b"}}]}"#;
+        assert!(!interpret(both, None).unwrap().reasoning);
+        let answer = br#"{"choices":[{"index":0,"delta":{"content":"b"}}]}"#;
+        assert!(!interpret(answer, None).unwrap().reasoning);
+        let details = br#"{"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":4}}}"#;
+        let u = interpret(details, None).unwrap().usage.unwrap();
+        assert_eq!(
+            (u.completion_tokens, u.reasoning_tokens),
+            (Some(9), Some(4))
+        );
+        let empty = br#"{"choices":[{"index":0,"delta":{"content":""}}]}"#;
+        assert!(!interpret(empty, None).unwrap().output);
+        let usage_only = br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}"#;
+        let u = interpret(usage_only, None).unwrap();
+        assert!(!u.output);
+        assert_eq!(u.usage.unwrap().completion_tokens, Some(7));
+        let err =
+            br#"{"error":{"message":"out of memory","type":"InternalServerError","code":500}}"#;
+        assert_eq!(
+            interpret(err, None).unwrap().error.as_deref(),
+            Some("out of memory")
+        );
+        let tgi = br#"{"error":"Input validation error","error_type":"validation"}"#;
+        assert_eq!(
+            interpret(tgi, None).unwrap().error.as_deref(),
+            Some("Input validation error")
+        );
+        let ids = br#"{"choices":[{"index":0,"text":"ab","token_ids":[1,2]}]}"#;
+        assert_eq!(interpret(ids, None).unwrap().token_ids, Some(2));
+        assert!(interpret(b"{not json", None).is_err());
+        assert!(interpret(b"{}", None).is_err());
+        let mut reply = String::new();
+        interpret(
+            br#"{"choices":[{"delta":{"content":"hi \u00e9"}}]}"#,
+            Some(&mut reply),
+        )
+        .unwrap();
+        assert_eq!(reply, "hi é");
+    }
+
+    #[test]
+    fn the_first_id_a_response_names_is_kept_clipped() {
+        let mut id = None;
+        let chunk = br#"{"id":"chatcmpl-1","choices":[{"delta":{"content":"a"}}]}"#;
+        interpret_into(chunk, None, Some(&mut id)).unwrap();
+        assert_eq!(id.as_deref(), Some("chatcmpl-1"));
+        let later = br#"{"id":"chatcmpl-2","choices":[{"delta":{"content":"b"}}]}"#;
+        interpret_into(later, None, Some(&mut id)).unwrap();
+        assert_eq!(id.as_deref(), Some("chatcmpl-1"), "the first is kept");
+        // A chunk without one leaves it unset; [DONE] too.
+        let mut none = None;
+        interpret_into(br#"{"choices":[]}"#, None, Some(&mut none)).unwrap();
+        interpret_into(b"[DONE]", None, Some(&mut none)).unwrap();
+        assert_eq!(none, None);
+        // Escapes decoded; at most 128 bytes, cut at a character boundary.
+        let mut id = None;
+        let long = format!(r#"{{"id":"\u00e9{}","choices":[]}}"#, "\u{e9}".repeat(100));
+        interpret_into(long.as_bytes(), None, Some(&mut id)).unwrap();
+        let id = id.unwrap();
+        assert_eq!(id.len(), 128);
+        assert!(id.chars().all(|c| c == '\u{e9}'));
+        let mut id = None;
+        let odd = format!(r#"{{"id":"x{}","choices":[]}}"#, "\u{e9}".repeat(100));
+        interpret_into(odd.as_bytes(), None, Some(&mut id)).unwrap();
+        assert_eq!(id.unwrap().len(), 127, "not inside a two-byte character");
+        // An error object's id is the response's too.
+        let mut id = None;
+        let err = br#"{"id":"e-1","error":{"message":"no"}}"#;
+        assert!(
+            interpret_into(err, None, Some(&mut id))
+                .unwrap()
+                .error
+                .is_some()
+        );
+        assert_eq!(id.as_deref(), Some("e-1"));
+    }
+
+    #[test]
+    fn non_stream_completion() {
+        let path = format!(
+            "{}/../../tests/fixtures/llama-server/completions-nonstream.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let info = interpret(&std::fs::read(path).unwrap(), None).unwrap();
+        assert!(info.output && info.finished);
+        assert_eq!(info.usage.unwrap().completion_tokens, Some(8));
+    }
+
+    /// The body as it was built before the template: a `serde_json` map
+    /// (sorted keys), the prompt cloned into it. Kept to hold the template
+    /// to the same bytes: the workload fingerprint hashes them, and
+    /// committed baselines record it.
+    fn body_via_map(w: &infer_bench_spec::Workload, model: &str, prompt: &Prompt) -> Vec<u8> {
+        use serde_json::{Value, json};
+        let mut extra = serde_json::to_value(&w.sampling)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        extra.extend(w.extra_body.clone());
+        let mut m = serde_json::Map::new();
+        m.insert("model".into(), Value::String(model.to_string()));
+        match w.api {
+            Api::Chat => {
+                let mut messages: Vec<Value> = prompt
+                    .history
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect();
+                messages.push(json!({"role": "user", "content": prompt.text}));
+                m.insert("messages".into(), Value::Array(messages));
+            }
+            Api::Completions => {
+                m.insert("prompt".into(), Value::String(prompt.text.clone()));
+            }
+        }
+        m.insert(
+            w.max_tokens_field.clone(),
+            Value::from(prompt.output_tokens),
+        );
+        if w.ignore_eos {
+            m.insert("ignore_eos".into(), Value::Bool(true));
+        }
+        m.insert("stream".into(), Value::Bool(w.stream));
+        if w.stream {
+            m.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        for (k, v) in &extra {
+            m.insert(k.clone(), v.clone());
+        }
+        serde_json::to_vec(&Value::Object(m)).unwrap()
+    }
+
+    /// The workload of a one-point spec with this `[workloads.w]`.
+    fn workload(keys: &str) -> infer_bench_spec::Workload {
+        let text = format!(
+            "name = \"t\"\n[targets.s]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 8\noutput_tokens = 8\n{keys}\n[load]\nconcurrency = 1\nrequests = 1\n"
+        );
+        let spec = infer_bench_spec::compile("t.toml", &text, std::path::Path::new(".")).unwrap();
+        let plan = infer_bench_spec::plan::Plan::build(&spec).unwrap();
+        (*plan.points[0].config.workload).clone()
+    }
+
+    #[test]
+    fn bodies_are_byte_for_byte_what_the_map_wrote() {
+        use infer_bench_workload::Message;
+        let tricky = "say \"hi\"\n\t\\ caf\u{e9} \u{1f680} \u{1} </script>".to_string();
+        let prompts = [
+            Prompt {
+                history: Vec::new(),
+                text: "plain words".into(),
+                input_tokens: 2,
+                output_tokens: 7,
+                part: 0,
+            },
+            Prompt {
+                history: vec![
+                    Message {
+                        role: Role::System,
+                        content: "be brief".into(),
+                    },
+                    Message {
+                        role: Role::User,
+                        content: tricky.clone(),
+                    },
+                    Message {
+                        role: Role::Assistant,
+                        content: String::new(),
+                    },
+                ],
+                text: tricky,
+                input_tokens: 30,
+                output_tokens: u32::MAX,
+                part: 1,
+            },
+        ];
+        let mut workloads = vec![
+            workload("api = \"chat\""),
+            workload("api = \"completions\""),
+            workload("api = \"chat\"\nstream = false\nignore_eos = true"),
+            workload(
+                "api = \"completions\"\nmax_tokens_field = \"max_completion_tokens\"\nsampling = { temperature = 0.7, top_p = 0.95, top_k = 40, min_p = 0.05, presence_penalty = -0.5, frequency_penalty = 1e-3, repetition_penalty = 1.1, seed = 7 }",
+            ),
+            workload(
+                "api = \"chat\"\nsampling = { temperature = 0.0 }\nextra_body = { zzz = [1, 2.5, \"x\"], aaa = { b = true, a = \"\\u00e9\" }, \"key \\\"quoted\\\"\" = 1, chat_template_kwargs = { enable_thinking = false } }",
+            ),
+        ];
+        // extra_body over the fields the client sets itself, and over the
+        // sampling: the map let it replace them.
+        let mut over = workload("api = \"chat\"\nsampling = { temperature = 0.5, seed = 1 }");
+        for (k, v) in [
+            ("model", serde_json::json!("other")),
+            ("stream", serde_json::json!(false)),
+            ("max_tokens", serde_json::json!(3)),
+            ("messages", serde_json::json!([])),
+            ("temperature", serde_json::json!(1.25)),
+            ("stream_options", serde_json::Value::Null),
+        ] {
+            over.extra_body.insert(k.into(), v);
+        }
+        workloads.push(over);
+        let mut prompt_over = workload("api = \"completions\"");
+        prompt_over
+            .extra_body
+            .insert("prompt".into(), serde_json::json!("fixed"));
+        workloads.push(prompt_over);
+        for w in &workloads {
+            for model in ["m", "org/Model-\"7B\""] {
+                // vLLM's dialect carries every field the map wrote.
+                let t = BodyTemplate::new(w.api, w, model, Dialect::Vllm);
+                for p in &prompts {
+                    let new = t.write(p);
+                    let old = body_via_map(w, model, p);
+                    assert_eq!(
+                        String::from_utf8_lossy(&new),
+                        String::from_utf8_lossy(&old),
+                        "{w:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_dialect_gets_only_the_fields_it_carries() {
+        let w = workload(
+            "api = \"completions\"\nignore_eos = true\nsampling = { temperature = 0.5, top_k = 40, min_p = 0.05, repetition_penalty = 1.1 }",
+        );
+        let prompt = Prompt {
+            history: Vec::new(),
+            text: "hi".into(),
+            input_tokens: 1,
+            output_tokens: 4,
+            part: 0,
+        };
+        let body = |d: Dialect| -> serde_json::Map<String, serde_json::Value> {
+            let t = BodyTemplate::new(w.api, &w, "m", d);
+            serde_json::from_slice(&t.write(&prompt)).unwrap()
+        };
+        let keys = |d: Dialect| -> Vec<String> {
+            let mut k: Vec<String> = body(d).keys().cloned().collect();
+            k.retain(|k| {
+                !matches!(
+                    k.as_str(),
+                    "model" | "prompt" | "max_tokens" | "stream" | "stream_options"
+                )
+            });
+            k
+        };
+        for d in [Dialect::Openai, Dialect::Tgi] {
+            assert_eq!(keys(d), vec!["temperature"], "{d}");
+        }
+        for d in [Dialect::Vllm, Dialect::Sglang, Dialect::Trtllm] {
+            assert_eq!(
+                keys(d),
+                vec![
+                    "ignore_eos",
+                    "min_p",
+                    "repetition_penalty",
+                    "temperature",
+                    "top_k"
+                ],
+                "{d}"
+            );
+        }
+        assert_eq!(
+            keys(Dialect::LlamaCpp),
+            vec![
+                "ignore_eos",
+                "min_p",
+                "repeat_penalty",
+                "temperature",
+                "top_k"
+            ]
+        );
+        assert_eq!(
+            body(Dialect::LlamaCpp)["repeat_penalty"],
+            serde_json::json!(1.1)
+        );
+    }
+}
