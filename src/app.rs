@@ -338,7 +338,8 @@ fn selected(plan: Plan, select: &crate::cli::Select) -> Result<Plan> {
 
 /// `run`: every selected point, results on disk, a summary on stdout.
 fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
-    use crate::run::{Progress, RunOptions, run_plan};
+    use crate::progress::{Progress, Terminal};
+    use crate::run::{RunOptions, run_plan};
     use std::io::IsTerminal;
     let spec = spec::load(&args.spec)?;
     let mut plan = selected(Plan::build(&spec)?, &args.select)?;
@@ -361,13 +362,13 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     crate::consent::check(&spec, &plan, args.allow_launch)?;
     let agent = args.agent.as_deref().map(parse_agent).transpose()?;
     let start_at = match &args.start_at {
-        Some(s) => Some(crate::run::agent::parse_start(s).map_err(Error::Usage)?),
+        Some(s) => Some(crate::run::parse_start(s).map_err(Error::Usage)?),
         None => None,
     };
     if agent.is_some() {
         check_agent_run(&args, &plan)?;
         if let Some(start) = start_at {
-            crate::run::agent::check_start(
+            crate::run::check_start(
                 start,
                 args.max_clock_skew.as_std(),
                 std::time::Duration::from_secs(24 * 3600),
@@ -407,7 +408,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         .any(|t| t.kind == crate::spec::raw::TargetKind::Sim);
     let rt = crate::run::engine_runtime(with_sim)
         .map_err(|e| Error::Infra(format!("cannot start the async runtime: {e}")))?;
-    let interrupt = std::sync::Arc::new(crate::run::engine::Interrupt::default());
+    let interrupt = std::sync::Arc::new(crate::run::Interrupt::default());
     {
         let intr = interrupt.clone();
         let mut signals = {
@@ -436,13 +437,12 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         out_dir: out_dir.clone(),
         requests_jsonl: args.requests.is_some(),
         request_events: args.requests == Some(crate::cli::RequestDetail::Events),
-        progress,
         partition: args.select.partition.map(|p| p.to_string()),
         agent,
         start_at,
         slot: args.slot.map(|d| d.as_std()),
         slow_client: args.slow_client.map(|d| d.as_std()),
-        verbose: args.verbose,
+        observer: std::sync::Arc::new(Terminal::new(progress, args.verbose)),
     };
     let results = run_plan(&spec, &plan, &opts, &rt, interrupt.clone())?;
     if let Some(gate) = gate.filter(|_| !results.interrupted) {

@@ -21,7 +21,7 @@ use crate::judge::compare::{Decision, Report, Settings, compare};
 use crate::judge::rules::{self, RulesSource};
 use crate::plan::Plan;
 use crate::results::Results;
-use crate::run::engine::Interrupt;
+use crate::run::Interrupt;
 use crate::run::{RunOptions, run_plan};
 use crate::spec::{self, Regression, Spec};
 use infer_bench_results::now_rfc3339;
@@ -183,16 +183,9 @@ impl RunGate {
             );
             let subset = plan.clone().select(None, &ids);
             let again = RunOptions {
-                out_dir: opts.out_dir.join(format!("confirm-{round}")),
-                requests_jsonl: false,
-                request_events: false,
-                progress: opts.progress,
-                partition: None,
                 agent: opts.agent,
-                start_at: None,
-                slot: None,
-                slow_client: None,
-                verbose: false,
+                observer: opts.observer.clone(),
+                ..RunOptions::new(opts.out_dir.join(format!("confirm-{round}")))
             };
             let rerun = run_plan(spec, &subset, &again, rt, interrupt.clone())?;
             if rerun.interrupted {

@@ -16,6 +16,7 @@ pub mod error;
 pub mod gate;
 pub mod git;
 pub mod paths;
+pub mod progress;
 pub mod selfbench;
 
 pub use infer_bench_engine::{cost, insight, merge, run};

@@ -323,18 +323,9 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
         .build()
         .unwrap();
     let opts = infer_bench::run::RunOptions {
-        out_dir: dir.path().join("out"),
-        requests_jsonl: false,
-        request_events: false,
-        progress: infer_bench::run::Progress::Quiet,
-        partition: None,
-        agent: None,
-        start_at: None,
-        slot: None,
-        slow_client: None,
-        verbose: false,
+        ..infer_bench::run::RunOptions::new(dir.path().join("out"))
     };
-    let host = infer_bench::run::host::ScriptedHost::new(8, 0.05, 0.1);
+    let host = infer_bench::run::ScriptedHost::new(8, 0.05, 0.1);
     let r = infer_bench::run::run_plan_on(
         &spec,
         &plan,
@@ -378,8 +369,8 @@ fn throttled_and_unbalanced_gpus_are_found_before_and_during_the_point() {
     let text = infer_bench::export::summary::table(&r);
     assert!(text.contains("pre-flight: GPU 0 is at 88 °C"), "{text}");
     // A busy client machine is a finding of its own.
-    let busy = infer_bench::run::host::ScriptedHost::new(8, 0.9, 0.1);
-    let findings = infer_bench::run::preflight::check(
+    let busy = infer_bench::run::ScriptedHost::new(8, 0.9, 0.1);
+    let findings = infer_bench::run::preflight(
         &plan.points[0].config,
         Default::default(),
         &gpus,

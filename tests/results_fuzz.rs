@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use infer_bench_engine::run::engine::Interrupt;
-use infer_bench_engine::run::{Progress, RunOptions};
+use infer_bench_engine::run::Interrupt;
+use infer_bench_engine::run::RunOptions;
 use infer_bench_judge::baseline::{Baseline, entry};
 use infer_bench_judge::compare::{Settings, compare};
 use infer_bench_spec::results::Results;
@@ -63,16 +63,9 @@ fn made() -> &'static Made {
         let plan = infer_bench_spec::plan::Plan::build(&spec).unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
         let opts = RunOptions {
-            out_dir: dir.join("run"),
-            requests_jsonl: false,
-            request_events: false,
-            progress: Progress::Quiet,
-            partition: None,
             agent: Some((1, 1)),
             start_at: Some(std::time::SystemTime::now() + std::time::Duration::from_millis(300)),
-            slot: None,
-            slow_client: None,
-            verbose: false,
+            ..RunOptions::new(dir.join("run"))
         };
         let r = infer_bench_engine::run::run_plan(
             &spec,

@@ -394,16 +394,7 @@ fn scripted_gpus_give_energy_cost_and_aligned_series() {
         .build()
         .unwrap();
     let opts = infer_bench::run::RunOptions {
-        out_dir: dir.path().join("out"),
-        requests_jsonl: false,
-        request_events: false,
-        progress: infer_bench::run::Progress::Quiet,
-        partition: None,
-        agent: None,
-        start_at: None,
-        slot: None,
-        slow_client: None,
-        verbose: false,
+        ..infer_bench::run::RunOptions::new(dir.path().join("out"))
     };
     let r = infer_bench::run::run_plan_with(
         &spec,

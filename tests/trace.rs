@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infer_bench::plan::Plan;
-use infer_bench::run::engine::Interrupt;
-use infer_bench::run::{Progress, RunOptions, run_plan};
+use infer_bench::run::Interrupt;
+use infer_bench::run::{RunOptions, run_plan};
 use infer_bench::workload::TokenCounter;
 use infer_bench_testkit::scripted::{Script, ScriptedServer};
 
@@ -149,16 +149,7 @@ trace = {{ file = "trace.jsonl", format = "mooncake", speedup = {SPEEDUP}, block
         "a trace workload implies its arrivals"
     );
     let opts = RunOptions {
-        out_dir: dir.path().join("out"),
-        requests_jsonl: false,
-        request_events: false,
-        progress: Progress::Quiet,
-        partition: None,
-        agent: None,
-        start_at: None,
-        slot: None,
-        slow_client: None,
-        verbose: false,
+        ..RunOptions::new(dir.path().join("out"))
     };
     let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     rt.block_on(server.wait_idle());
@@ -300,16 +291,7 @@ requests = 25
     assert_eq!(t.span.as_nanos(), 145_000_000);
     let plan = Plan::build(&spec).unwrap();
     let opts = RunOptions {
-        out_dir: dir.path().join("out"),
-        requests_jsonl: false,
-        request_events: false,
-        progress: Progress::Quiet,
-        partition: None,
-        agent: None,
-        start_at: None,
-        slot: None,
-        slow_client: None,
-        verbose: false,
+        ..RunOptions::new(dir.path().join("out"))
     };
     let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     rt.block_on(server.wait_idle());

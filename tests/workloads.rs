@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use infer_bench::plan::Plan;
 use infer_bench::protocol::{ClientOptions, HttpBackend, Reading, openai};
-use infer_bench::run::engine::{Interrupt, request_bodies, workload_fingerprint};
-use infer_bench::run::{Progress, RunOptions, run_plan};
+use infer_bench::run::Interrupt;
+use infer_bench::run::parts::{request_bodies, workload_fingerprint};
+use infer_bench::run::{RunOptions, run_plan};
 use infer_bench::spec::raw::{Api, DatasetFormat};
 use infer_bench::workload::dataset::{self, Options};
 use infer_bench::workload::{Material, Role, TokenCounter};
@@ -208,16 +209,7 @@ requests = 6
     );
     let plan = Plan::build(&s).unwrap();
     let opts = RunOptions {
-        out_dir: dir.path().join("out"),
-        requests_jsonl: false,
-        request_events: false,
-        progress: Progress::Quiet,
-        partition: None,
-        agent: None,
-        start_at: None,
-        slot: None,
-        slow_client: None,
-        verbose: false,
+        ..RunOptions::new(dir.path().join("out"))
     };
     let results = run_plan(&s, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     rt.block_on(server.wait_idle());

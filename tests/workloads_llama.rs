@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use infer_bench::plan::Plan;
-use infer_bench::run::engine::Interrupt;
-use infer_bench::run::{Progress, RunOptions, run_plan};
+use infer_bench::run::Interrupt;
+use infer_bench::run::{RunOptions, run_plan};
 use infer_bench::workload::TokenCounter;
 
 fn llama_dir() -> Option<PathBuf> {
@@ -347,16 +347,8 @@ workload = [{list}]
     let plan = Plan::build(&spec).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let opts = RunOptions {
-        out_dir: tmp.path().join("out"),
         requests_jsonl: true,
-        request_events: false,
-        progress: Progress::Quiet,
-        partition: None,
-        agent: None,
-        start_at: None,
-        slot: None,
-        slow_client: None,
-        verbose: false,
+        ..RunOptions::new(tmp.path().join("out"))
     };
     let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
     let lines = std::fs::read_to_string(tmp.path().join("out/requests.jsonl")).unwrap();

@@ -13,8 +13,8 @@ use super::server;
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::results::{PointResult, Results};
-use crate::run::engine::Interrupt;
-use crate::run::{Progress, RunOptions, run_plan};
+use crate::run::Interrupt;
+use crate::run::{RunOptions, run_plan};
 
 /// The server process, stopped when dropped.
 pub(super) struct ServerProcess {
@@ -239,18 +239,10 @@ pub(super) fn run_point(
     let plan = Plan::build(&spec)?;
     let dir = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
     let opts = RunOptions {
-        out_dir: dir.path().to_path_buf(),
         // For the join with the server's writes (a few µs per request, on
         // the recorder's thread).
         requests_jsonl: true,
-        request_events: false,
-        progress: Progress::Quiet,
-        partition: None,
-        agent: None,
-        start_at: None,
-        slot: None,
-        slow_client: None,
-        verbose: false,
+        ..RunOptions::new(dir.path().to_path_buf())
     };
     let cpu0 = cpu_seconds();
     let results: Results = run_plan(&spec, &plan, &opts, rt, Arc::new(Interrupt::default()))?;

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use infer_bench_results::insight::{GpuMemoryPhases, PhasePeaks};
-use infer_bench_results::telemetry::{GpuDataSource, GpuStatus, PointTelemetry};
-use infer_bench_results::{Hint, MemoryPhases, PhaseTimeline};
+use infer_bench_results::telemetry::{GpuDataSource, GpuStatus, GpuTelemetry, PointTelemetry};
+use infer_bench_results::{Hint, MemoryPhases, PhaseTimeline, Stats};
 use infer_bench_spec::Validity;
 use infer_bench_spec::results::PointResult;
 
@@ -203,65 +203,110 @@ pub const DRAM_HIGH: f64 = 0.6;
 /// the GPU is starved (`gpu_starved`).
 pub const STARVED: f64 = 0.25;
 
-/// The hints of a finished point (see docs/expert.md for each rule).
+/// The hints of a finished point (see docs/expert.md for each rule), in
+/// the order the rules are tried.
 pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
+    let c = Context::of(pr);
     let mut out = Vec::new();
-    let m = &pr.merged;
-    let lat = |name: &str| m.latency_ms.get(name);
-    let client = pr.client.as_ref();
-    let cores = client.map(|c| c.cores as f64).unwrap_or(0.0);
-    let proc_cores = client.map(|c| c.process_cores).unwrap_or(0.0);
-    let host_busy = client.and_then(|c| c.host_busy);
-    let server_cores = client.and_then(|c| c.server_cores);
+    out.extend(client_bound(&c, validity));
+    let cpu_blamed = scheduling_bound(&c, &mut out);
+    gpu_limit(&c, cpu_blamed, &mut out);
+    out.extend(tpot_spread(&c));
+    throttling(&c, &mut out);
+    out.extend(preemptions(pr));
+    out.extend(gpu_imbalance(&c));
+    ramp_jumps(pr, &mut out);
+    out
+}
 
-    // The client itself late.
-    if let Some(lag) = lat("dispatch_lag") {
-        if let Some(late) = validity.late_client(&m.latency_ms) {
-            let budget = late.budget_ms;
-            out.push(hint(
-                "client_bound",
-                format!(
-                    "the client, not the server, may be limiting: its dispatch lag {} is {:.2} ms against a {:.2} ms budget{}",
-                    late.stat,
-                    late.lag_ms,
-                    budget,
-                    match host_busy {
-                        Some(b) => format!(" (this process used {proc_cores:.2} of {cores:.0} cores; the machine was {:.0}% busy)", b * 100.0),
-                        None => String::new(),
-                    }
-                ),
-                &[
-                    ("dispatch_lag_p99_ms", lag.p99),
-                    ("budget_ms", budget),
-                    ("client_process_cores", proc_cores),
-                    ("host_busy", host_busy.unwrap_or(f64::NAN)),
-                ],
-            ));
+/// What several rules read of a point: its merged statistics, the
+/// client's and server's CPU, and its sampled GPUs' mean figures.
+struct Context<'a> {
+    pr: &'a PointResult,
+    m: &'a Stats,
+    cores: f64,
+    proc_cores: f64,
+    host_busy: Option<f64>,
+    server_cores: Option<f64>,
+    gpu: Option<&'a GpuTelemetry>,
+    util: Option<f64>,
+    bw: Option<f64>,
+    /// DCGM's activity fractions (0 to 1), where a dcgm-exporter (or the
+    /// simulator's model) gave them: far better evidence than NVML's
+    /// utilization ("any kernel ran"), so they decide when present.
+    sm: Option<f64>,
+    tensor: Option<f64>,
+    dram: Option<f64>,
+}
+
+impl<'a> Context<'a> {
+    fn of(pr: &'a PointResult) -> Context<'a> {
+        let client = pr.client.as_ref();
+        let gpu = pr
+            .telemetry
+            .as_ref()
+            .map(|t| &t.gpu)
+            .filter(|g| g.status == GpuStatus::Sampled);
+        let mean_of = |f: &dyn Fn(&infer_bench_results::telemetry::GpuStats) -> Option<f64>| {
+            gpu?.device_mean(f)
+        };
+        Context {
+            pr,
+            m: &pr.merged,
+            cores: client.map(|c| c.cores as f64).unwrap_or(0.0),
+            proc_cores: client.map(|c| c.process_cores).unwrap_or(0.0),
+            host_busy: client.and_then(|c| c.host_busy),
+            server_cores: client.and_then(|c| c.server_cores),
+            gpu,
+            util: mean_of(&|s| s.utilization_pct.map(|x| x.mean)),
+            bw: mean_of(&|s| s.memory_bandwidth_utilization_pct.map(|x| x.mean)),
+            sm: mean_of(&|s| s.sm_active.map(|x| x.mean)),
+            tensor: mean_of(&|s| s.tensor_active.map(|x| x.mean)),
+            dram: mean_of(&|s| s.dram_active.map(|x| x.mean)),
         }
     }
+}
 
-    let gpu = pr
-        .telemetry
-        .as_ref()
-        .map(|t| &t.gpu)
-        .filter(|g| g.status == GpuStatus::Sampled);
-    let mean_of =
-        |f: &dyn Fn(&infer_bench_results::telemetry::GpuStats) -> Option<f64>| gpu?.device_mean(f);
-    let util = mean_of(&|s| s.utilization_pct.map(|x| x.mean));
-    let bw = mean_of(&|s| s.memory_bandwidth_utilization_pct.map(|x| x.mean));
+/// The client itself late (`client_bound`).
+fn client_bound(c: &Context<'_>, validity: &Validity) -> Option<Hint> {
+    let (m, cores, proc_cores, host_busy) = (c.m, c.cores, c.proc_cores, c.host_busy);
+    let lag = m.latency_ms.get("dispatch_lag")?;
+    let late = validity.late_client(&m.latency_ms)?;
+    let budget = late.budget_ms;
+    Some(hint(
+        "client_bound",
+        format!(
+            "the client, not the server, may be limiting: its dispatch lag {} is {:.2} ms against a {:.2} ms budget{}",
+            late.stat,
+            late.lag_ms,
+            budget,
+            match host_busy {
+                Some(b) => format!(
+                    " (this process used {proc_cores:.2} of {cores:.0} cores; the machine was {:.0}% busy)",
+                    b * 100.0
+                ),
+                None => String::new(),
+            }
+        ),
+        &[
+            ("dispatch_lag_p99_ms", lag.p99),
+            ("budget_ms", budget),
+            ("client_process_cores", proc_cores),
+            ("host_busy", host_busy.unwrap_or(f64::NAN)),
+        ],
+    ))
+}
 
-    // DCGM's activity fractions (0 to 1), where a dcgm-exporter (or the
-    // simulator's model) gave them: far better evidence than NVML's
-    // utilization ("any kernel ran"), so they decide when present.
-    let sm = mean_of(&|s| s.sm_active.map(|x| x.mean));
-    let tensor = mean_of(&|s| s.tensor_active.map(|x| x.mean));
-    let dram = mean_of(&|s| s.dram_active.map(|x| x.mean));
-    let activity = sm.is_some() || tensor.is_some() || dram.is_some();
-
-    // GPU waiting on a CPU.
-    let busy = match sm {
+/// The GPU waiting on a saturated CPU (`scheduling_bound`); true when
+/// the CPU was blamed.
+fn scheduling_bound(c: &Context<'_>, out: &mut Vec<Hint>) -> bool {
+    let (cores, proc_cores, host_busy, server_cores) =
+        (c.cores, c.proc_cores, c.host_busy, c.server_cores);
+    let busy = match c.sm {
         Some(a) => Some(("sm_active", a, a * 100.0, "its SMs were active")),
-        None => util.map(|u| ("gpu_utilization_pct", u, u, "the GPU was busy")),
+        None => c
+            .util
+            .map(|u| ("gpu_utilization_pct", u, u, "the GPU was busy")),
     };
     let mut cpu_blamed = false;
     if let Some((field, raw, pct, what)) = busy.filter(|b| b.2 < 50.0) {
@@ -288,6 +333,16 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
         }
     }
 
+    cpu_blamed
+}
+
+/// What limited the GPU, from DCGM's activity where there is some
+/// (`compute_bound`, `bandwidth_bound`, `gpu_starved`), else from NVML's
+/// utilization and bandwidth (`bandwidth_bound`).
+fn gpu_limit(c: &Context<'_>, cpu_blamed: bool, out: &mut Vec<Hint>) {
+    let (pr, m, gpu, util, bw) = (c.pr, c.m, c.gpu, c.util, c.bw);
+    let (sm, tensor, dram) = (c.sm, c.tensor, c.dram);
+    let activity = sm.is_some() || tensor.is_some() || dram.is_some();
     if activity {
         let pct = |v: Option<f64>| v.map(|v| format!("{:.0}%", v * 100.0));
         let modelled = gpu.is_some_and(|g| g.source == Some(GpuDataSource::Sim));
@@ -367,38 +422,46 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
             ));
         }
     }
+}
 
-    // TPOT spread: how far the slower tenth of requests is from the median.
-    // With one request in flight at a time there is no batch to contend
-    // in: the spread is the server's own (or the lengths'), and the hint
-    // says so rather than blaming other requests.
-    if let Some(t) = lat("tpot").filter(|t| t.count >= 10 && t.p50 > 0.0) {
-        let spread = t.p90 / t.p50 - 1.0;
-        if spread > TPOT_SPREAD {
-            let cause = if m.concurrency_max == 1 {
-                "with one request in flight at a time no other request shares the batch: the server's own step-to-step variation (scheduling, sampling, memory bandwidth) or the requests' lengths"
-            } else {
-                "bandwidth or batching contention between requests"
-            };
-            out.push(hint(
-                "tpot_spread",
-                format!(
-                    "TPOT p90 is {:.0}% above its median ({:.1} against {:.1} ms): {cause}",
-                    spread * 100.0,
-                    t.p90,
-                    t.p50
-                ),
-                &[
-                    ("tpot_spread", spread),
-                    ("tpot_p50_ms", t.p50),
-                    ("tpot_p90_ms", t.p90),
-                    ("concurrency_max", m.concurrency_max as f64),
-                ],
-            ));
-        }
-    }
+/// TPOT spread (`tpot_spread`): how far the slower tenth of requests is
+/// from the median. With one request in flight at a time there is no batch
+/// to contend in: the spread is the server's own (or the lengths'), and the
+/// hint says so rather than blaming other requests.
+fn tpot_spread(c: &Context<'_>) -> Option<Hint> {
+    let m = c.m;
+    let t = m
+        .latency_ms
+        .get("tpot")
+        .filter(|t| t.count >= 10 && t.p50 > 0.0)?;
+    let spread = t.p90 / t.p50 - 1.0;
+    (spread > TPOT_SPREAD).then_some(())?;
+    let cause = if m.concurrency_max == 1 {
+        "with one request in flight at a time no other request shares the batch: the server's own step-to-step variation (scheduling, sampling, memory bandwidth) or the requests' lengths"
+    } else {
+        "bandwidth or batching contention between requests"
+    };
+    Some(hint(
+        "tpot_spread",
+        format!(
+            "TPOT p90 is {:.0}% above its median ({:.1} against {:.1} ms): {cause}",
+            spread * 100.0,
+            t.p90,
+            t.p50
+        ),
+        &[
+            ("tpot_spread", spread),
+            ("tpot_p50_ms", t.p50),
+            ("tpot_p90_ms", t.p90),
+            ("concurrency_max", m.concurrency_max as f64),
+        ],
+    ))
+}
 
-    // Throttling.
+/// Throttling (`throttling`): a GPU's clocks lowered by thermal or power
+/// limits.
+fn throttling(c: &Context<'_>, out: &mut Vec<Hint>) {
+    let gpu = c.gpu;
     for d in gpu.map(|g| g.devices.as_slice()).unwrap_or_default() {
         let active: Vec<(&String, &f64)> = d
             .throttle_reasons
@@ -428,66 +491,76 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
             &ev,
         ));
     }
+}
 
-    // Preemptions.
-    if let Some(h) = pr
+/// Preemptions (`preemptions`): the server's KV cache too small.
+fn preemptions(pr: &PointResult) -> Option<Hint> {
+    let h = pr
         .telemetry
         .as_ref()
         .and_then(|t| t.server_metrics.as_ref())
-        .map(|s| &s.headline)
+        .map(|s| &s.headline)?;
+    let n = h.preemptions.filter(|n| *n > 0.0)?;
+    let kv = h.kv_cache_usage_ratio.map(|k| k.max);
+    Some(hint(
+        "preemptions",
+        format!(
+            "the server preempted {n:.0} requests{}: the KV cache is too small for this load",
+            kv.map(|k| format!(" with KV-cache usage peaking at {:.0}%", k * 100.0))
+                .unwrap_or_default()
+        ),
+        &[
+            ("preemptions", n),
+            ("kv_cache_usage_max", kv.unwrap_or(f64::NAN)),
+        ],
+    ))
+}
+
+/// Imbalance between GPUs (`gpu_imbalance`): by utilization, else by
+/// memory held.
+fn gpu_imbalance(c: &Context<'_>) -> Option<Hint> {
+    let g = c.gpu.filter(|g| g.devices.len() > 1)?;
+    let utils: Vec<(u32, f64)> = g
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.index, d.stats.utilization_pct?.mean)))
+        .collect();
+    let mems: Vec<(u32, f64)> = g
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.index, d.stats.memory_used_bytes?.mean)))
+        .collect();
+    let spread = |v: &[(u32, f64)]| {
+        let lo = v.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+        let hi = v.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        Some((*lo, *hi))
+    };
+    if let Some(((li, lo), (hi_i, hi))) = spread(&utils).filter(|(l, h)| h.1 - l.1 > 20.0) {
+        return Some(hint(
+            "gpu_imbalance",
+            format!(
+                "the GPUs were unevenly busy: GPU {hi_i} {hi:.0}% against GPU {li} {lo:.0}%; work may not be split evenly (tensor or data parallel placement, a straggler)"
+            ),
+            &[("utilization_pct_max", hi), ("utilization_pct_min", lo)],
+        ));
+    } else if let Some(((li, lo), (hi_i, hi))) =
+        spread(&mems).filter(|(l, h)| l.1 > 0.0 && h.1 / l.1 > 1.2)
     {
-        if let Some(n) = h.preemptions.filter(|n| *n > 0.0) {
-            let kv = h.kv_cache_usage_ratio.map(|k| k.max);
-            out.push(hint(
-                "preemptions",
-                format!(
-                    "the server preempted {n:.0} requests{}: the KV cache is too small for this load",
-                    kv.map(|k| format!(" with KV-cache usage peaking at {:.0}%", k * 100.0)).unwrap_or_default()
-                ),
-                &[("preemptions", n), ("kv_cache_usage_max", kv.unwrap_or(f64::NAN))],
-            ));
-        }
+        return Some(hint(
+            "gpu_imbalance",
+            format!(
+                "the GPUs held uneven memory: GPU {hi_i} {:.1} GB against GPU {li} {:.1} GB",
+                hi / 1e9,
+                lo / 1e9
+            ),
+            &[("memory_used_bytes_max", hi), ("memory_used_bytes_min", lo)],
+        ));
     }
+    None
+}
 
-    // Imbalance between GPUs.
-    if let Some(g) = gpu.filter(|g| g.devices.len() > 1) {
-        let utils: Vec<(u32, f64)> = g
-            .devices
-            .iter()
-            .filter_map(|d| Some((d.index, d.stats.utilization_pct?.mean)))
-            .collect();
-        let mems: Vec<(u32, f64)> = g
-            .devices
-            .iter()
-            .filter_map(|d| Some((d.index, d.stats.memory_used_bytes?.mean)))
-            .collect();
-        let spread = |v: &[(u32, f64)]| {
-            let lo = v.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
-            let hi = v.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
-            Some((*lo, *hi))
-        };
-        if let Some(((li, lo), (hi_i, hi))) = spread(&utils).filter(|(l, h)| h.1 - l.1 > 20.0) {
-            out.push(hint(
-                "gpu_imbalance",
-                format!("the GPUs were unevenly busy: GPU {hi_i} {hi:.0}% against GPU {li} {lo:.0}%; work may not be split evenly (tensor or data parallel placement, a straggler)"),
-                &[("utilization_pct_max", hi), ("utilization_pct_min", lo)],
-            ));
-        } else if let Some(((li, lo), (hi_i, hi))) =
-            spread(&mems).filter(|(l, h)| l.1 > 0.0 && h.1 / l.1 > 1.2)
-        {
-            out.push(hint(
-                "gpu_imbalance",
-                format!(
-                    "the GPUs held uneven memory: GPU {hi_i} {:.1} GB against GPU {li} {:.1} GB",
-                    hi / 1e9,
-                    lo / 1e9
-                ),
-                &[("memory_used_bytes_max", hi), ("memory_used_bytes_min", lo)],
-            ));
-        }
-    }
-
-    // The ramp step where a latency jumps.
+/// The ramp step where a latency jumps (`ramp_jump`), per metric.
+fn ramp_jumps(pr: &PointResult, out: &mut Vec<Hint>) {
     for metric in ["tpot", "ttft", "e2e"] {
         let v: Vec<(u32, &str, f64)> = pr
             .steps
@@ -526,7 +599,6 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
             out.push(h);
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use infer_bench_engine::run::recorder::Recorder;
+use infer_bench_engine::run::parts::Recorder;
 use infer_bench_protocol::RequestRecord;
 use infer_bench_protocol::record::OutputEvent;
 use infer_bench_spec::Goodput;

@@ -104,7 +104,7 @@ impl Drop for Alarms {
 }
 
 fn serve(shared: &Shared) {
-    super::engine::tighten_timer_slack();
+    super::clock::tighten_timer_slack();
     let mut st = shared.state.lock();
     loop {
         if st.stop {

@@ -2,8 +2,6 @@
 //! and samples; the client kept up; every request finished), the warnings
 //! it carries, its SLOs, the hints of its timeline, and its cost.
 
-use infer_bench_results::hist::Hist;
-use infer_bench_results::metric::Metric;
 use infer_bench_results::{PointStatus, SloResult};
 use infer_bench_spec::results::PointResult;
 use infer_bench_spec::{Spec, Threshold};
@@ -188,11 +186,6 @@ pub fn samples_for_percentile(p: f64) -> u64 {
         return 1;
     }
     ((0.01f64).ln() / q.ln()).ceil() as u64
-}
-
-/// The histogram of a metric in a point, decoded.
-pub fn point_hist(pr: &PointResult, metric: Metric) -> Option<Hist> {
-    infer_bench_results::hist::decode(pr.histograms.get(metric.name())?).ok()
 }
 
 #[cfg(test)]

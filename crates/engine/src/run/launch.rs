@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::engine::Interrupt;
+use super::context::Interrupt;
 use infer_bench_results::ServerInfo;
 use infer_bench_results::redact;
 use infer_bench_spec::plan::PointConfig;
@@ -25,6 +25,8 @@ use infer_bench_spec::plan::PointConfig;
 pub struct Launched {
     child: Option<Child>,
     watchdog: Option<Watchdog>,
+    /// Why there is no watchdog, when it could not be started.
+    watchdog_error: Option<String>,
     spec_dir: PathBuf,
     base_url: String,
     port: u16,
@@ -247,6 +249,11 @@ impl Launched {
         self.child.as_ref().map(|c| c.id())
     }
 
+    /// Why the watchdog could not be started, if it could not.
+    pub fn watchdog_error(&self) -> Option<&str> {
+        self.watchdog_error.as_deref()
+    }
+
     pub fn start(
         cfg: &PointConfig,
         spec_dir: &Path,
@@ -351,18 +358,15 @@ impl Launched {
                 .spawn(move || copy_redacted(stream, &to))
                 .map_err(|e| format!("cannot start the server's log writer: {e}"))?;
         }
-        let watchdog = match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std()) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                eprintln!(
-                    "warning: cannot start the watchdog that stops the server if infer-bench is killed: {e}"
-                );
-                None
-            }
-        };
+        let (watchdog, watchdog_error) =
+            match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std()) {
+                Ok(w) => (Some(w), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
         let mut server = Launched {
             child: Some(child),
             watchdog,
+            watchdog_error,
             spec_dir: spec_dir.to_path_buf(),
             base_url,
             port,
@@ -471,10 +475,6 @@ impl Launched {
 
     pub fn info(&self) -> ServerInfo {
         self.info.clone()
-    }
-
-    pub fn log_path(&self) -> &Path {
-        &self.log
     }
 
     /// An error (with the log's tail) if the process has exited.

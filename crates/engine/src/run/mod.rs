@@ -1,37 +1,64 @@
-//! Running a plan: the load engine (one run of one point), the recorder
-//! (statistics), the servers points run against (external, simulated,
-//! launched), the workload material each point reads once before it
-//! runs, and the orchestration: a plan (`plan`), each point of it
+//! Running a plan. The orchestration: a plan (`plan`), each point of it
 //! (`point`), a point's result assembled (`assemble`) and judged
-//! (`assess`), and the request log (`requests`).
+//! (`assess`); one run of a point on its clock, real (`pacer`, with
+//! `clock` and `alarm` for precise waits) or virtual (`virtual_time`), both
+//! from one `schedule` and sharing a `context`; the recorder
+//! (statistics), the request log (`requests`), the servers points run
+//! against (`servers`: external, simulated, `launch`ed), pre-flight checks
+//! and the machine (`preflight`, `host`, `probe`, `environment`), load
+//! sharding (`agent`), capacity searches (`search`), secrets (`secrets`)
+//! and what the run reports as it goes (`observe`).
+//!
+//! Everything is private behind the face below: what a caller runs, sees
+//! and configures.
 
-pub mod agent;
-pub mod alarm;
-pub mod assemble;
-pub mod assess;
-pub mod engine;
-pub mod environment;
+mod agent;
+mod alarm;
+pub(crate) mod assemble;
+pub(crate) mod assess;
+mod clock;
+mod context;
+mod environment;
 #[cfg(test)]
 mod fake;
-pub mod host;
-pub mod launch;
-pub mod options;
-pub mod plan;
-pub mod point;
-pub mod preflight;
-pub mod probe;
-pub mod progress;
-pub mod recorder;
-pub mod requests;
-pub mod search;
-pub mod secrets;
-pub mod servers;
-pub mod virtual_time;
-pub mod workload;
+mod host;
+mod launch;
+mod observe;
+mod options;
+mod pacer;
+mod plan;
+mod point;
+mod preflight;
+mod probe;
+pub(crate) mod recorder;
+mod requests;
+mod schedule;
+mod search;
+mod secrets;
+mod servers;
+mod virtual_time;
+pub(crate) mod workload;
 
+// The engine's face: running a plan, and what a caller sees of it.
+pub use agent::{check_start, parse_start};
 pub use assemble::failed_point;
-pub use options::{Progress, RunOptions};
+pub use context::{Interrupt, Live, RunEnv, RunOutcome, Sink};
+pub use host::{HostProbe, ProcHost, ScriptedHost};
+pub use observe::{DialectFrom, Event, Observer, RunStart, Silent};
+pub use options::RunOptions;
 pub use plan::{results_path, run_plan, run_plan_on, run_plan_with};
+pub use preflight::check as preflight;
+
+/// Parts of the load engine that tests outside the crate drive directly:
+/// one run of a point on a backend of their own, the connections a
+/// point's client keeps, and the bodies and fingerprint a point's workload
+/// builds.
+pub mod parts {
+    pub use super::pacer::run_once;
+    pub use super::point::{Connections, MAX_WARM_OPEN};
+    pub use super::recorder::Recorder;
+    pub use super::schedule::{FINGERPRINT_REQUESTS, request_bodies, workload_fingerprint};
+}
 
 /// The runtime the engine's workers run on: one worker per core but one.
 /// The client's own threads (pacer, request builder, recorder, alarms, the

@@ -1,8 +1,12 @@
 //! How a plan is run: the options `run`, `self-bench` and the tests give
-//! (output directory, request log, progress, partition, load sharding),
-//! read by the plan runner and by each point.
+//! (output directory, request log, partition, load sharding, fault
+//! injection) and who is told what happens (the observer), read by the
+//! plan runner and by each point.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::observe::{Observer, Silent};
 
 /// How to run.
 pub struct RunOptions {
@@ -11,7 +15,6 @@ pub struct RunOptions {
     /// With `requests_jsonl`: every line also carries each output event's
     /// time (`event_ms`; `run --requests=events`).
     pub request_events: bool,
-    pub progress: Progress,
     pub partition: Option<String>,
     /// Load sharding: this process is agent K of N.
     pub agent: Option<(u32, u32)>,
@@ -22,18 +25,25 @@ pub struct RunOptions {
     /// Fault injection: the client spins this long before each send
     /// (a client made slow on purpose, for tests of the hints).
     pub slow_client: Option<std::time::Duration>,
-    /// Say more on stderr (`run -v`): per point, the dialect requests are
-    /// written in and why, the connections opened before each run, and
-    /// each run's window, counts and failures as it ends.
-    pub verbose: bool,
+    /// Told what happens as the plan runs (the command line draws and
+    /// prints it; [`Silent`] shows nothing).
+    pub observer: Arc<dyn Observer>,
 }
 
-/// How progress is shown on stderr.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// A live line per point (stderr is a terminal).
-    Live,
-    /// One line when each point ends (CI logs).
-    Lines,
-    Quiet,
+impl RunOptions {
+    /// Results into `out_dir`, no request log, nothing shown: the defaults
+    /// a caller changes with struct update syntax.
+    pub fn new(out_dir: impl Into<PathBuf>) -> RunOptions {
+        RunOptions {
+            out_dir: out_dir.into(),
+            requests_jsonl: false,
+            request_events: false,
+            partition: None,
+            agent: None,
+            start_at: None,
+            slot: None,
+            slow_client: None,
+            observer: Arc::new(Silent),
+        }
+    }
 }

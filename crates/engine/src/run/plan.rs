@@ -2,9 +2,10 @@
 //! they need (each server starts once per group), each point run in turn
 //! (`point`) and judged (`assess`), and the results file rewritten
 //! atomically after every point so an interrupted run keeps what finished.
-//! Everything the run writes or prints passes the run's redactor
-//! (`secrets`) first: the results before every write, the request log line
-//! by line, and every line on stderr.
+//! Everything the run writes passes the run's redactor (`secrets`) first:
+//! the results before every write, the request log line by line; the
+//! redactor is installed process-wide, so that the observer masks what it
+//! shows with it too.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,10 +13,11 @@ use std::time::Instant;
 
 use super::assemble::failed_point;
 use super::assess::assess;
-use super::engine::Interrupt;
+use super::context::Interrupt;
 use super::host::HostProbe;
-use super::options::{Progress, RunOptions};
-use super::point::{PointOutcome, TelemetryEnv, run_point};
+use super::observe::Event;
+use super::options::RunOptions;
+use super::point::{PlanEnv, PointJob, PointOutcome, TelemetryEnv, run_point};
 use super::requests::RequestLog;
 use super::servers::Server;
 use crate::error::{Error, Result};
@@ -96,20 +98,85 @@ pub fn run_plan_on(
             "a capacity search chooses each probe's level from the last one's result, which agents sharing the load cannot agree on in advance; run the search from one machine".into(),
         ));
     }
-    let tel = TelemetryEnv {
-        config: &spec.telemetry,
-        gpus,
-        host,
-    };
     // Every secret the spec reaches, masked in whatever this run writes;
-    // the process-wide copy serves the printer of a run's error.
+    // the process-wide copy serves the observer and the printer of a
+    // run's error.
     let redactor = super::secrets::redactor(spec);
     redact::install(redactor.clone());
-    let red = |s: &str| redactor.text(s);
-    warn_tls_insecure(plan);
+    warn_tls_insecure(plan, opts);
     std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    let mut results = new_results(spec, plan, opts, rt, gpus, &redactor);
+    // Tokenizers and datasets are read before any server starts, once per
+    // (workload, model): a malformed file stops the run here.
+    let materials = super::workload::materials(spec, plan)?;
     let path = results_path(&opts.out_dir);
-    let mut results = Results {
+    save(&mut results, &redactor, &path)?;
+    let requests = if opts.requests_jsonl {
+        Some(RequestLog::open(
+            &opts.out_dir.join("requests.jsonl"),
+            redactor.clone(),
+        )?)
+    } else {
+        None
+    };
+    let order = groups(plan);
+    let timetable = match (opts.agent, opts.start_at) {
+        (Some(_), Some(start)) => Some(
+            super::agent::Timetable::new(
+                order.iter().flatten().map(|&i| &plan.points[i]),
+                start,
+                opts.slot,
+            )
+            .map_err(|why| {
+                Error::Usage(format!(
+                    "with --agent, every run of every point starts at an agreed instant: {why}"
+                ))
+            })?,
+        ),
+        _ => None,
+    };
+    let mut run = PlanRun {
+        spec,
+        plan,
+        path,
+        results,
+        redactor,
+        materials,
+        after: time_after(plan, &order),
+        log_dir: opts.out_dir.join("servers"),
+        done: 0,
+        env: PlanEnv {
+            rt,
+            interrupt: &interrupt,
+            requests,
+            opts,
+            timetable,
+            tel: TelemetryEnv {
+                config: &spec.telemetry,
+                gpus,
+                host,
+            },
+        },
+    };
+    for group in order {
+        if interrupt.is_set() {
+            break;
+        }
+        run.group(&group)?;
+    }
+    run.end()
+}
+
+/// A new results file for `plan`: every point pending.
+fn new_results(
+    spec: &Spec,
+    plan: &Plan,
+    opts: &RunOptions,
+    rt: &tokio::runtime::Runtime,
+    gpus: &dyn GpuSource,
+    redactor: &Redactor,
+) -> Results {
+    Results {
         format: FORMAT.into(),
         version: VERSION,
         metrics_version: METRICS_VERSION,
@@ -119,7 +186,7 @@ pub fn run_plan_on(
             path: spec.path.display().to_string(),
             sha256: sha256_hex(&spec.source),
             seed: spec.seed,
-            source: redact::spec_source(&spec.source, &redactor),
+            source: redact::spec_source(&spec.source, redactor),
         },
         started_at: now_rfc3339(),
         finished_at: None,
@@ -142,41 +209,13 @@ pub fn run_plan_on(
         pending: plan.points.iter().map(|p| p.id.clone()).collect(),
         merged_from: Vec::new(),
         searches: Vec::new(),
-    };
-    // Tokenizers and datasets are read before any server starts, once per
-    // (workload, model): a malformed file stops the run here.
-    let materials = super::workload::materials(spec, plan)?;
-    save(&mut results, &redactor, &path)?;
-    let requests = if opts.requests_jsonl {
-        Some(RequestLog::open(
-            &opts.out_dir.join("requests.jsonl"),
-            redactor.clone(),
-        )?)
-    } else {
-        None
-    };
-    let log_dir = opts.out_dir.join("servers");
-    let order = groups(plan);
-    let timetable = match (opts.agent, opts.start_at) {
-        (Some(_), Some(start)) => Some(
-            super::agent::Timetable::new(
-                order.iter().flatten().map(|&i| &plan.points[i]),
-                start,
-                opts.slot,
-            )
-            .map_err(|why| {
-                Error::Usage(format!(
-                    "with --agent, every run of every point starts at an agreed instant: {why}"
-                ))
-            })?,
-        ),
-        _ => None,
-    };
-    let total = plan.points.len();
-    let mut done = 0usize;
-    // The plan's estimated time left after each point (in the order they
-    // run), for the progress bar's ETA; `None` where a later point ends
-    // by request count.
+    }
+}
+
+/// The plan's estimated time left after each point (in the order they
+/// run), for a progress display's ETA; `None` where a later point ends by
+/// request count.
+fn time_after(plan: &Plan, order: &[Vec<usize>]) -> Vec<Option<f64>> {
     let mut after: Vec<Option<f64>> = vec![Some(0.0); plan.points.len()];
     let mut left = Some(0.0);
     for &i in order.iter().flatten().rev() {
@@ -187,186 +226,219 @@ pub fn run_plan_on(
             ))
             .map(|(a, b)| a + b);
     }
-    for group in order {
-        if interrupt.is_set() {
-            break;
-        }
-        let first = &plan.points[group[0]].config;
+    after
+}
+
+/// A plan under way: its results so far, rewritten after every point so
+/// an interrupted run keeps what finished, and what every point runs with.
+struct PlanRun<'a> {
+    spec: &'a Spec,
+    plan: &'a Plan,
+    path: PathBuf,
+    results: Results,
+    redactor: Redactor,
+    materials: Vec<Arc<infer_bench_workload::Material>>,
+    after: Vec<Option<f64>>,
+    /// Where launched servers' logs go.
+    log_dir: PathBuf,
+    /// Points taken so far, for their labels.
+    done: usize,
+    env: PlanEnv<'a>,
+}
+
+impl PlanRun<'_> {
+    /// Rewrites the results file (redacted).
+    fn save(&mut self) -> Result<()> {
+        save(&mut self.results, &self.redactor, &self.path)
+    }
+
+    /// Runs one group of points on the server they share: started once,
+    /// stopped after its last point.
+    fn group(&mut self, group: &[usize]) -> Result<()> {
+        let env = &self.env;
+        let first = &self.plan.points[group[0]].config;
+        let name = group_name(first);
         // GPU memory before this group's server starts (memory by phase).
-        let before_server = super::preflight::memory_now(first, spec.telemetry.gpu, gpus);
+        let before_server =
+            super::preflight::memory_now(first, self.spec.telemetry.gpu, env.tel.gpus);
         let started = Instant::now();
-        let server = Server::start(first, spec.base_dir(), &log_dir, rt.handle(), &interrupt);
+        let server = Server::start(
+            first,
+            self.spec.base_dir(),
+            &self.log_dir,
+            env.rt.handle(),
+            env.interrupt,
+        );
         let mut server = match server {
             Ok(s) => s,
             Err(msg) => {
-                if interrupt.is_set() {
-                    break;
+                if env.interrupt.is_set() {
+                    return Ok(());
                 }
-                eprintln!("error: {}: {}", group_name(first), red(&msg));
-                for &i in &group {
-                    let p = &plan.points[i];
+                env.opts.observer.event(&Event::ServerFailed {
+                    group: &name,
+                    message: &msg,
+                });
+                for &i in group {
+                    let p = &self.plan.points[i];
                     push_point(
-                        &mut results,
+                        &mut self.results,
                         failed_point(p, format!("the server could not be started: {msg}")),
                     );
-                    done += 1;
+                    self.done += 1;
                 }
-                save(&mut results, &redactor, &path)?;
-                continue;
+                return self.save();
             }
         };
-        if opts.progress != Progress::Quiet && !matches!(server, Server::External { .. }) {
-            // What decides a simulator's answers besides its GPU, on a line
-            // of its own under the server's.
-            let kv = server
-                .info()
-                .filter(|i| i.kv_dtype.is_some())
-                .map(|i| {
-                    format!(
-                        "\n  {} profile, {} scheduler, {} sequences and {} tokens a step; KV cache {}, {} tokens; admission {}",
-                        i.profile.unwrap_or_default(),
-                        i.scheduler.unwrap_or_default(),
-                        i.max_num_seqs.unwrap_or(0),
-                        i.max_batched_tokens.unwrap_or(0),
-                        i.kv_dtype.unwrap_or_default(),
-                        i.kv_cache_tokens.unwrap_or(0),
-                        i.admission.unwrap_or_default()
-                    )
-                })
-                .unwrap_or_default();
-            if matches!(server, Server::Virtual(_)) {
-                eprintln!(
-                    "{}: simulated in virtual time: no server, no sockets, an ideal client{kv}",
-                    group_name(first)
-                );
-            } else {
-                eprintln!(
-                    "{}: server ready in {:.1}s at {}{kv}",
-                    group_name(first),
-                    started.elapsed().as_secs_f64(),
-                    red(&server.base_url())
-                );
-            }
+        if let Some(message) = server.watchdog_error() {
+            env.opts.observer.event(&Event::NoWatchdog { message });
+        }
+        if !matches!(server, Server::External { .. }) {
+            let url = server.base_url();
+            let info = server.info();
+            env.opts.observer.event(&Event::ServerReady {
+                group: &name,
+                url: (!matches!(server, Server::Virtual(_))).then_some(url.as_str()),
+                after: started.elapsed(),
+                sim: info.as_ref().filter(|i| i.kv_dtype.is_some()),
+            });
         }
         let mut dead: Option<String> = None;
-        // Runs one point (a plan's, or a search's probe) on this group's
-        // server, judges it, keeps it and rewrites the results file;
-        // false when the run is to stop (interrupted).
-        let mut measure =
-            |p: &Point, i: usize, label: &str, results: &mut Results| -> Result<bool> {
-                if let Some(msg) = &dead {
-                    push_point(
-                        results,
-                        failed_point(p, format!("the server died during an earlier point: {msg}")),
-                    );
-                    save(results, &redactor, &path)?;
-                    return Ok(true);
-                }
-                let outcome = run_point(
-                    p,
-                    materials[i].clone(),
-                    &mut server,
-                    rt,
-                    &interrupt,
-                    requests.as_ref(),
-                    opts,
-                    timetable.as_ref(),
-                    label,
-                    after[i],
-                    &tel,
-                    &before_server,
-                );
-                match outcome {
-                    PointOutcome::Interrupted => return Ok(false),
-                    PointOutcome::Done(mut pr) => {
-                        assess(spec, &mut pr);
-                        if let Some(a) = results.agent.as_mut() {
-                            if a.start_offset_ms.is_none() {
-                                a.start_offset_ms = pr
-                                    .runs
-                                    .first()
-                                    .and_then(|r| r.shard.as_ref())
-                                    .map(|s| s.start_late_ms);
-                            }
-                        }
-                        if let Some(line) = summary_line(label, &pr) {
-                            if opts.progress != Progress::Quiet {
-                                eprintln!("{}", red(&line));
-                            }
-                        }
-                        push_point(results, *pr);
-                    }
-                    PointOutcome::ServerDied(msg, pr) => {
-                        eprintln!("error: {}: {}", group_name(&p.config), red(&msg));
-                        dead = Some(msg);
-                        push_point(results, *pr);
-                    }
-                }
-                save(results, &redactor, &path)?;
-                Ok(!interrupt.is_set())
-            };
-        for &i in &group {
-            let p = &plan.points[i];
-            done += 1;
-            let label = format!("[{done}/{total}] {}", p.slug);
+        let total = self.plan.points.len();
+        for &i in group {
+            let p = &self.plan.points[i];
+            self.done += 1;
+            let label = format!("[{}/{total}] {}", self.done, p.slug);
             let go_on = match &p.config.load.search {
-                None => measure(p, i, &label, &mut results)?,
+                None => self.measure(p, i, &label, &mut server, &before_server, &mut dead)?,
                 Some(search) => {
-                    let mut searcher = super::search::Searcher::new(search);
-                    let mut go_on = true;
-                    while let Some(level) = searcher.next() {
-                        let probe = p.probe(level);
-                        let n = searcher.probes().len() + 1;
-                        let label = format!("{label} probe {n}: {}", probe.slug);
-                        go_on = measure(&probe, i, &label, &mut results)?;
-                        let Some(pr) = results.points.iter().rev().find(|r| r.id == probe.id)
-                        else {
-                            break;
-                        };
-                        searcher.record(
-                            &probe.id,
-                            level,
-                            super::search::verdict(search.target, pr),
-                        );
-                        let unreachable = pr.status == PointStatus::Failed;
-                        let answer = searcher.result(&p.id, &p.slug, false);
-                        put_search(&mut results, answer);
-                        if !go_on || unreachable {
-                            break;
-                        }
-                    }
-                    let finished = go_on && searcher.next().is_none();
-                    let answer = searcher.result(&p.id, &p.slug, finished);
-                    if opts.progress != Progress::Quiet {
-                        eprintln!(
-                            "{label}: capacity ({}, {}): {}",
-                            answer.target,
-                            answer.outcome.name(),
-                            answer.answer()
-                        );
-                    }
-                    put_search(&mut results, answer);
-                    if finished {
-                        results.pending.retain(|id| *id != p.id);
-                    }
-                    save(&mut results, &redactor, &path)?;
-                    go_on
+                    self.search(p, search, i, &label, &mut server, &before_server, &mut dead)?
                 }
             };
             if !go_on {
                 break;
             }
         }
-        server.stop(rt.handle());
+        server.stop(self.env.rt.handle());
+        Ok(())
     }
-    if let Some(r) = requests {
-        r.close();
+
+    /// Runs one point (a plan's, or a search's probe) on its group's
+    /// server, judges it, keeps it and rewrites the results file; false
+    /// when the run is to stop (interrupted). Once the server has died,
+    /// the group's later points fail without running.
+    #[allow(clippy::too_many_arguments)]
+    fn measure(
+        &mut self,
+        p: &Point,
+        i: usize,
+        label: &str,
+        server: &mut Server,
+        before_server: &std::collections::BTreeMap<u32, u64>,
+        dead: &mut Option<String>,
+    ) -> Result<bool> {
+        if let Some(msg) = dead {
+            push_point(
+                &mut self.results,
+                failed_point(p, format!("the server died during an earlier point: {msg}")),
+            );
+            self.save()?;
+            return Ok(true);
+        }
+        let job = PointJob {
+            point: p,
+            material: self.materials[i].clone(),
+            label,
+            after_s: self.after[i],
+            before_server,
+        };
+        let observer = &self.env.opts.observer;
+        match run_point(job, server, &self.env) {
+            PointOutcome::Interrupted => return Ok(false),
+            PointOutcome::Done(mut pr) => {
+                assess(self.spec, &mut pr);
+                if let Some(a) = self.results.agent.as_mut() {
+                    if a.start_offset_ms.is_none() {
+                        a.start_offset_ms = pr
+                            .runs
+                            .first()
+                            .and_then(|r| r.shard.as_ref())
+                            .map(|s| s.start_late_ms);
+                    }
+                }
+                observer.event(&Event::PointDone { label, point: &pr });
+                push_point(&mut self.results, *pr);
+            }
+            PointOutcome::ServerDied(msg, pr) => {
+                observer.event(&Event::ServerDied {
+                    group: &group_name(&p.config),
+                    message: &msg,
+                });
+                *dead = Some(msg);
+                push_point(&mut self.results, *pr);
+            }
+        }
+        self.save()?;
+        Ok(!self.env.interrupt.is_set())
     }
-    results.interrupted = interrupt.is_set();
-    results.complete = results.pending.is_empty();
-    results.finished_at = Some(now_rfc3339());
-    save(&mut results, &redactor, &path)?;
-    Ok(results)
+
+    /// A capacity search: probes at the levels the searcher chooses, each
+    /// measured like a point, until it has its answer; false when the run
+    /// is to stop.
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &mut self,
+        p: &Point,
+        search: &infer_bench_spec::Search,
+        i: usize,
+        label: &str,
+        server: &mut Server,
+        before_server: &std::collections::BTreeMap<u32, u64>,
+        dead: &mut Option<String>,
+    ) -> Result<bool> {
+        let mut searcher = super::search::Searcher::new(search);
+        let mut go_on = true;
+        while let Some(level) = searcher.next() {
+            let probe = p.probe(level);
+            let n = searcher.probes().len() + 1;
+            let label = format!("{label} probe {n}: {}", probe.slug);
+            go_on = self.measure(&probe, i, &label, server, before_server, dead)?;
+            let Some(pr) = self.results.points.iter().rev().find(|r| r.id == probe.id) else {
+                break;
+            };
+            searcher.record(&probe.id, level, super::search::verdict(search.target, pr));
+            let unreachable = pr.status == PointStatus::Failed;
+            let answer = searcher.result(&p.id, &p.slug, false);
+            put_search(&mut self.results, answer);
+            if !go_on || unreachable {
+                break;
+            }
+        }
+        let finished = go_on && searcher.next().is_none();
+        let answer = searcher.result(&p.id, &p.slug, finished);
+        self.env.opts.observer.event(&Event::SearchDone {
+            label,
+            answer: &answer,
+        });
+        put_search(&mut self.results, answer);
+        if finished {
+            self.results.pending.retain(|id| *id != p.id);
+        }
+        self.save()?;
+        Ok(go_on)
+    }
+
+    /// Closes the request log and writes the results a last time.
+    fn end(mut self) -> Result<Results> {
+        if let Some(r) = self.env.requests.take() {
+            r.close();
+        }
+        self.results.interrupted = self.env.interrupt.is_set();
+        self.results.complete = self.results.pending.is_empty();
+        self.results.finished_at = Some(now_rfc3339());
+        self.save()?;
+        Ok(self.results)
+    }
 }
 
 /// Redacts the results in memory (so every later reader, the summary and
@@ -377,23 +449,19 @@ fn save(results: &mut Results, redactor: &Redactor, path: &std::path::Path) -> R
     Ok(())
 }
 
-/// Says once, on stderr, which targets are reached without checking
+/// Tells the observer once which targets are reached without checking
 /// their TLS certificates.
-fn warn_tls_insecure(plan: &Plan) {
+fn warn_tls_insecure(plan: &Plan, opts: &RunOptions) {
     let mut names: Vec<&str> = plan
         .points
         .iter()
         .filter(|p| p.config.target.tls_insecure)
         .map(|p| p.config.target.name.as_str())
         .collect();
-    names.dedup();
     names.sort_unstable();
     names.dedup();
-    for name in names {
-        eprintln!(
-            "warning: TLS certificate verification is off for target {name} (tls_insecure = true): \
-             anyone between this machine and the server can read and change the traffic, API key included"
-        );
+    for target in names {
+        opts.observer.event(&Event::TlsInsecure { target });
     }
 }
 
@@ -440,28 +508,4 @@ pub fn groups(plan: &Plan) -> Vec<Vec<usize>> {
         }
     }
     out
-}
-
-/// One line per finished point, for logs.
-fn summary_line(label: &str, p: &PointResult) -> Option<String> {
-    let s = &p.merged;
-    let ms = |m: &str| {
-        s.latency_ms
-            .get(m)
-            .map(|x| format!("{:.1}", x.p50))
-            .unwrap_or_else(|| "-".into())
-    };
-    Some(format!(
-        "{label}: {} ok, {} failed, {:.2} req/s, {:.0} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{}",
-        s.requests.succeeded,
-        s.requests.failed,
-        s.request_throughput,
-        s.output_tokens_per_s,
-        ms("ttft"),
-        ms("tpot"),
-        p.failure
-            .as_ref()
-            .map(|f| format!(" ({f})"))
-            .unwrap_or_default()
-    ))
 }

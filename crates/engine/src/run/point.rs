@@ -1,23 +1,24 @@
 //! Running one point: its client and telemetry, every run of it through
-//! the engine (with the request log fed as requests finish), their tallies
-//! merged and assembled into a `PointResult`, and what this process, the
-//! machine and a launched server spent doing it. Running a plan and
-//! assembling a point's result lived here too: their public items keep
-//! their old paths here, which the command line, tests and other crates use.
+//! the pacer or the virtual-time simulation (with the request log fed as
+//! requests finish), their tallies merged and assembled into a
+//! `PointResult`, and what this process, the machine and a launched server
+//! spent doing it. What a person should see goes to the run's observer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::agent::Timetable;
 use super::assemble::{failed_point, finish_point, memory, mix_results};
-use super::engine::{Interrupt, Live, RunEnv, Sink, run_once};
+use super::context::{Interrupt, Live, RunEnv, RunOutcome, Sink};
 use super::host::HostProbe;
-use super::options::{Progress, RunOptions};
+use super::observe::{DialectFrom, Event, RunStart};
+use super::options::RunOptions;
+use super::pacer::run_once;
 use super::recorder::Tally;
 use super::requests::{LineOptions, RequestLog, RunClock, request_line};
 use super::servers::Server;
-use infer_bench_protocol::{Backend, RequestRecord};
-use infer_bench_protocol::{ClientOptions, HttpBackend, Reading, openai};
+use infer_bench_protocol::{Backend, ClientOptions, HttpBackend, Reading, RequestRecord, openai};
 use infer_bench_results::{ClientLoad, PhaseTimeline, PointStatus, RunResult, now_rfc3339};
 use infer_bench_spec::Dialect;
 use infer_bench_spec::Level;
@@ -26,8 +27,6 @@ use infer_bench_spec::results::PointResult;
 use infer_bench_telemetry::gpu::GpuSource;
 use infer_bench_telemetry::scrape::HttpMetrics;
 use infer_bench_telemetry::session::{self, RunTimes, ScrapePlan, Session};
-
-// Old paths, used outside the engine.
 
 /// What a point's telemetry needs.
 pub(super) struct TelemetryEnv<'a> {
@@ -38,7 +37,7 @@ pub(super) struct TelemetryEnv<'a> {
 
 impl TelemetryEnv<'_> {
     /// Starts a point's GPU sampling and metrics scraping.
-    fn start(&self, cfg: &PointConfig, server: &Server) -> Session {
+    fn start(&self, cfg: &PointConfig, server: &Server, opts: &RunOptions) -> Session {
         let served = server.metrics_url(cfg);
         let sim = match server {
             Server::Sim(_) => served.as_deref().map(session::SimGpus::Served),
@@ -50,17 +49,15 @@ impl TelemetryEnv<'_> {
             .clone()
             .filter(|_| self.config.server_metrics)
             .and_then(|url| {
-                let timeout = std::time::Duration::from_secs(2);
+                let timeout = Duration::from_secs(2);
                 let source =
                     HttpMetrics::for_target(&url, &cfg.target, &server.base_url(), timeout)
                         .map_err(|e| {
-                            let r = infer_bench_results::redact::global();
-                            eprintln!(
-                                "warning: {}: not scraping {}: {}",
-                                cfg.target.name,
-                                r.text(&url),
-                                r.text(&e)
-                            )
+                            opts.observer.event(&Event::NotScraping {
+                                target: &cfg.target.name,
+                                url: &url,
+                                why: &e.to_string(),
+                            })
                         })
                         .ok()?;
                 Some(ScrapePlan {
@@ -80,6 +77,31 @@ impl TelemetryEnv<'_> {
     }
 }
 
+/// What every point of a plan runs with.
+pub(super) struct PlanEnv<'a> {
+    pub(super) rt: &'a tokio::runtime::Runtime,
+    pub(super) interrupt: &'a Arc<Interrupt>,
+    /// The request log, when one is written.
+    pub(super) requests: Option<RequestLog>,
+    pub(super) opts: &'a RunOptions,
+    /// Load sharding: when each run of each point starts.
+    pub(super) timetable: Option<Timetable>,
+    pub(super) tel: TelemetryEnv<'a>,
+}
+
+/// One point to run on its group's server.
+pub(super) struct PointJob<'a> {
+    pub(super) point: &'a Point,
+    /// What its prompts are made from, loaded once per plan.
+    pub(super) material: Arc<infer_bench_workload::Material>,
+    /// Its label in what the observer is told (`[3/12] slug`).
+    pub(super) label: &'a str,
+    /// The plan's estimated time after this point, for a progress ETA.
+    pub(super) after_s: Option<f64>,
+    /// GPU memory in use before the group's server started.
+    pub(super) before_server: &'a BTreeMap<u32, u64>,
+}
+
 /// How running a point ended.
 pub(super) enum PointOutcome {
     Done(Box<PointResult>),
@@ -87,210 +109,230 @@ pub(super) enum PointOutcome {
     Interrupted,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn run_point(
-    p: &Point,
-    material: Arc<infer_bench_workload::Material>,
-    server: &mut Server,
-    rt: &tokio::runtime::Runtime,
-    interrupt: &Arc<Interrupt>,
-    requests: Option<&RequestLog>,
-    opts: &RunOptions,
-    timetable: Option<&super::agent::Timetable>,
-    label: &str,
-    after_s: Option<f64>,
-    tel: &TelemetryEnv<'_>,
-    before_server: &BTreeMap<u32, u64>,
-) -> PointOutcome {
+/// Runs every run of one point on `server` and assembles its result.
+pub(super) fn run_point(job: PointJob<'_>, server: &mut Server, env: &PlanEnv<'_>) -> PointOutcome {
+    let p = job.point;
     let cfg = &p.config;
+    let tel = &env.tel;
     let findings = super::preflight::check(cfg, tel.config.gpu, tel.gpus, tel.host, server.pid());
-    // Said once, in the summary (which names every point a finding holds
-    // for), not also here per point; `-v` says them as they are found.
-    if opts.verbose {
-        for f in &findings {
-            eprintln!("{label}: pre-flight: {}", f.message);
-        }
-    }
-    let api_key = cfg
-        .target
-        .api_key_env
-        .as_ref()
-        .and_then(|v| std::env::var(v).ok());
-    // The compiler resolved the path against the spec's folder and checked
-    // the file; one that changed since fails the point, never silently.
-    let ca = match cfg.target.ca_cert.as_ref().map(|path| {
-        infer_bench_spec::files::read_regular(
-            std::path::Path::new(path),
-            infer_bench_spec::files::MAX_CA_CERT_BYTES,
-        )
-        .map_err(|e| format!("cannot read the CA certificate {path}: {e}"))
-    }) {
-        Some(Err(e)) => return PointOutcome::Done(Box::new(failed_point(p, e))),
-        Some(Ok(pem)) => Some(pem),
-        None => None,
-    };
-    let conns = Connections::of(&cfg.load, opts.agent);
-    let base_url = server.base_url();
-    let options = ClientOptions {
-        base_url: &base_url,
-        api_key,
-        headers: &cfg.target.headers,
-        tls_insecure: cfg.target.tls_insecure,
-        ca_cert_pem: ca,
-        pool_size: conns.idle,
-        connect_timeout: cfg.load.timeouts.connect.as_std(),
-    };
-    let declared = match (cfg.target.dialect, &server) {
-        (Some(d), _) => Some((d, "spec")),
-        // The simulator takes vLLM's fields.
-        (None, Server::Sim(_) | Server::Virtual(_)) => Some((Dialect::Vllm, "server")),
-        (None, _) => None,
-    };
-    let mut backend = {
-        let _guard = rt.enter();
-        let protocol = openai::for_workload(
-            &cfg.workload,
-            cfg.served_name(),
-            declared.map_or(Dialect::Openai, |(d, _)| d),
-        );
-        let reading = Reading {
-            timeouts: cfg.load.timeouts,
-            limits: cfg.load.limits,
-            keep_reply: cfg.workload.conversation.is_some(),
-        };
-        match HttpBackend::new(&options, protocol, reading) {
-            Ok(b) => b,
-            Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e.to_string()))),
-        }
-    };
-    // Undeclared: the server is asked (its connection stays in the pool).
-    let (dialect, dialect_from) =
-        declared.unwrap_or_else(|| match rt.block_on(openai::identify(&backend)) {
-            Some(d) => {
-                let protocol = openai::for_workload(&cfg.workload, cfg.served_name(), d);
-                match backend.set_protocol(protocol) {
-                    Ok(()) => (d, "server"),
-                    Err(_) => (Dialect::Openai, "default"),
-                }
-            }
-            None => (Dialect::Openai, "default"),
+    for finding in &findings {
+        env.opts.observer.event(&Event::Preflight {
+            label: job.label,
+            finding,
         });
-    let backend = Arc::new(backend);
-    if opts.verbose {
-        let how = match dialect_from {
-            "spec" => "declared in the spec",
-            "server" if matches!(server, Server::Sim(_) | Server::Virtual(_)) => "the simulator's",
-            "server" => "named by the server's /v1/models",
-            _ => "the server did not name one",
-        };
-        eprintln!("{label}: requests in the {dialect} dialect ({how})");
     }
-    let unsent: Vec<&str> = infer_bench_spec::dialect::extra_fields_asked(&cfg.workload)
-        .into_iter()
-        .map(|(field, _)| field)
-        .filter(|f| dialect.wire_name(f).is_none())
-        .collect();
-    let fingerprint = super::engine::workload_fingerprint(&*backend, cfg, &p.hash, &material);
-    let open = matches!(cfg.load.level, Level::Rate(_));
-    let mut turns: BTreeMap<u32, Tally> = BTreeMap::new();
-    let workload = |pr: &mut PointResult, turns: &BTreeMap<u32, Tally>| {
-        pr.workload = Some(super::workload::info(&material, fingerprint.clone()));
-        pr.turns = super::workload::turn_results(turns, open);
+    let client = match Client::open(&job, server, env) {
+        Ok(c) => c,
+        Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
     };
-    let mut runs = Vec::new();
-    let mut merged = Tally::default();
-    let mut steps: BTreeMap<u32, Tally> = BTreeMap::new();
-    let mut merged_window_s = 0.0;
-    let mut concurrency_max = 0;
-    let mut telemetry = tel.start(cfg, server);
-    let mut late_starts: Vec<String> = Vec::new();
-    let mut parts: BTreeMap<u32, Tally> = BTreeMap::new();
-    let mut timelines: Vec<(f64, PhaseTimeline)> = Vec::new();
-    let load_start = LoadMeter::start(tel.host, server.pid());
-    // Set when a launched server dies: the runs so far are kept.
-    let mut died: Option<String> = None;
-    // Set when a run stopped early because the server could not be reached.
-    let mut stopped: Option<String> = None;
-    // Set when connections could not all be opened before a run (said once).
-    let mut warm_failed: Option<String> = None;
+    let fingerprint =
+        super::schedule::workload_fingerprint(&*client.backend, cfg, &p.hash, &job.material);
     let virtual_time = matches!(server, Server::Virtual(_));
-    // In virtual time each run's clock starts after the previous run's last
-    // simulated instant, so the point's runs (and their telemetry) follow
-    // one another on one timeline, as real runs do.
-    let mut virtual_next: Option<Instant> = virtual_time.then(|| telemetry.origin());
-    let virtual_sampling = virtual_time
-        .then(|| super::virtual_time::Sampling {
-            every: tel.config.scrape_interval.as_std(),
-            metrics: tel.config.server_metrics,
-            gpus: tel.config.gpu != infer_bench_spec::raw::GpuMode::Off,
-        })
-        .filter(|s| s.metrics || s.gpus);
+    let telemetry = tel.start(cfg, server, env.opts);
+    let mut runs = Runs::new(
+        telemetry,
+        virtual_time,
+        LoadMeter::start(tel.host, server.pid()),
+    );
     for run in 0..cfg.load.runs {
-        server.begin_run(run);
-        // Every run starts with its connections open, none measured; as
-        // many as the open-file limit leaves room for (the pool keeps the
-        // last run's, which need none).
-        let in_process = matches!(server, Server::Sim(_));
-        let (warm, room) = match descriptor_room(in_process) {
-            _ if virtual_time => (0, None),
-            Some(room) if room < conns.warm => (room, Some(room)),
-            _ => (conns.warm, None),
-        };
-        let warming = Instant::now();
-        let warmed = if virtual_time {
-            Ok(())
-        } else {
-            rt.block_on(backend.warm(warm))
-        };
-        if opts.verbose && !virtual_time {
-            eprintln!(
-                "{label}: run {}: {warm} connections opened before the clock in {:.1} ms{}",
-                run + 1,
-                warming.elapsed().as_secs_f64() * 1e3,
-                warmed
-                    .as_ref()
-                    .err()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default()
-            );
+        match runs.run(run, &job, &client, server, env) {
+            Ok(Next::Go) => {}
+            Ok(Next::Stop) => break,
+            Err(Abandon::Interrupted) => return PointOutcome::Interrupted,
+            Err(Abandon::Failed(e)) => return PointOutcome::Done(Box::new(failed_point(p, e))),
         }
-        if let Err(e) = warmed {
-            warm_failed.get_or_insert_with(|| format!("run {}: {e}", run + 1));
-        }
-        if room.is_some() && run == 0 {
-            warm_failed.get_or_insert_with(|| {
-                format!(
-                    "run 1: {warm} of {} connections were opened before the run: the open-file limit ({}) leaves room for no more{}; the run opened the rest as it went, and any it could not open failed as client_limit",
-                    conns.warm,
-                    open_file_limit().unwrap_or(0),
-                    if in_process { " (with the simulator in this process, a connection takes a descriptor at each end)" } else { "" }
+    }
+    runs.finish(&job, &client, server, env, fingerprint, findings)
+}
+
+/// Why a point's runs are not kept.
+enum Abandon {
+    /// Ctrl-C.
+    Interrupted,
+    /// Its run could not be set up (the simulator refused the point).
+    Failed(String),
+}
+
+/// Whether a point's next run goes ahead.
+enum Next {
+    Go,
+    /// The server died or could not be reached: later runs would not reach it.
+    Stop,
+}
+
+/// A point's client: its backend, the dialect its requests are written
+/// in, and the fields that dialect could not carry.
+struct Client {
+    backend: Arc<HttpBackend>,
+    dialect: Dialect,
+    from: DialectFrom,
+    unsent: Vec<&'static str>,
+    conns: Connections,
+}
+
+impl Client {
+    /// The client of a point on `server`: its TLS roots and headers from
+    /// the target, its pool sized to the load, and its dialect as the spec
+    /// declares it, else as the server names it (`/v1/models`).
+    fn open(job: &PointJob<'_>, server: &Server, env: &PlanEnv<'_>) -> Result<Client, String> {
+        let cfg = &job.point.config;
+        let api_key = cfg
+            .target
+            .api_key_env
+            .as_ref()
+            .and_then(|v| std::env::var(v).ok());
+        // The compiler resolved the path against the spec's folder and
+        // checked the file; one that changed since fails the point, never
+        // silently.
+        let ca_cert_pem = match cfg.target.ca_cert.as_ref() {
+            Some(path) => Some(
+                infer_bench_spec::files::read_regular(
+                    std::path::Path::new(path),
+                    infer_bench_spec::files::MAX_CA_CERT_BYTES,
                 )
-            });
+                .map_err(|e| format!("cannot read the CA certificate {path}: {e}"))?,
+            ),
+            None => None,
+        };
+        let conns = Connections::of(&cfg.load, env.opts.agent);
+        let base_url = server.base_url();
+        let options = ClientOptions {
+            base_url: &base_url,
+            api_key,
+            headers: &cfg.target.headers,
+            tls_insecure: cfg.target.tls_insecure,
+            ca_cert_pem,
+            pool_size: conns.idle,
+            connect_timeout: cfg.load.timeouts.connect.as_std(),
+        };
+        let declared = match (cfg.target.dialect, server) {
+            (Some(d), _) => Some((d, DialectFrom::Spec)),
+            // The simulator takes vLLM's fields.
+            (None, Server::Sim(_) | Server::Virtual(_)) => {
+                Some((Dialect::Vllm, DialectFrom::Simulator))
+            }
+            (None, _) => None,
+        };
+        let rt = env.rt;
+        let mut backend = {
+            let _guard = rt.enter();
+            let protocol = openai::for_workload(
+                &cfg.workload,
+                cfg.served_name(),
+                declared.map_or(Dialect::Openai, |(d, _)| d),
+            );
+            let reading = Reading {
+                timeouts: cfg.load.timeouts,
+                limits: cfg.load.limits,
+                keep_reply: cfg.workload.conversation.is_some(),
+            };
+            HttpBackend::new(&options, protocol, reading).map_err(|e| e.to_string())?
+        };
+        // Undeclared: the server is asked (its connection stays in the pool).
+        let (dialect, from) = match declared {
+            Some(d) => d,
+            None => match rt.block_on(openai::identify(&backend)) {
+                Some(d) => {
+                    let protocol = openai::for_workload(&cfg.workload, cfg.served_name(), d);
+                    backend.set_protocol(protocol).map_err(|e| e.to_string())?;
+                    (d, DialectFrom::Server)
+                }
+                None => (Dialect::Openai, DialectFrom::Default),
+            },
+        };
+        env.opts.observer.event(&Event::Dialect {
+            label: job.label,
+            dialect,
+            from,
+        });
+        let unsent = infer_bench_spec::dialect::extra_fields_asked(&cfg.workload)
+            .into_iter()
+            .map(|(field, _)| field)
+            .filter(|f| dialect.wire_name(f).is_none())
+            .collect();
+        Ok(Client {
+            backend: Arc::new(backend),
+            dialect,
+            from,
+            unsent,
+            conns,
+        })
+    }
+}
+
+/// A point's runs so far: their results and merged tallies, its telemetry,
+/// and what went wrong on the way.
+struct Runs {
+    telemetry: Session,
+    results: Vec<RunResult>,
+    merged: Tally,
+    merged_window_s: f64,
+    concurrency_max: u64,
+    steps: BTreeMap<u32, Tally>,
+    turns: BTreeMap<u32, Tally>,
+    parts: BTreeMap<u32, Tally>,
+    timelines: Vec<(f64, PhaseTimeline)>,
+    late_starts: Vec<String>,
+    /// Set when connections could not all be opened before a run (said once).
+    warm_failed: Option<String>,
+    /// Set when a run stopped early because the server could not be reached.
+    stopped: Option<String>,
+    /// Set when a launched server died: the runs so far are kept.
+    died: Option<String>,
+    virtual_time: bool,
+    /// In virtual time each run's clock starts after the previous run's
+    /// last simulated instant, so the point's runs (and their telemetry)
+    /// follow one another on one timeline, as real runs do.
+    virtual_next: Option<Instant>,
+    load: LoadMeter,
+}
+
+impl Runs {
+    fn new(telemetry: Session, virtual_time: bool, load: LoadMeter) -> Runs {
+        Runs {
+            virtual_next: virtual_time.then(|| telemetry.origin()),
+            telemetry,
+            results: Vec::new(),
+            merged: Tally::default(),
+            merged_window_s: 0.0,
+            concurrency_max: 0,
+            steps: BTreeMap::new(),
+            turns: BTreeMap::new(),
+            parts: BTreeMap::new(),
+            timelines: Vec::new(),
+            late_starts: Vec::new(),
+            warm_failed: None,
+            stopped: None,
+            died: None,
+            virtual_time,
+            load,
         }
-        telemetry.mark();
+    }
+
+    /// Runs run `run` of the point and keeps what it measured.
+    fn run(
+        &mut self,
+        run: u32,
+        job: &PointJob<'_>,
+        client: &Client,
+        server: &mut Server,
+        env: &PlanEnv<'_>,
+    ) -> Result<Next, Abandon> {
+        let p = job.point;
+        let cfg = &p.config;
+        server.begin_run(run);
+        if !self.virtual_time {
+            self.warm(run, job, client, server, env);
+        }
+        self.telemetry.mark();
         let live = Arc::new(Live::default());
         let started_at = now_rfc3339();
-        let run_start = match virtual_next {
-            Some(t) if virtual_time => t,
-            _ => Instant::now(),
+        let run_start = match self.virtual_next {
+            Some(t) => t,
+            None => Instant::now(),
         };
-        let sink: Option<Sink> = requests.map(|log| {
-            let tx = log.sender();
-            let id = p.id.clone();
-            // The run's one reading of the wall clock: every line's Unix
-            // times are converted through it.
-            let clock = RunClock::new(run_start);
-            let line = LineOptions {
-                events: opts.request_events,
-                connect_in_latency: cfg.load.cold_connections,
-            };
-            let sink: Sink = Arc::new(move |r: &RequestRecord| {
-                let _ = tx.send(request_line(&id, r, &clock, line));
-            });
-            sink
-        });
         // Load sharding: this run starts at its agreed instant.
-        let agreed = timetable.and_then(|t| t.start(&p.id, run));
+        let agreed = env.timetable.as_ref().and_then(|t| t.start(&p.id, run));
         let (start_at, late_ms) = match agreed {
             Some(t) => {
                 let (at, late) = super::agent::instant_of(t);
@@ -298,112 +340,206 @@ pub(super) fn run_point(
             }
             None => (None, 0.0),
         };
-        let env = RunEnv {
-            handle: rt.handle().clone(),
-            interrupt: interrupt.clone(),
+        let run_env = RunEnv {
+            handle: env.rt.handle().clone(),
+            interrupt: env.interrupt.clone(),
             live: live.clone(),
-            sink,
-            agent: opts.agent,
-            start_at: if virtual_time {
+            sink: env
+                .requests
+                .as_ref()
+                .map(|log| sink(log, p, run_start, env.opts)),
+            agent: env.opts.agent,
+            start_at: if self.virtual_time {
                 Some(run_start)
             } else {
                 start_at
             },
-            material: material.clone(),
-            slow_client: opts.slow_client,
+            material: job.material.clone(),
+            slow_client: env.opts.slow_client,
         };
-        let ticker = (opts.progress == Progress::Live).then(|| {
-            super::progress::Ticker::start(label.to_string(), run, cfg, live.clone(), after_s)
-        });
-        let out = if virtual_time {
-            match super::virtual_time::run_once_virtual(
-                &*backend,
-                cfg,
-                &p.hash,
+        env.opts.observer.event(&Event::RunStarted(RunStart {
+            label: job.label,
+            run,
+            config: cfg,
+            live,
+            after_s: job.after_s,
+        }));
+        let ended = |stats| {
+            env.opts.observer.event(&Event::RunEnded {
+                label: job.label,
                 run,
-                &env,
-                virtual_sampling,
-            ) {
-                Ok(v) => {
-                    virtual_next = Some(v.ended + std::time::Duration::from_secs(1));
-                    if let Some(s) = virtual_sampling.filter(|s| s.metrics) {
-                        telemetry.add_scrapes(VIRTUAL_METRICS, s.every, v.scrapes);
-                    }
-                    if let Some((devices, samples)) = v.gpus {
-                        telemetry.add_gpu_samples(devices, samples);
-                    }
-                    v.outcome
-                }
-                Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
-            }
-        } else {
-            run_once(backend.clone(), cfg, &p.hash, run, &env)
+                stats,
+            })
         };
-        if let Some(t) = ticker {
-            t.stop();
-        }
+        let out = match self.run_clock(run, job, client, &run_env, env) {
+            Ok(out) => out,
+            Err(e) => {
+                ended(None);
+                return Err(Abandon::Failed(e));
+            }
+        };
+        let stats = out.recorder.stats();
+        ended(Some(&stats));
         if out.interrupted {
-            return PointOutcome::Interrupted;
+            return Err(Abandon::Interrupted);
         }
         if let Some(why) = &out.stopped {
             // Said once, in the point's failure (its progress line and the
             // summary), not also on a line of its own.
-            stopped.get_or_insert_with(|| why.clone());
+            self.stopped.get_or_insert_with(|| why.clone());
         }
-        let stats = out.recorder.stats();
-        if opts.verbose {
-            let failures = stats
-                .errors
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            eprintln!(
-                "{label}: run {}: window {:.2} s, {} sent, {} ok, {} failed{}, {:.2} req/s, {:.0} output tok/s",
-                run + 1,
-                stats.window_s,
-                stats.requests.sent,
-                stats.requests.succeeded,
-                stats.requests.failed,
-                if failures.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({failures})")
-                },
-                stats.request_throughput,
-                stats.output_tokens_per_s
-            );
+        self.keep(run, started_at, run_start, &out, stats, agreed, late_ms);
+        if let Err(msg) = server.check_alive() {
+            self.died = Some(msg);
+            return Ok(Next::Stop);
         }
-        telemetry.mark();
-        telemetry.add_run(RunTimes {
+        if self.stopped.is_some() {
+            // A launched server that stopped answering may be on its way
+            // out: give it a moment, so that the point says it died (with
+            // its log) rather than only that it was unreachable.
+            if server.pid().is_some() {
+                let until = Instant::now() + Duration::from_secs(2);
+                while self.died.is_none() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(50));
+                    self.died = server.check_alive().err();
+                }
+            }
+            return Ok(Next::Stop); // the later runs would not reach it either
+        }
+        Ok(Next::Go)
+    }
+
+    /// Opens the run's connections before its clock starts, none
+    /// measured: as many as the open-file limit leaves room for (the pool
+    /// keeps the last run's, which need none).
+    fn warm(
+        &mut self,
+        run: u32,
+        job: &PointJob<'_>,
+        client: &Client,
+        server: &Server,
+        env: &PlanEnv<'_>,
+    ) {
+        let in_process = matches!(server, Server::Sim(_));
+        let wanted = client.conns.warm;
+        let (warm, room) = match descriptor_room(in_process) {
+            Some(room) if room < wanted => (room, Some(room)),
+            _ => (wanted, None),
+        };
+        let warming = Instant::now();
+        let warmed = env.rt.block_on(client.backend.warm(warm));
+        env.opts.observer.event(&Event::Warmed {
+            label: job.label,
+            run,
+            connections: warm,
+            took: warming.elapsed(),
+            failed: warmed.as_ref().err(),
+        });
+        if let Err(e) = warmed {
+            self.warm_failed
+                .get_or_insert_with(|| format!("run {}: {e}", run + 1));
+        }
+        if room.is_some() && run == 0 {
+            self.warm_failed.get_or_insert_with(|| {
+                format!(
+                    "run 1: {warm} of {wanted} connections were opened before the run: the open-file limit ({}) leaves room for no more{}; the run opened the rest as it went, and any it could not open failed as client_limit",
+                    open_file_limit().unwrap_or(0),
+                    if in_process { " (with the simulator in this process, a connection takes a descriptor at each end)" } else { "" }
+                )
+            });
+        }
+    }
+
+    /// The run on its clock: real time through the pacer, or virtual time
+    /// on the simulator (whose telemetry it samples as it goes).
+    fn run_clock(
+        &mut self,
+        run: u32,
+        job: &PointJob<'_>,
+        client: &Client,
+        run_env: &RunEnv,
+        env: &PlanEnv<'_>,
+    ) -> Result<RunOutcome, String> {
+        let p = job.point;
+        if !self.virtual_time {
+            return Ok(run_once(
+                client.backend.clone(),
+                &p.config,
+                &p.hash,
+                run,
+                run_env,
+            ));
+        }
+        let config = env.tel.config;
+        let sampling = super::virtual_time::Sampling {
+            every: config.scrape_interval.as_std(),
+            metrics: config.server_metrics,
+            gpus: config.gpu != infer_bench_spec::raw::GpuMode::Off,
+        };
+        let sampling = Some(sampling).filter(|s| s.metrics || s.gpus);
+        let v = super::virtual_time::run_once_virtual(
+            &*client.backend,
+            &p.config,
+            &p.hash,
+            run,
+            run_env,
+            sampling,
+        )?;
+        self.virtual_next = Some(v.ended + Duration::from_secs(1));
+        if let Some(s) = sampling.filter(|s| s.metrics) {
+            self.telemetry
+                .add_scrapes(VIRTUAL_METRICS, s.every, v.scrapes);
+        }
+        if let Some((devices, samples)) = v.gpus {
+            self.telemetry.add_gpu_samples(devices, samples);
+        }
+        Ok(v.outcome)
+    }
+
+    /// Keeps what run `run` measured: its result, its tallies merged into
+    /// the point's, its phases on the telemetry's timeline.
+    #[allow(clippy::too_many_arguments)]
+    fn keep(
+        &mut self,
+        run: u32,
+        started_at: String,
+        run_start: Instant,
+        out: &RunOutcome,
+        stats: infer_bench_results::Stats,
+        agreed: Option<std::time::SystemTime>,
+        late_ms: f64,
+    ) {
+        self.telemetry.mark();
+        self.telemetry.add_run(RunTimes {
             run,
             start: run_start,
             window: out
                 .recorder
                 .window_start()
-                .map(|w| (w, w + std::time::Duration::from_secs_f64(stats.window_s))),
+                .map(|w| (w, w + Duration::from_secs_f64(stats.window_s))),
         });
-        merged.merge(&out.recorder.run);
-        merged_window_s += stats.window_s;
-        concurrency_max = concurrency_max.max(stats.concurrency_max);
+        self.merged.merge(&out.recorder.run);
+        self.merged_window_s += stats.window_s;
+        self.concurrency_max = self.concurrency_max.max(stats.concurrency_max);
         for (k, t) in out.recorder.steps() {
-            steps.entry(*k).or_default().merge(t);
+            self.steps.entry(*k).or_default().merge(t);
         }
         for (k, t) in out.recorder.turns().into_iter().flatten() {
-            turns.entry(*k).or_default().merge(t);
+            self.turns.entry(*k).or_default().merge(t);
         }
         for (k, t) in out.recorder.parts().into_iter().flatten() {
-            parts.entry(*k).or_default().merge(t);
+            self.parts.entry(*k).or_default().merge(t);
         }
         let mut phases_origin_s = None;
         if let Some((origin, ph)) = out.recorder.phases() {
-            let origin_s = if *origin >= telemetry.origin() {
-                origin.duration_since(telemetry.origin()).as_secs_f64()
+            let zero = self.telemetry.origin();
+            let origin_s = if *origin >= zero {
+                origin.duration_since(zero).as_secs_f64()
             } else {
-                -telemetry.origin().duration_since(*origin).as_secs_f64()
+                -zero.duration_since(*origin).as_secs_f64()
             };
             phases_origin_s = Some(origin_s);
-            timelines.push((origin_s, ph.to_data()));
+            self.timelines.push((origin_s, ph.to_data()));
         }
         let shard = agreed.map(|t| {
             let mut s = out.recorder.shard(
@@ -415,12 +551,12 @@ pub(super) fn run_point(
             s
         });
         if late_ms > LATE_START_MS {
-            late_starts.push(format!(
+            self.late_starts.push(format!(
                 "run {} began {late_ms:.0} ms after its agreed start (the previous run overran its slot: give a longer --slot); its first arrivals went out late",
                 run + 1
             ));
         }
-        runs.push(RunResult {
+        self.results.push(RunResult {
             run,
             started_at,
             windows: out.recorder.windows(),
@@ -428,85 +564,103 @@ pub(super) fn run_point(
             stats,
             shard,
         });
-        if let Err(msg) = server.check_alive() {
-            died = Some(msg);
-            break;
+    }
+
+    /// The point's result from its runs.
+    fn finish(
+        self,
+        job: &PointJob<'_>,
+        client: &Client,
+        server: &Server,
+        env: &PlanEnv<'_>,
+        fingerprint: String,
+        findings: Vec<infer_bench_results::Finding>,
+    ) -> PointOutcome {
+        let p = job.point;
+        let cfg = &p.config;
+        let open = matches!(cfg.load.level, Level::Rate(_));
+        let mut pr = finish_point(
+            p,
+            self.results,
+            &self.merged,
+            self.merged_window_s,
+            self.concurrency_max,
+            &self.steps,
+            server.info(),
+            &server.base_url(),
+        );
+        pr.telemetry = Some(self.telemetry.finish());
+        pr.workload = Some(super::workload::info(&job.material, fingerprint));
+        pr.turns = super::workload::turn_results(&self.turns, open);
+        if self.virtual_time {
+            pr.clock = Some(infer_bench_spec::raw::SimClock::Virtual.name().into());
         }
-        if stopped.is_some() {
-            // A launched server that stopped answering may be on its way
-            // out: give it a moment, so that the point says it died (with
-            // its log) rather than only that it was unreachable.
-            if server.pid().is_some() {
-                let until = Instant::now() + std::time::Duration::from_secs(2);
-                while died.is_none() && Instant::now() < until {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                    died = server.check_alive().err();
+        if !matches!(server, Server::Sim(_) | Server::Virtual(_)) {
+            let info = pr.server.get_or_insert_with(Default::default);
+            info.dialect = Some(client.dialect.name().into());
+            info.dialect_from = Some(client.from.name().into());
+        }
+        if !client.unsent.is_empty() {
+            pr.warnings.push(format!(
+                "{} was not sent: the server did not name its dialect (owned_by in its /models), so requests were plain OpenAI; set [targets.{}] dialect if it accepts more{}",
+                client.unsent.join(", "),
+                cfg.target.name,
+                if client.unsent.contains(&"ignore_eos") {
+                    " (without ignore_eos, outputs can end before output_tokens)"
+                } else {
+                    ""
                 }
-            }
-            break; // the later runs would not reach it either
+            ));
         }
-    }
-    let mut pr = finish_point(
-        p,
-        runs,
-        &merged,
-        merged_window_s,
-        concurrency_max,
-        &steps,
-        server.info(),
-        &server.base_url(),
-    );
-    pr.telemetry = Some(telemetry.finish());
-    workload(&mut pr, &turns);
-    if virtual_time {
-        pr.clock = Some(infer_bench_spec::raw::SimClock::Virtual.name().into());
-    }
-    if !matches!(server, Server::Sim(_) | Server::Virtual(_)) {
-        let info = pr.server.get_or_insert_with(Default::default);
-        info.dialect = Some(dialect.name().into());
-        info.dialect_from = Some(dialect_from.into());
-    }
-    if !unsent.is_empty() {
-        pr.warnings.push(format!(
-            "{} was not sent: the server did not name its dialect (owned_by in its /models), so requests were plain OpenAI; set [targets.{}] dialect if it accepts more{}",
-            unsent.join(", "),
-            cfg.target.name,
-            if unsent.contains(&"ignore_eos") {
-                " (without ignore_eos, outputs can end before output_tokens)"
-            } else {
-                ""
-            }
-        ));
-    }
-    pr.warnings.extend(late_starts);
-    pr.warnings.extend(warm_failed);
-    pr.mix = mix_results(cfg, &parts, merged_window_s, open);
-    // In virtual time the client's own load is not the benchmark's: it
-    // is the simulation's, and nothing of it enters the numbers.
-    pr.client = load_start.finish(tel.host).filter(|_| !virtual_time);
-    pr.preflight = findings;
-    pr.memory = memory(&pr, &timelines, before_server);
-    if let Some(why) = stopped {
-        // The server could not be reached: the point is not measured (exit 3).
-        pr.status = PointStatus::Failed;
-        pr.valid = false;
-        pr.failure = Some(match pr.failure.take() {
-            Some(f) => format!("{f} ({why})"),
-            None => why.clone(),
-        });
-        pr.invalid_reasons.push(why);
-    }
-    match died {
-        Some(msg) => {
+        pr.warnings.extend(self.late_starts);
+        pr.warnings.extend(self.warm_failed);
+        pr.mix = mix_results(cfg, &self.parts, self.merged_window_s, open);
+        // In virtual time the client's own load is not the benchmark's: it
+        // is the simulation's, and nothing of it enters the numbers.
+        pr.client = self
+            .load
+            .finish(env.tel.host)
+            .filter(|_| !self.virtual_time);
+        pr.preflight = findings;
+        pr.memory = memory(&pr, &self.timelines, job.before_server);
+        if let Some(why) = self.stopped {
+            // The server could not be reached: the point is not measured (exit 3).
             pr.status = PointStatus::Failed;
-            pr.failure = Some(format!("the server died: {msg}"));
             pr.valid = false;
-            pr.invalid_reasons
-                .push("the server died during the point".into());
-            PointOutcome::ServerDied(msg, Box::new(pr))
+            pr.failure = Some(match pr.failure.take() {
+                Some(f) => format!("{f} ({why})"),
+                None => why.clone(),
+            });
+            pr.invalid_reasons.push(why);
         }
-        None => PointOutcome::Done(Box::new(pr)),
+        match self.died {
+            Some(msg) => {
+                pr.status = PointStatus::Failed;
+                pr.failure = Some(format!("the server died: {msg}"));
+                pr.valid = false;
+                pr.invalid_reasons
+                    .push("the server died during the point".into());
+                PointOutcome::ServerDied(msg, Box::new(pr))
+            }
+            None => PointOutcome::Done(Box::new(pr)),
+        }
     }
+}
+
+/// Where a run's finished requests go besides the recorder: the request
+/// log, each line's Unix times converted through the run's one reading of
+/// the wall clock.
+fn sink(log: &RequestLog, p: &Point, run_start: Instant, opts: &RunOptions) -> Sink {
+    let tx = log.sender();
+    let id = p.id.clone();
+    let clock = RunClock::new(run_start);
+    let line = LineOptions {
+        events: opts.request_events,
+        connect_in_latency: p.config.load.cold_connections,
+    };
+    Arc::new(move |r: &RequestRecord| {
+        let _ = tx.send(request_line(&id, r, &clock, line));
+    })
 }
 
 /// The connections of a point's client: how many are opened before each
@@ -565,7 +719,7 @@ impl Connections {
                 .map(|r| r.levels.clone())
                 .unwrap_or_else(|| vec![load.level])
         };
-        let share = |c: u64| super::engine::agent_share(c, agent).max(1) as usize;
+        let share = |c: u64| super::schedule::agent_share(c, agent).max(1) as usize;
         if load.cold_connections {
             // Every request opens its own connection, as the user asked.
             return Connections { warm: 0, idle: 0 };

@@ -32,7 +32,7 @@ impl Server {
         spec_dir: &Path,
         log_dir: &Path,
         handle: &tokio::runtime::Handle,
-        interrupt: &super::engine::Interrupt,
+        interrupt: &super::context::Interrupt,
     ) -> Result<Server, String> {
         match cfg.target.kind {
             TargetKind::Sim
@@ -81,6 +81,15 @@ impl Server {
         match self {
             Server::Launched(l) => l.check_alive(),
             _ => Ok(()),
+        }
+    }
+
+    /// Why a launched server runs without the watchdog that stops it if
+    /// infer-bench is killed, when it does.
+    pub fn watchdog_error(&self) -> Option<&str> {
+        match self {
+            Server::Launched(l) => l.watchdog_error(),
+            _ => None,
         }
     }
 

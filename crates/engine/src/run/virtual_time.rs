@@ -31,8 +31,9 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::engine::{Conversation, Item, RunEnv, RunOutcome, Window, build, new_recorder, slots};
+use super::context::{RunEnv, RunOutcome};
 use super::recorder::Recorder;
+use super::schedule::{Conversation, Item, Schedule, Window, build, new_recorder};
 use infer_bench_protocol::http::timeout_failure;
 use infer_bench_protocol::record::OutputEvent;
 use infer_bench_protocol::{Backend, ErrorClass, Failure, Prepared, RequestRecord};
@@ -43,13 +44,11 @@ use infer_bench_sim::request::{self, Setup};
 use infer_bench_sim::server::{Lag, exposition};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::Api;
-use infer_bench_spec::seed::{Purpose, derive};
-use infer_bench_spec::{Level, Load, Warmup};
+use infer_bench_spec::{Level, Load};
 use infer_bench_telemetry::dcgm::{self, Filter};
 use infer_bench_telemetry::gpu::{GpuInfo, GpuReading};
 use infer_bench_telemetry::prom;
 use infer_bench_telemetry::scrape::{self, Values};
-use infer_bench_workload::Arrivals;
 use infer_bench_workload::arrival::step_at;
 
 /// A run stops once this many requests in a row were refused without any
@@ -218,24 +217,15 @@ pub fn run_once_virtual<B: Backend>(
     let setup = Setup::of(cfg)?;
     let speed = setup.speed(run);
     let load = &cfg.load;
-    let prompts = super::engine::prompt_gen(cfg, point_hash, run, &env.material);
-    let warmup_ns = match load.warmup {
-        Warmup::Time(d) => d.as_nanos(),
-        _ => 0,
-    };
-    let horizon = load
-        .duration
-        .map(|d| warmup_ns + d.as_nanos())
-        .unwrap_or(u64::MAX);
-    let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
-    let arrivals = Arrivals::of_point(load, &env.material, arrival_seed, horizon);
-    let open = arrivals.is_open();
-    let turns = prompts.turns();
-    let agent = env.agent;
-    let items = arrivals
-        .filter(move |d| agent.is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64))
-        .map(move |d| build(backend, &prompts, d));
-    let (limit, first_active) = slots(load, env.agent);
+    let Schedule {
+        prompts,
+        arrivals,
+        open,
+        turns,
+        limit,
+        first_active,
+    } = Schedule::of(cfg, point_hash, run, env);
+    let items = arrivals.map(move |d| build(backend, &prompts, d));
     let t0 = env.start_at.unwrap_or_else(Instant::now);
     let window = Window::new(load, t0, env.agent);
     let recorder = new_recorder(cfg, open, turns, t0, window.warmup_end());
@@ -854,7 +844,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         else {
             return;
         };
-        self.active = super::engine::agent_share(*c as u64, self.env.agent) as u32;
+        self.active = super::schedule::agent_share(*c as u64, self.env.agent) as u32;
         let active = self.active;
         let mut woken: Vec<u32> = Vec::new();
         self.parked.retain(|&s| {

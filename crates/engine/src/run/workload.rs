@@ -35,7 +35,7 @@ pub fn materials(spec: &Spec, plan: &Plan) -> Result<Vec<Arc<Material>>, Workloa
 pub fn info(material: &Material, sha256: String) -> WorkloadInfo {
     WorkloadInfo {
         sha256,
-        fingerprint_requests: super::engine::FINGERPRINT_REQUESTS,
+        fingerprint_requests: super::schedule::FINGERPRINT_REQUESTS,
         lengths: if material.counter.is_some() {
             "tokenizer"
         } else {

@@ -1,5 +1,7 @@
-//! The live progress of a run on stderr, only when stderr is a terminal
-//! (`Progress::Live`; CI logs get one plain line per point instead): one
+//! What a person sees of a run on stderr: the command line's observer of
+//! the engine ([`Terminal`]), and the live progress of a run, only when
+//! stderr is a terminal (`Progress::Live`; CI logs get one plain line per
+//! point instead): one
 //! bar per run, drawn by `indicatif`, that says which phase the run is in
 //! and its time in that phase (warm-up against the warm-up, the
 //! measurement against `duration`: warm-up is never counted against the
@@ -17,9 +19,226 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::engine::Live;
+use parking_lot::Mutex;
+
+use crate::run::{DialectFrom, Event, Live, Observer};
+use infer_bench_results::redact;
 use infer_bench_spec::Warmup;
 use infer_bench_spec::plan::PointConfig;
+use infer_bench_spec::results::PointResult;
+
+/// How progress is shown on stderr.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Progress {
+    /// A live bar per run (stderr is a terminal).
+    Live,
+    /// One line when each point ends (CI logs).
+    Lines,
+    /// Nothing but errors and warnings.
+    Quiet,
+}
+
+/// The command line's observer of a run: errors and warnings always,
+/// each server's readiness and each point's line unless quiet, a live bar
+/// per run on a terminal, and the details of `-v`. Everything it prints
+/// is masked with the run's redactor.
+pub struct Terminal {
+    progress: Progress,
+    verbose: bool,
+    ticker: Mutex<Option<Ticker>>,
+}
+
+impl Terminal {
+    pub fn new(progress: Progress, verbose: bool) -> Terminal {
+        Terminal {
+            progress,
+            verbose,
+            ticker: Mutex::new(None),
+        }
+    }
+
+    fn shows_progress(&self) -> bool {
+        self.progress != Progress::Quiet
+    }
+}
+
+/// `s` with the run's secrets masked.
+fn red(s: &str) -> String {
+    redact::global().text(s)
+}
+
+impl Observer for Terminal {
+    fn event(&self, event: &Event<'_>) {
+        match event {
+            Event::TlsInsecure { target } => eprintln!(
+                "warning: TLS certificate verification is off for target {target} (tls_insecure = true): \
+                 anyone between this machine and the server can read and change the traffic, API key included"
+            ),
+            Event::ServerFailed { group, message } | Event::ServerDied { group, message } => {
+                eprintln!("error: {group}: {}", red(message))
+            }
+            Event::NoWatchdog { message } => eprintln!(
+                "warning: cannot start the watchdog that stops the server if infer-bench is killed: {message}"
+            ),
+            Event::NotScraping { target, url, why } => {
+                eprintln!("warning: {target}: not scraping {}: {}", red(url), red(why))
+            }
+            Event::ServerReady {
+                group,
+                url,
+                after,
+                sim,
+            } => {
+                if !self.shows_progress() {
+                    return;
+                }
+                // What decides a simulator's answers besides its GPU, on a
+                // line of its own under the server's.
+                let kv = sim
+                    .map(|i| {
+                        format!(
+                            "\n  {} profile, {} scheduler, {} sequences and {} tokens a step; KV cache {}, {} tokens; admission {}",
+                            i.profile.as_deref().unwrap_or_default(),
+                            i.scheduler.as_deref().unwrap_or_default(),
+                            i.max_num_seqs.unwrap_or(0),
+                            i.max_batched_tokens.unwrap_or(0),
+                            i.kv_dtype.as_deref().unwrap_or_default(),
+                            i.kv_cache_tokens.unwrap_or(0),
+                            i.admission.as_deref().unwrap_or_default()
+                        )
+                    })
+                    .unwrap_or_default();
+                match url {
+                    None => eprintln!(
+                        "{group}: simulated in virtual time: no server, no sockets, an ideal client{kv}"
+                    ),
+                    Some(url) => eprintln!(
+                        "{group}: server ready in {:.1}s at {}{kv}",
+                        after.as_secs_f64(),
+                        red(url)
+                    ),
+                }
+            }
+            Event::Preflight { label, finding } => {
+                if self.verbose {
+                    eprintln!("{label}: pre-flight: {}", finding.message);
+                }
+            }
+            Event::Dialect {
+                label,
+                dialect,
+                from,
+            } => {
+                if self.verbose {
+                    let how = match from {
+                        DialectFrom::Spec => "declared in the spec",
+                        DialectFrom::Simulator => "the simulator's",
+                        DialectFrom::Server => "named by the server's /v1/models",
+                        DialectFrom::Default => "the server did not name one",
+                    };
+                    eprintln!("{label}: requests in the {dialect} dialect ({how})");
+                }
+            }
+            Event::Warmed {
+                label,
+                run,
+                connections,
+                took,
+                failed,
+            } => {
+                if self.verbose {
+                    eprintln!(
+                        "{label}: run {}: {connections} connections opened before the clock in {:.1} ms{}",
+                        run + 1,
+                        took.as_secs_f64() * 1e3,
+                        failed.map(|e| format!(" ({e})")).unwrap_or_default()
+                    );
+                }
+            }
+            Event::RunStarted(start) => {
+                if self.progress == Progress::Live {
+                    let ticker = Ticker::start(
+                        start.label.to_string(),
+                        start.run,
+                        start.config,
+                        start.live.clone(),
+                        start.after_s,
+                    );
+                    if let Some(old) = self.ticker.lock().replace(ticker) {
+                        old.stop();
+                    }
+                }
+            }
+            Event::RunEnded { label, run, stats } => {
+                if let Some(t) = self.ticker.lock().take() {
+                    t.stop();
+                }
+                if let (true, Some(stats)) = (self.verbose, stats) {
+                    let failures = stats
+                        .errors
+                        .iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    eprintln!(
+                        "{label}: run {}: window {:.2} s, {} sent, {} ok, {} failed{}, {:.2} req/s, {:.0} output tok/s",
+                        run + 1,
+                        stats.window_s,
+                        stats.requests.sent,
+                        stats.requests.succeeded,
+                        stats.requests.failed,
+                        if failures.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({failures})")
+                        },
+                        stats.request_throughput,
+                        stats.output_tokens_per_s
+                    );
+                }
+            }
+            Event::PointDone { label, point } => {
+                if self.shows_progress() {
+                    eprintln!("{}", red(&summary_line(label, point)));
+                }
+            }
+            Event::SearchDone { label, answer } => {
+                if self.shows_progress() {
+                    eprintln!(
+                        "{label}: capacity ({}, {}): {}",
+                        answer.target,
+                        answer.outcome.name(),
+                        answer.answer()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One line per finished point, for logs.
+fn summary_line(label: &str, p: &PointResult) -> String {
+    let s = &p.merged;
+    let ms = |m: &str| {
+        s.latency_ms
+            .get(m)
+            .map(|x| format!("{:.1}", x.p50))
+            .unwrap_or_else(|| "-".into())
+    };
+    format!(
+        "{label}: {} ok, {} failed, {:.2} req/s, {:.0} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{}",
+        s.requests.succeeded,
+        s.requests.failed,
+        s.request_throughput,
+        s.output_tokens_per_s,
+        ms("ttft"),
+        ms("tpot"),
+        p.failure
+            .as_ref()
+            .map(|f| format!(" ({f})"))
+            .unwrap_or_default()
+    )
+}
 
 /// What a run is doing, from its elapsed time and its settings.
 #[derive(Debug, Clone, Copy, PartialEq)]

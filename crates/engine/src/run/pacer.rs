@@ -1,4 +1,4 @@
-//! The load engine: one run of one point. One dispatch loop serves every
+//! The load engine of a real run: one run of one point. One dispatch loop serves every
 //! load mode. A builder thread turns the arrival schedule into requests
 //! ahead of their time (bounded by [`LOOKAHEAD`]); a pacer on its own OS
 //! thread takes them in order and, for an open loop, waits precisely until
@@ -37,82 +37,21 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 
+use super::clock::{pace_until, tighten_timer_slack};
+use super::context::{Interrupt, Live, RunEnv, RunOutcome, Sink};
 use super::recorder::Recorder;
+use super::schedule::{Conversation, Item, Schedule, Window, agent_share, build, new_recorder};
 use infer_bench_protocol::{Backend, ErrorClass, Prepared, RequestRecord};
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::seed::{Purpose, derive};
-use infer_bench_spec::{Level, Load, Warmup};
+use infer_bench_spec::{Level, Load};
 use infer_bench_workload::arrival::step_at;
-use infer_bench_workload::{Arrivals, Due, Material, Message, Prompt, PromptGen, Role};
-
-/// Ctrl-C, shared by everything that waits.
-#[derive(Default)]
-pub struct Interrupt {
-    flag: AtomicBool,
-    notify: Notify,
-}
-
-impl Interrupt {
-    pub fn trigger(&self) {
-        self.flag.store(true, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-    pub fn is_set(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
-    }
-    pub async fn wait(&self) {
-        let notified = self.notify.notified();
-        if self.is_set() {
-            return;
-        }
-        notified.await;
-    }
-}
-
-/// Live counters for progress display.
-#[derive(Default)]
-pub struct Live {
-    pub done: AtomicU64,
-    pub failed: AtomicU64,
-    pub in_flight: AtomicU64,
-}
-
-/// Where a finished request goes besides the recorder (per-request JSONL).
-pub type Sink = Arc<dyn Fn(&RequestRecord) + Send + Sync>;
-
-/// What one run needs besides the point.
-pub struct RunEnv {
-    pub handle: tokio::runtime::Handle,
-    pub interrupt: Arc<Interrupt>,
-    pub live: Arc<Live>,
-    pub sink: Option<Sink>,
-    /// Load sharding: this process sends arrivals with index % n == k - 1.
-    pub agent: Option<(u32, u32)>,
-    /// Agents start together at this instant.
-    pub start_at: Option<Instant>,
-    /// What the point's prompts are made from, loaded once per point by
-    /// `Material::load` for this point's workload and model.
-    pub material: Arc<Material>,
-    /// Fault injection: spin this long before each send.
-    pub slow_client: Option<Duration>,
-}
-
-/// What a run produced.
-pub struct RunOutcome {
-    pub recorder: Recorder,
-    pub interrupted: bool,
-    pub started: Instant,
-    /// Why the run stopped before its end, if it did (the server could not
-    /// be reached).
-    pub stopped: Option<String>,
-}
 
 /// A closed-loop slot's first wait after a request that could not connect.
 pub const BACKOFF_FIRST: Duration = Duration::from_millis(10);
@@ -162,308 +101,6 @@ impl Built {
             }
             self.batch = self.rx.recv().ok()?.into_iter();
         }
-    }
-}
-
-/// Lets this thread sleep with microsecond precision (Linux: 1 ns timer slack).
-pub(super) fn tighten_timer_slack() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_TIMERSLACK takes an integer and affects only this thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
-}
-
-/// Waits until `deadline`: sleeps most of the way, spins the last 100 µs.
-/// Returns false if interrupted first.
-fn pace_until(deadline: Instant, interrupt: &Interrupt) -> bool {
-    loop {
-        if interrupt.is_set() {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        let left = deadline - now;
-        if left > Duration::from_micros(200) {
-            std::thread::sleep((left - Duration::from_micros(100)).min(Duration::from_millis(50)));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// Of `c` slots (or requests) numbered from 0, how many are this agent's:
-/// agent K of N takes those whose number is K-1 modulo N. All of them
-/// without load sharding.
-pub fn agent_share(c: u64, agent: Option<(u32, u32)>) -> u64 {
-    match agent {
-        Some((k, n)) => (c + n as u64 - k as u64) / n as u64,
-        None => c,
-    }
-}
-
-/// How many of the request indices `lo..hi` are this agent's.
-pub(super) fn indices_of_agent(lo: u64, hi: u64, agent: Option<(u32, u32)>) -> u64 {
-    agent_share(hi, agent) - agent_share(lo, agent)
-}
-
-/// A request ready to go: one request, or the first turn of a session.
-pub(super) struct Item {
-    pub(super) due: Due,
-    pub(super) prepared: Prepared,
-    /// A conversation: every turn's prompt (turn 0's is `prepared`).
-    pub(super) session: Option<Vec<Prompt>>,
-}
-
-/// Builds the request (or session) of arrival `due`: the one place that
-/// turns prompts into bodies, shared by the pacer and the fingerprint.
-pub(super) fn build<B: Backend>(backend: &B, prompts: &PromptGen, due: Due) -> Item {
-    if prompts.turns() > 1 {
-        let session = prompts.session(due.index);
-        Item {
-            due,
-            prepared: backend.prepare(&session[0]),
-            session: Some(session),
-        }
-    } else {
-        Item {
-            due,
-            prepared: backend.prepare(&prompts.prompt(due.index)),
-            session: None,
-        }
-    }
-}
-
-/// Requests per run whose bodies the workload fingerprint covers.
-pub const FINGERPRINT_REQUESTS: u64 = 64;
-
-/// SHA-256 over what the client builds for the first
-/// [`FINGERPRINT_REQUESTS`] arrivals of every run of a point, in order:
-/// each request's body, and for a conversation each later turn's new
-/// message and lengths (the history also holds the server's replies, which
-/// are not the client's to fix). Timing never enters it, so the same spec
-/// and seed give the same fingerprint on every machine, and a change to
-/// prompt synthesis, a dataset or a tokenizer changes it.
-pub fn workload_fingerprint<B: Backend>(
-    backend: &B,
-    cfg: &PointConfig,
-    point_hash: &str,
-    material: &Arc<Material>,
-) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    for run in 0..cfg.load.runs {
-        let prompts = prompt_gen(cfg, point_hash, run, material);
-        for index in 0..FINGERPRINT_REQUESTS {
-            let item = build(backend, &prompts, Due { index, at_ns: None });
-            h.update((item.prepared.body.len() as u64).to_le_bytes());
-            h.update(&item.prepared.body);
-            for p in item.session.iter().flatten().skip(1) {
-                h.update((p.text.len() as u64).to_le_bytes());
-                h.update(p.text.as_bytes());
-                h.update(p.input_tokens.to_le_bytes());
-                h.update(p.output_tokens.to_le_bytes());
-            }
-        }
-    }
-    infer_bench_spec::hex(&h.finalize())
-}
-
-/// The prompt generator of one run of a point.
-pub fn prompt_gen(
-    cfg: &PointConfig,
-    point_hash: &str,
-    run: u32,
-    material: &Arc<Material>,
-) -> PromptGen {
-    let request_seed = derive(cfg.seed, point_hash, run, Purpose::Requests);
-    let prefix_seed = derive(cfg.seed, point_hash, 0, Purpose::Prefixes);
-    PromptGen::new(&cfg.workload, material.clone(), request_seed, prefix_seed)
-}
-
-/// The request bodies of the first `n` arrivals of a run, exactly as the
-/// pacer builds them (first turns only, for conversations).
-pub fn request_bodies<B: Backend>(
-    backend: &B,
-    cfg: &PointConfig,
-    point_hash: &str,
-    run: u32,
-    material: &Arc<Material>,
-    n: u64,
-) -> Vec<bytes::Bytes> {
-    let prompts = prompt_gen(cfg, point_hash, run, material);
-    (0..n)
-        .map(|index| {
-            build(backend, &prompts, Due { index, at_ns: None })
-                .prepared
-                .body
-        })
-        .collect()
-}
-
-/// Which requests count, decided as each is sent: the one set of rules
-/// for a real run and a virtual one (`virtual_time.rs`).
-pub(super) struct Window {
-    warmup_end: Option<Instant>,
-    measure_end: Option<Instant>,
-    measured: u64,
-    ended: bool,
-    /// Ended because the request count was reached.
-    by_count: bool,
-    warmup_count: u64,
-    /// Measured requests this process sends at most (its share of the
-    /// point's `requests` under load sharding).
-    request_limit: Option<u64>,
-}
-
-impl Window {
-    /// The window of a run of `load` whose clock starts at `t0`.
-    pub(super) fn new(load: &Load, t0: Instant, agent: Option<(u32, u32)>) -> Window {
-        let warmup_end = match load.warmup {
-            Warmup::Time(d) => Some(t0 + d.as_std()),
-            Warmup::None => Some(t0),
-            Warmup::Requests(_) => None,
-        };
-        let warmup_count = match load.warmup {
-            Warmup::Requests(n) => n,
-            _ => 0,
-        };
-        Window {
-            warmup_end,
-            measure_end: warmup_end.and_then(|w| load.duration.map(|d| w + d.as_std())),
-            measured: 0,
-            ended: false,
-            by_count: false,
-            warmup_count,
-            request_limit: load
-                .requests
-                .map(|n| indices_of_agent(warmup_count, warmup_count + n, agent)),
-        }
-    }
-
-    /// Admits request `index`, scheduled at `t_sched`: `Some(warm_up)`, or
-    /// `None` once the run has ended (by time or count). The second value
-    /// is the window's start when this request opened it (warm-up by
-    /// count: the first measured request).
-    pub(super) fn admit(
-        &mut self,
-        load: &Load,
-        index: u64,
-        t_sched: Instant,
-    ) -> (Option<bool>, Option<Instant>) {
-        if self.ended {
-            return (None, None);
-        }
-        if self.measure_end.is_some_and(|end| t_sched >= end) {
-            self.ended = true;
-            return (None, None);
-        }
-        let warmup = match load.warmup {
-            Warmup::Requests(_) => index < self.warmup_count,
-            _ => self.warmup_end.is_some_and(|end| t_sched < end),
-        };
-        let mut opened = None;
-        if !warmup {
-            if self.request_limit.is_some_and(|n| self.measured >= n) {
-                self.ended = true;
-                self.by_count = true;
-                return (None, None);
-            }
-            if self.warmup_end.is_none() {
-                self.warmup_end = Some(t_sched);
-                self.measure_end = load.duration.map(|d| t_sched + d.as_std());
-                opened = Some(t_sched);
-            }
-            self.measured += 1;
-        }
-        (Some(warmup), opened)
-    }
-
-    pub(super) fn ended(&self) -> bool {
-        self.ended
-    }
-
-    pub(super) fn end(&mut self) {
-        self.ended = true;
-    }
-
-    pub(super) fn by_count(&self) -> bool {
-        self.by_count
-    }
-
-    pub(super) fn warmup_end(&self) -> Option<Instant> {
-        self.warmup_end
-    }
-
-    pub(super) fn measure_end(&self) -> Option<Instant> {
-        self.measure_end
-    }
-}
-
-/// A conversation under way: every turn's new message, and the history
-/// that grows in place as turns are answered, never copied. The one place
-/// that turns a reply into the next turn's prompt, for a real run and a
-/// virtual one.
-pub(super) struct Conversation {
-    session: Vec<Prompt>,
-    history: Vec<Message>,
-    /// What the client knows of the history's length: the messages as
-    /// built, and each reply as the server counted it.
-    history_tokens: u32,
-}
-
-impl Conversation {
-    pub(super) fn new(mut session: Vec<Prompt>) -> Conversation {
-        let history = session
-            .first_mut()
-            .map(|p| std::mem::take(&mut p.history))
-            .unwrap_or_default();
-        Conversation {
-            session,
-            history,
-            history_tokens: 0,
-        }
-    }
-
-    pub(super) fn turns(&self) -> usize {
-        self.session.len()
-    }
-
-    /// The request of turn `k` (from 1), once turn `k - 1` was answered
-    /// with `reply` of `output_tokens` tokens.
-    pub(super) fn next<B: Backend + ?Sized>(
-        &mut self,
-        backend: &B,
-        k: usize,
-        reply: String,
-        output_tokens: u32,
-    ) -> Prepared {
-        // Each turn's prompt borrows the history for the body and gives it
-        // back.
-        let before = &mut self.session[k - 1];
-        self.history.push(Message {
-            role: Role::User,
-            content: std::mem::take(&mut before.text),
-        });
-        self.history.push(Message {
-            role: Role::Assistant,
-            content: reply,
-        });
-        self.history_tokens += before.input_tokens + output_tokens;
-        let now = &mut self.session[k];
-        let prompt = Prompt {
-            history: std::mem::take(&mut self.history),
-            text: std::mem::take(&mut now.text),
-            input_tokens: self.history_tokens + now.input_tokens,
-            output_tokens: now.output_tokens,
-            part: now.part,
-        };
-        let prepared = backend.prepare(&prompt);
-        self.history = prompt.history;
-        now.text = prompt.text;
-        prepared
     }
 }
 
@@ -849,79 +486,6 @@ async fn slot<B: Backend>(
     }
 }
 
-/// The slots of a run: how many concurrency slots there are (a closed
-/// loop's largest level, an open loop's `max_concurrency`, none for an
-/// open loop without one) and how many are active at the start, this
-/// agent's share of each under load sharding.
-pub(super) fn slots(load: &Load, agent: Option<(u32, u32)>) -> (Option<u32>, u32) {
-    let limit: Option<u32> = match (load.level, load.max_concurrency) {
-        (Level::Concurrency(_), _) => Some(
-            load.ramp
-                .as_ref()
-                .map(|r| {
-                    r.levels
-                        .iter()
-                        .map(|l| if let Level::Concurrency(c) = l { *c } else { 0 })
-                        .max()
-                        .unwrap_or(0)
-                })
-                .unwrap_or(match load.level {
-                    Level::Concurrency(c) => c,
-                    _ => 0,
-                }),
-        ),
-        (Level::Rate(_), Some(m)) => Some(m),
-        _ => None,
-    };
-    let first_active = match load.level {
-        Level::Concurrency(c) => c,
-        _ => limit.unwrap_or(0),
-    };
-    // Load sharding: this agent runs its share of the slots, so the
-    // agents' slots together are the point's.
-    let share = |c: u32| agent_share(c as u64, agent) as u32;
-    let limit = limit.map(share);
-    let first_active = share(first_active);
-    (limit, first_active)
-}
-
-/// The recorder of a run of `cfg` whose clock starts at `t0` (and whose
-/// window starts at `window_start`, where it is known before the first
-/// request): the same for a real run and a virtual one.
-pub(super) fn new_recorder(
-    cfg: &PointConfig,
-    open: bool,
-    turns: u32,
-    t0: Instant,
-    window_start: Option<Instant>,
-) -> Recorder {
-    let load = &cfg.load;
-    let mut recorder = Recorder::new(
-        cfg.workload.stream,
-        cfg.goodput.clone(),
-        open,
-        load.window,
-        load.ramp.is_some(),
-    );
-    if let Some(d) = load.duration {
-        recorder.set_duration(d.as_std());
-    }
-    if load.cold_connections {
-        recorder.keep_connect_in_latency();
-    }
-    if let Some(w) = window_start {
-        recorder.set_window_start(w);
-    }
-    if turns > 1 {
-        recorder.track_turns();
-    }
-    if !cfg.workload.mix.is_empty() {
-        recorder.track_parts();
-    }
-    recorder.track_phases(t0);
-    recorder
-}
-
 /// Runs one run of a point and returns its recorder.
 pub fn run_once<B: Backend>(
     backend: Arc<B>,
@@ -931,29 +495,23 @@ pub fn run_once<B: Backend>(
     env: &RunEnv,
 ) -> RunOutcome {
     tighten_timer_slack();
-    let load = &cfg.load;
-    let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
-    let prompts = prompt_gen(cfg, point_hash, run, &env.material);
-    let warmup_ns = match load.warmup {
-        Warmup::Time(d) => d.as_nanos(),
-        _ => 0,
+    let Schedule {
+        prompts,
+        arrivals,
+        open,
+        turns,
+        limit,
+        first_active,
+    } = Schedule::of(cfg, point_hash, run, env);
+    let gate = Gate {
+        open,
+        limit,
+        first_active,
+        turns,
     };
-    let horizon = load
-        .duration
-        .map(|d| warmup_ns + d.as_nanos())
-        .unwrap_or(u64::MAX);
-    let arrivals = Arrivals::of_point(load, &env.material, arrival_seed, horizon);
-    let open = arrivals.is_open();
-    let (limit, first_active) = slots(load, env.agent);
-
     // A builder thread turns arrivals into requests ahead of their time
     // (a tokenizer-exact prompt can take milliseconds), so the pacer below
     // only waits and hands over.
-    let arrivals = arrivals.filter(|d| {
-        env.agent
-            .is_none_or(|(k, n)| d.index % n as u64 == (k - 1) as u64)
-    });
-    let turns = prompts.turns();
     let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<Vec<Item>>(LOOKAHEAD / HANDOFF);
     let builder_backend = backend.clone();
     std::thread::scope(|scope| {
@@ -976,41 +534,37 @@ pub fn run_once<B: Backend>(
             rx: built_rx,
             batch: Vec::new().into_iter(),
         };
-        let out = pace(
-            backend,
-            cfg,
-            run,
-            env,
-            open,
-            limit,
-            first_active,
-            turns,
-            &mut built,
-        );
+        let out = pace(backend, cfg, run, env, gate, &mut built);
         // The builder may be waiting to hand over one more: let it go.
         drop(built);
         out
     })
 }
 
+/// How a run's requests go out: an open or closed loop, its slots (if
+/// any) and how many are active at the start, and turns per session.
+#[derive(Debug, Clone, Copy)]
+struct Gate {
+    open: bool,
+    limit: Option<u32>,
+    first_active: u32,
+    turns: u32,
+}
+
 /// The run itself, once requests are being built: starts the clock, the
 /// recorder thread and the gate, paces the arrivals, drains.
-#[allow(clippy::too_many_arguments)]
 fn pace<B: Backend>(
     backend: Arc<B>,
     cfg: &PointConfig,
     run: u32,
     env: &RunEnv,
-    open: bool,
-    limit: Option<u32>,
-    first_active: u32,
-    turns: u32,
+    gate: Gate,
     built: &mut Built,
 ) -> RunOutcome {
     let load = &cfg.load;
     // The first requests are built before the clock starts.
     let mut ahead: VecDeque<Item> = VecDeque::new();
-    let initial = limit.map(|l| l as usize).unwrap_or(16).min(LOOKAHEAD);
+    let initial = gate.limit.map(|l| l as usize).unwrap_or(16).min(LOOKAHEAD);
     while ahead.len() < initial {
         match built.recv() {
             Some(item) => ahead.push_back(item),
@@ -1020,11 +574,11 @@ fn pace<B: Backend>(
 
     // Start a little ahead so the first arrivals are not already late:
     // 5 ms, and time to start every slot's task.
-    let lead = Duration::from_millis(5) + Duration::from_micros(10) * limit.unwrap_or(0);
+    let lead = Duration::from_millis(5) + Duration::from_micros(10) * gate.limit.unwrap_or(0);
     let t0 = env.start_at.unwrap_or_else(|| Instant::now() + lead);
     let window = Window::new(load, t0, env.agent);
     let warmup_end = window.warmup_end();
-    let recorder = new_recorder(cfg, open, turns, t0, warmup_end);
+    let recorder = new_recorder(cfg, gate.open, gate.turns, t0, warmup_end);
     let recorder = RecorderThread::start(recorder, env.sink.clone());
     let live = env.live.clone();
     let probe = super::probe::ReadProbe::start(&env.handle, move || {
@@ -1034,17 +588,17 @@ fn pace<B: Backend>(
         backend: backend.clone(),
         load: load.clone(),
         run,
-        open,
+        open: gate.open,
         t0,
         window: Mutex::new(window),
         notes: recorder.tx.clone(),
         concurrency_max: AtomicU64::new(0),
         live: env.live.clone(),
         interrupt: env.interrupt.clone(),
-        active: AtomicU32::new(first_active),
+        active: AtomicU32::new(gate.first_active),
         active_changed: Notify::new(),
         slow_client: env.slow_client,
-        turns,
+        turns: gate.turns,
         alarms: Some(super::alarm::Alarms::start()),
         think: cfg
             .workload
@@ -1058,44 +612,102 @@ fn pace<B: Backend>(
         stopped: Mutex::new(None),
     });
     let mut tasks: JoinSet<()> = JoinSet::new();
+    let queue = gate
+        .limit
+        .map(|n| start_slots(n, gate, &shared, &mut ahead, &mut tasks, env));
+    let ramp = start_ramp(load, gate, &shared, warmup_end.unwrap_or(t0), env);
+    dispatch(&shared, ahead, built, queue.as_ref(), &mut tasks, env);
+    // No more arrivals: the slots finish what is queued, then stop.
+    drop(queue);
+    // The ramp task holds a clone of `shared`: aborting only asks it to
+    // stop, so wait until it has.
+    if let Some(t) = ramp {
+        t.abort();
+        let _ = env.handle.block_on(t);
+    }
+    let unfinished = drain(&shared, tasks, env);
+    let interrupted = shared.interrupt.is_set();
+    let ran_full = shared.ran_full();
+    let stopped = shared.stopped.lock().take();
+    let concurrency_max = shared.concurrency_max.load(Ordering::Relaxed);
+    drop(shared);
+    // Every request has been handed to the recorder thread (the tasks
+    // have all ended): close it and take the recorder back.
+    let mut recorder = recorder.finish(ran_full);
+    recorder.note_in_flight(concurrency_max);
+    if let Some(p) = probe {
+        recorder.add_read_delays(&p.finish(&env.handle));
+    }
+    recorder.unfinished(unfinished);
+    RunOutcome {
+        recorder,
+        interrupted,
+        started: t0,
+        stopped,
+    }
+}
 
-    // The gate: slot tasks where there is a limit.
-    let queue_tx = limit.map(|n| {
-        let (tx, rx) = mpsc::channel::<Item>(LOOKAHEAD);
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        for i in 0..n {
-            // A closed loop's active slots take their first request now.
-            let first = (!open && i < first_active)
-                .then(|| ahead.pop_front())
-                .flatten();
-            tasks.spawn_on(slot(i, shared.clone(), rx.clone(), first), &env.handle);
-        }
-        tx
-    });
-    // Closed-loop ramps change the number of active slots at each step.
-    let ramp_task = match &load.ramp {
-        Some(r) if !open => {
-            let shared = shared.clone();
-            let levels = r.levels.clone();
-            let every = r.every.as_std();
-            let start = warmup_end.unwrap_or(t0);
-            let agent = env.agent;
-            Some(env.handle.spawn(async move {
-                for (i, l) in levels.iter().enumerate().skip(1) {
-                    tokio::time::sleep_until((start + every * i as u32).into()).await;
-                    if let Level::Concurrency(c) = l {
-                        shared
-                            .active
-                            .store(agent_share(*c as u64, agent) as u32, Ordering::SeqCst);
-                        shared.active_changed.notify_waiters();
-                    }
-                }
-            }))
-        }
-        _ => None,
-    };
+/// The gate of a run with `n` slots: the slot tasks, which take requests
+/// from the returned queue. A closed loop's active slots take their first
+/// request now, from `ahead`.
+fn start_slots<B: Backend>(
+    n: u32,
+    gate: Gate,
+    shared: &Arc<Run<B>>,
+    ahead: &mut VecDeque<Item>,
+    tasks: &mut JoinSet<()>,
+    env: &RunEnv,
+) -> mpsc::Sender<Item> {
+    let (tx, rx) = mpsc::channel::<Item>(LOOKAHEAD);
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    for i in 0..n {
+        let first = (!gate.open && i < gate.first_active)
+            .then(|| ahead.pop_front())
+            .flatten();
+        tasks.spawn_on(slot(i, shared.clone(), rx.clone(), first), &env.handle);
+    }
+    tx
+}
 
-    // The pacer.
+/// A closed-loop ramp's task: it changes the number of active slots at
+/// each step, counted from `start` (the end of warm-up).
+fn start_ramp<B: Backend>(
+    load: &Load,
+    gate: Gate,
+    shared: &Arc<Run<B>>,
+    start: Instant,
+    env: &RunEnv,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let r = load.ramp.as_ref().filter(|_| !gate.open)?;
+    let shared = shared.clone();
+    let levels = r.levels.clone();
+    let every = r.every.as_std();
+    let agent = env.agent;
+    Some(env.handle.spawn(async move {
+        for (i, l) in levels.iter().enumerate().skip(1) {
+            tokio::time::sleep_until((start + every * i as u32).into()).await;
+            if let Level::Concurrency(c) = l {
+                shared
+                    .active
+                    .store(agent_share(*c as u64, agent) as u32, Ordering::SeqCst);
+                shared.active_changed.notify_waiters();
+            }
+        }
+    }))
+}
+
+/// The pacer: takes the built requests in order and, at each one's time,
+/// hands it to the slots' `queue` or (without slots) spawns it, until the
+/// arrivals end, the run's window ends or it is interrupted.
+fn dispatch<B: Backend>(
+    shared: &Arc<Run<B>>,
+    mut ahead: VecDeque<Item>,
+    built: &mut Built,
+    queue: Option<&mpsc::Sender<Item>>,
+    tasks: &mut JoinSet<()>,
+    env: &RunEnv,
+) {
+    let t0 = shared.t0;
     loop {
         let item = match ahead.pop_front() {
             Some(item) => item,
@@ -1110,34 +722,9 @@ fn pace<B: Backend>(
         if !pace_until(due.unwrap_or(t0), &shared.interrupt) || shared.ended() {
             break;
         }
-        match &queue_tx {
+        match queue {
             Some(tx) => {
-                // Hand over without blocking while there is room; when the
-                // slots are all busy, wait for one (a closed loop, whose
-                // requests are due the moment a slot frees: for room for
-                // `HANDOFF`, so that the pacer is not woken per request).
-                let sent = match tx.try_send(item) {
-                    Ok(()) => true,
-                    Err(mpsc::error::TrySendError::Closed(_)) => false,
-                    Err(mpsc::error::TrySendError::Full(item)) => {
-                        let tx = tx.clone();
-                        let run = shared.clone();
-                        env.handle.block_on(async move {
-                            let room = async {
-                                if !open {
-                                    drop(tx.reserve_many(HANDOFF).await);
-                                }
-                                tx.send(item).await.is_ok()
-                            };
-                            tokio::select! {
-                                r = room => r,
-                                _ = run.interrupt.wait() => false,
-                                _ = async { loop { tokio::time::sleep(Duration::from_millis(20)).await; if run.ended() { break; } } } => false,
-                            }
-                        })
-                    }
-                };
-                if !sent {
+                if !hand_over(shared, tx, item, env) {
                     shared.window.lock().end();
                 }
                 if shared.ended() {
@@ -1161,17 +748,57 @@ fn pace<B: Backend>(
             }
         }
     }
-    // No more arrivals: the slots finish what is queued, then stop.
-    drop(queue_tx);
-    // The ramp task holds a clone of `shared`: aborting only asks it to
-    // stop, so wait until it has.
-    if let Some(t) = ramp_task {
-        t.abort();
-        let _ = env.handle.block_on(t);
+}
+
+/// Hands `item` to the slots: without blocking while there is room; when
+/// the slots are all busy, waits for one (a closed loop, whose requests
+/// are due the moment a slot frees: for room for [`HANDOFF`], so that the
+/// pacer is not woken per request). False when the slots are gone, the
+/// run ended or it was interrupted.
+fn hand_over<B: Backend>(
+    shared: &Arc<Run<B>>,
+    tx: &mpsc::Sender<Item>,
+    item: Item,
+    env: &RunEnv,
+) -> bool {
+    match tx.try_send(item) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+        Err(mpsc::error::TrySendError::Full(item)) => {
+            let tx = tx.clone();
+            let run = shared.clone();
+            let open = shared.open;
+            env.handle.block_on(async move {
+                let room = async {
+                    if !open {
+                        drop(tx.reserve_many(HANDOFF).await);
+                    }
+                    tx.send(item).await.is_ok()
+                };
+                let ended = async {
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        if run.ended() {
+                            break;
+                        }
+                    }
+                };
+                tokio::select! {
+                    r = room => r,
+                    _ = run.interrupt.wait() => false,
+                    _ = ended => false,
+                }
+            })
+        }
     }
-    // Drain: every request has its own total timeout, so this ends.
+}
+
+/// Waits for every request in flight to end (each has its own total
+/// timeout, so this ends); on an interruption, aborts them instead and
+/// returns how many were in flight.
+fn drain<B: Backend>(shared: &Arc<Run<B>>, mut tasks: JoinSet<()>, env: &RunEnv) -> u64 {
     let intr = shared.interrupt.clone();
-    let unfinished = env.handle.block_on(async {
+    env.handle.block_on(async {
         tokio::select! {
             _ = async { while tasks.join_next().await.is_some() {} } => 0,
             _ = intr.wait() => {
@@ -1181,36 +808,20 @@ fn pace<B: Backend>(
                 n
             }
         }
-    });
-    let interrupted = shared.interrupt.is_set();
-    let ran_full = shared.ran_full();
-    let stopped = shared.stopped.lock().take();
-    let concurrency_max = shared.concurrency_max.load(Ordering::Relaxed);
-    drop(shared);
-    // Every request has been handed to the recorder thread (the tasks
-    // have all ended): close it and take the recorder back.
-    let mut recorder = recorder.finish(ran_full);
-    recorder.note_in_flight(concurrency_max);
-    if let Some(p) = probe {
-        recorder.add_read_delays(&p.finish(&env.handle));
-    }
-    recorder.unfinished(unfinished);
-    RunOutcome {
-        recorder,
-        interrupted,
-        started: t0,
-        stopped,
-    }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::fake::FakeBackend;
+    use super::super::schedule::indices_of_agent;
     use super::*;
+    use infer_bench_spec::Warmup;
     use infer_bench_spec::raw::{Api, Arrival};
     use infer_bench_spec::{
         Dist, Duration as D, Goodput, Load, Model, Rate, Target, Timeouts, Workload,
     };
+    use infer_bench_workload::Material;
 
     fn config(
         level: Level,
