@@ -19,6 +19,7 @@ pub mod finite;
 pub mod hist;
 pub mod insight;
 pub mod metric;
+pub mod reason;
 pub mod redact;
 pub mod requests;
 pub mod search;
@@ -27,6 +28,7 @@ pub mod telemetry;
 pub use error::{Error, Result};
 
 pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
+pub use reason::{Reason, ReasonKind};
 
 pub const FORMAT: &str = "infer-bench-results";
 /// Version of this file format. 2: tallies carry the work counted inside
