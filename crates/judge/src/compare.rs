@@ -36,7 +36,9 @@ use super::rules::{Rules, RulesSource};
 use super::stats::{self, Judgement, Verdict};
 use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
-use infer_bench_results::{Environment, PointStatus, SloResult, Stats, WindowStats};
+use infer_bench_results::{
+    Environment, PointStatus, Reason, ReasonKind, SloResult, Stats, WindowStats,
+};
 use infer_bench_spec::raw::OnEnvMismatch;
 use infer_bench_spec::results::{PointResult, Results};
 use infer_bench_spec::{Gate, Regression, Stat};
@@ -272,9 +274,10 @@ pub struct PointReport {
     pub failed: bool,
     /// The new point is VALID (true for dropped points).
     pub valid: bool,
-    /// Why the new point is INVALID.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub invalid_reasons: Vec<String>,
+    /// Why the new point is INVALID. The JSON report writes their
+    /// messages, as its version 1 always has.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "messages")]
+    pub invalid_reasons: Vec<Reason>,
     pub gates: Vec<GateReport>,
     /// Identity keys that differ.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -371,9 +374,8 @@ impl PointReport {
             ));
         }
         if !self.valid {
-            let detail = self.invalid_reasons.join("; ");
-            let (reason, fix) =
-                invalid_fix(self.invalid_reasons.first().map_or("", |r| r.as_str()));
+            let detail = infer_bench_results::reason::join(&self.invalid_reasons, "; ");
+            let (reason, fix) = invalid_fix(self.invalid_reasons.first().map(|r| r.kind));
             return Some(it(reason, detail, fix, blocking));
         }
         if self.matched == Match::Drift {
@@ -651,49 +653,45 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
     report
 }
 
-/// The kind of reason an INVALID point gives, and the setting that fixes it.
-fn invalid_fix(reason: &str) -> (&'static str, &'static str) {
-    if reason.contains("dispatch lag") {
-        (
-            "INVALID: the client fell behind its schedule",
-            "a less busy machine, or a larger `[validity] max_dispatch_lag_p99`",
+/// What kind of INVALID a point is, by the kind of its first reason, and
+/// the setting that fixes it (the kind's own, [`ReasonKind::fix`]). Every
+/// kind is named: a new one has to be placed here.
+fn invalid_fix(kind: Option<ReasonKind>) -> (&'static str, &'static str) {
+    let reason = match kind {
+        Some(ReasonKind::DispatchLag) => "INVALID: the client fell behind its schedule",
+        Some(ReasonKind::SimulatorBehind) => "INVALID: the simulator fell behind its schedule",
+        Some(ReasonKind::WindowTooShort) => "INVALID: the measurement window is too short",
+        Some(ReasonKind::TooFewRequests) => "INVALID: too few requests",
+        Some(ReasonKind::RateNotOffered) => "INVALID: requests were not sent at the offered rate",
+        Some(ReasonKind::DidNotFinish) => "INVALID: requests did not finish",
+        Some(ReasonKind::TooFewSamples) => "INVALID: too few samples for a percentile SLO",
+        Some(
+            ReasonKind::ReadDelay
+            | ReasonKind::NoSuccess
+            | ReasonKind::ClientLimit
+            | ReasonKind::NotMeasured
+            | ReasonKind::ServerUnreachable
+            | ReasonKind::ServerDied
+            | ReasonKind::PromptLengths
+            | ReasonKind::IgnoreEos
+            | ReasonKind::Resent
+            | ReasonKind::CountedFromEvents
+            | ReasonKind::DialectFieldsNotSent
+            | ReasonKind::LateStart
+            | ReasonKind::ConnectionsNotOpened
+            | ReasonKind::Other,
         )
-    } else if reason.contains("simulator fell behind") {
-        (
-            "INVALID: the simulator fell behind its schedule",
-            "a less busy machine (the simulator shares the client's CPUs)",
-        )
-    } else if reason.contains("measurement window") {
-        (
-            "INVALID: the measurement window is too short",
-            "a longer `[load] duration` (or a smaller `[validity] min_duration`)",
-        )
-    } else if reason.contains("requests measured") {
-        (
-            "INVALID: too few requests",
-            "a longer `[load] duration` (or a smaller `[validity] min_requests`)",
-        )
-    } else if reason.contains("offered") {
-        (
-            "INVALID: requests were not sent at the offered rate",
-            "a less busy machine, or a larger `[validity] max_rate_gap`",
-        )
-    } else if reason.contains("did not finish") {
-        (
-            "INVALID: requests did not finish",
-            "longer `[load] timeouts`, or a server that answers",
-        )
-    } else if reason.contains("samples") {
-        (
-            "INVALID: too few samples for a percentile SLO",
-            "a longer `[load] duration`, so each percentile has the samples it needs",
-        )
-    } else {
-        (
-            "INVALID",
-            "fix what the reason names (`[validity]` sets the limits)",
-        )
-    }
+        | None => "INVALID",
+    };
+    let fix = kind
+        .and_then(ReasonKind::fix)
+        .unwrap_or("fix what the reason names (`[validity]` sets the limits)");
+    (reason, fix)
+}
+
+/// Reasons as the JSON verdict report writes them: their messages.
+fn messages<S: serde::Serializer>(reasons: &[Reason], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(reasons.iter().map(|r| r.message.as_str()))
 }
 
 impl Report {
@@ -871,7 +869,7 @@ fn unmatched(p: &PointResult, matched: Match) -> PointReport {
         missing: false,
         notes: unmeasured(p)
             .into_iter()
-            .chain(p.invalid_reasons.iter().cloned())
+            .chain(p.invalid_reasons.iter().map(|r| r.message.clone()))
             .collect(),
         slo: p.slo.clone(),
         slo_pass: p.slo_pass,
@@ -907,7 +905,7 @@ fn compared(
     } else if !p.valid {
         Some(format!(
             "the new point is INVALID: {}",
-            p.invalid_reasons.join("; ")
+            infer_bench_results::reason::join(&p.invalid_reasons, "; ")
         ))
     } else {
         None
@@ -1359,7 +1357,7 @@ mod tests {
         let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
         let mut p = point(&plan, &[150.0; 3], &[]);
         p.valid = false;
-        p.invalid_reasons = vec!["no request succeeded".into()];
+        p.invalid_reasons = vec![Reason::new(ReasonKind::NoSuccess, "no request succeeded")];
         let r = compare(&b, &results(vec![p.clone()]), &settings(&spec));
         assert_eq!(r.points[0].decision, Some(Decision::Insufficient));
         assert!(
@@ -1376,7 +1374,10 @@ mod tests {
         assert!(u.blocking && u.reason.starts_with("INVALID"), "{u:?}");
         // The reason of a late client names the setting that bounds it.
         let mut late = p.clone();
-        late.invalid_reasons = vec!["run 1: the client itself was late: dispatch lag p99 4.4 ms is above the budget of 3.0 ms".into()];
+        late.invalid_reasons = vec![Reason::new(
+            ReasonKind::DispatchLag,
+            "run 1: the client itself was late: dispatch lag p99 4.4 ms is above the budget of 3.0 ms",
+        )];
         let r = compare(&b, &results(vec![late]), &settings(&spec));
         let u = r.points[0].unjudged.as_ref().unwrap();
         assert_eq!(u.reason, "INVALID: the client fell behind its schedule");

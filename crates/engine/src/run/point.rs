@@ -203,7 +203,7 @@ pub(super) fn run_point(
     let mut merged_window_s = 0.0;
     let mut concurrency_max = 0;
     let mut telemetry = tel.start(cfg, server);
-    let mut late_starts: Vec<String> = Vec::new();
+    let mut late_starts: Vec<infer_bench_results::Reason> = Vec::new();
     let mut parts: BTreeMap<u32, Tally> = BTreeMap::new();
     let mut timelines: Vec<(f64, PhaseTimeline)> = Vec::new();
     let load_start = LoadMeter::start(tel.host, server.pid());
@@ -212,7 +212,7 @@ pub(super) fn run_point(
     // Set when a run stopped early because the server could not be reached.
     let mut stopped: Option<String> = None;
     // Set when connections could not all be opened before a run (said once).
-    let mut warm_failed: Option<String> = None;
+    let mut warm_failed: Option<infer_bench_results::Reason> = None;
     let virtual_time = matches!(server, Server::Virtual(_));
     // In virtual time each run's clock starts after the previous run's last
     // simulated instant, so the point's runs (and their telemetry) follow
@@ -255,16 +255,22 @@ pub(super) fn run_point(
             );
         }
         if let Err(e) = warmed {
-            warm_failed.get_or_insert_with(|| format!("run {}: {e}", run + 1));
+            warm_failed.get_or_insert_with(|| {
+                infer_bench_results::Reason::new(
+                    infer_bench_results::ReasonKind::ConnectionsNotOpened,
+                    format!("run {}: {e}", run + 1),
+                )
+            });
         }
         if room.is_some() && run == 0 {
             warm_failed.get_or_insert_with(|| {
-                format!(
+                infer_bench_results::Reason::new(infer_bench_results::ReasonKind::ConnectionsNotOpened, format!(
                     "run 1: {warm} of {} connections were opened before the run: the open-file limit ({}) leaves room for no more{}; the run opened the rest as it went, and any it could not open failed as client_limit",
                     conns.warm,
                     open_file_limit().unwrap_or(0),
                     if in_process { " (with the simulator in this process, a connection takes a descriptor at each end)" } else { "" }
-                )
+                ))
+                .with_fix("raise the open-file limit (ulimit -n)")
             });
         }
         telemetry.mark();
@@ -415,10 +421,10 @@ pub(super) fn run_point(
             s
         });
         if late_ms > LATE_START_MS {
-            late_starts.push(format!(
+            late_starts.push(infer_bench_results::Reason::new(infer_bench_results::ReasonKind::LateStart, format!(
                 "run {} began {late_ms:.0} ms after its agreed start (the previous run overran its slot: give a longer --slot); its first arrivals went out late",
                 run + 1
-            ));
+            )).with_fix("a longer --slot"));
         }
         runs.push(RunResult {
             run,
@@ -467,7 +473,7 @@ pub(super) fn run_point(
         info.dialect_from = Some(dialect_from.into());
     }
     if !unsent.is_empty() {
-        pr.warnings.push(format!(
+        pr.warnings.push(infer_bench_results::Reason::new(infer_bench_results::ReasonKind::DialectFieldsNotSent, format!(
             "{} was not sent: the server did not name its dialect (owned_by in its /models), so requests were plain OpenAI; set [targets.{}] dialect if it accepts more{}",
             unsent.join(", "),
             cfg.target.name,
@@ -476,7 +482,7 @@ pub(super) fn run_point(
             } else {
                 ""
             }
-        ));
+        )).with_fix(format!("set [targets.{}] dialect", cfg.target.name)));
     }
     pr.warnings.extend(late_starts);
     pr.warnings.extend(warm_failed);
@@ -494,15 +500,20 @@ pub(super) fn run_point(
             Some(f) => format!("{f} ({why})"),
             None => why.clone(),
         });
-        pr.invalid_reasons.push(why);
+        pr.invalid_reasons.push(infer_bench_results::Reason::new(
+            infer_bench_results::ReasonKind::ServerUnreachable,
+            why,
+        ));
     }
     match died {
         Some(msg) => {
             pr.status = PointStatus::Failed;
             pr.failure = Some(format!("the server died: {msg}"));
             pr.valid = false;
-            pr.invalid_reasons
-                .push("the server died during the point".into());
+            pr.invalid_reasons.push(infer_bench_results::Reason::new(
+                infer_bench_results::ReasonKind::ServerDied,
+                "the server died during the point",
+            ));
             PointOutcome::ServerDied(msg, Box::new(pr))
         }
         None => PointOutcome::Done(Box::new(pr)),
