@@ -1669,4 +1669,209 @@ mod tests {
         assert_eq!(r.points[0].decision, Some(Decision::Regressed));
         assert_eq!(r.points[1].decision, Some(Decision::Unchanged));
     }
+
+    /// The words the engine gives each kind of reason today.
+    fn message_of(kind: ReasonKind) -> &'static str {
+        match kind {
+            ReasonKind::WindowTooShort => {
+                "run 2: the measurement window was 0.8s, below the minimum 1s"
+            }
+            ReasonKind::TooFewRequests => "3 requests measured, below the minimum 10",
+            ReasonKind::RateNotOffered => {
+                "requests were sent at 7.10/s against 8.00/s offered (11.3% apart; the limit is 10%)"
+            }
+            ReasonKind::DispatchLag => {
+                "run 1: the client itself was late: dispatch lag p99 4.400 ms is above the budget of 3.000 ms ([validity] max_dispatch_lag_p99 = \"3ms\")"
+            }
+            ReasonKind::ReadDelay => {
+                "the client itself was late reading: read delay p99 24.000 ms is above the budget of 20.000 ms (10% of TTFT p99 200.0 ms, at least 10ms; [validity] max_dispatch_lag_p99 sets a fixed one)"
+            }
+            ReasonKind::DidNotFinish => "run 3: 4 requests did not finish",
+            ReasonKind::NoSuccess => "no request succeeded",
+            ReasonKind::ClientLimit => {
+                "2 request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load"
+            }
+            ReasonKind::SimulatorBehind => {
+                "the simulator fell behind its own schedule: 16% of the point's time was lost to the machine (the limit is 10%), so the machine, not the modelled GPU, set the pace"
+            }
+            ReasonKind::TooFewSamples => {
+                "p90 of ttft needs at least 44 samples to mean something (MLPerf's early-stopping bound); this point has 27"
+            }
+            ReasonKind::NotMeasured => "the point could not be measured",
+            ReasonKind::ServerUnreachable => {
+                "the run stopped early: 20 of its first 20 requests could not connect to the server and none succeeded"
+            }
+            ReasonKind::ServerDied => "the server died during the point",
+            ReasonKind::PromptLengths => {
+                "prompts averaged 140 tokens as the server counts them against 128 requested (+9%); the chat template adds tokens"
+            }
+            ReasonKind::IgnoreEos => {
+                "outputs averaged 10 tokens against 16 requested: the server may not honour ignore_eos"
+            }
+            ReasonKind::Resent => {
+                "1 request(s) were re-sent once because the server closed a kept-alive connection as they went out (their TTFT counts the lost attempt)"
+            }
+            ReasonKind::CountedFromEvents => {
+                "some output token counts were counted from events (the server sent no usage): approximate"
+            }
+            ReasonKind::DialectFieldsNotSent => {
+                "ignore_eos, top_k was not sent: the server did not name its dialect (owned_by in its /models), so requests were plain OpenAI; set [targets.local] dialect if it accepts more (without ignore_eos, outputs can end before output_tokens)"
+            }
+            ReasonKind::LateStart => {
+                "run 2 began 40 ms after its agreed start (the previous run overran its slot: give a longer --slot); its first arrivals went out late"
+            }
+            ReasonKind::ConnectionsNotOpened => {
+                "run 1: 0 of 64 connections were opened before the run: the open-file limit (40) leaves room for no more; the run opened the rest as it went, and any it could not open failed as client_limit"
+            }
+            ReasonKind::Other => "a reason an older file gave",
+        }
+    }
+
+    /// What the judge said of an INVALID point before reasons had kinds:
+    /// it looked for words in the first reason. Kept as the measure of
+    /// what the kinds must say of today's words.
+    fn by_words(reason: &str) -> (&'static str, &'static str) {
+        let fix = |k: ReasonKind| k.fix().unwrap();
+        if reason.contains("dispatch lag") {
+            (
+                "INVALID: the client fell behind its schedule",
+                fix(ReasonKind::DispatchLag),
+            )
+        } else if reason.contains("simulator fell behind") {
+            (
+                "INVALID: the simulator fell behind its schedule",
+                fix(ReasonKind::SimulatorBehind),
+            )
+        } else if reason.contains("measurement window") {
+            (
+                "INVALID: the measurement window is too short",
+                fix(ReasonKind::WindowTooShort),
+            )
+        } else if reason.contains("requests measured") {
+            ("INVALID: too few requests", fix(ReasonKind::TooFewRequests))
+        } else if reason.contains("offered") {
+            (
+                "INVALID: requests were not sent at the offered rate",
+                fix(ReasonKind::RateNotOffered),
+            )
+        } else if reason.contains("did not finish") {
+            (
+                "INVALID: requests did not finish",
+                fix(ReasonKind::DidNotFinish),
+            )
+        } else if reason.contains("samples") {
+            (
+                "INVALID: too few samples for a percentile SLO",
+                fix(ReasonKind::TooFewSamples),
+            )
+        } else {
+            (
+                "INVALID",
+                "fix what the reason names (`[validity]` sets the limits)",
+            )
+        }
+    }
+
+    /// A point INVALID for a reason of each kind is said to be what the
+    /// words of that reason made it before kinds.
+    #[test]
+    fn every_kind_judges_as_its_words_did() {
+        for &kind in ReasonKind::ALL {
+            assert_eq!(
+                invalid_fix(Some(kind)),
+                by_words(message_of(kind)),
+                "{kind}"
+            );
+        }
+        assert_eq!(invalid_fix(None), by_words(""));
+        // The fixes are the ones the judge always gave.
+        assert_eq!(
+            invalid_fix(Some(ReasonKind::DispatchLag)).1,
+            "a less busy machine, or a larger `[validity] max_dispatch_lag_p99`"
+        );
+    }
+
+    /// Every string in `v` with each `(from, to)` replaced.
+    fn replaced(v: &mut serde_json::Value, pairs: &[(String, String)]) {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => {
+                for (from, to) in pairs {
+                    *s = s.replace(from.as_str(), to);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| replaced(x, pairs)),
+            Value::Object(o) => o.values_mut().for_each(|x| replaced(x, pairs)),
+            _ => {}
+        }
+    }
+
+    /// No verdict depends on the words of a reason: a point INVALID for
+    /// each kind first (and every other kind after), with a warning of
+    /// every kind, judges the same when every message and fix is put in
+    /// other words, words that name other kinds' reasons: the same
+    /// decisions, what could not be judged and why, counts and exit codes;
+    /// the report differs only where it quotes the messages.
+    #[test]
+    fn rewording_every_reason_changes_no_verdict() {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+        let kinds = ReasonKind::ALL;
+        let pairs: Vec<(String, String)> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| {
+                let m = message_of(k);
+                let other = format!(
+                    "in other words {i}: {} (dispatch lag, simulator fell behind, measurement window, requests measured, offered, did not finish, samples)",
+                    m.chars().rev().collect::<String>()
+                );
+                (m.to_string(), other)
+            })
+            .collect();
+        let reasons = |first: ReasonKind| -> Vec<Reason> {
+            std::iter::once(first)
+                .chain(kinds.iter().copied().filter(|&k| k != first))
+                .map(|k| Reason::new(k, message_of(k)))
+                .collect()
+        };
+        for &first in kinds {
+            let mut p = point(&plan, &[150.0; 3], &[]);
+            p.valid = false;
+            p.invalid_reasons = reasons(first);
+            p.warnings = reasons(first);
+            let mut q = p.clone();
+            for r in q.invalid_reasons.iter_mut().chain(&mut q.warnings) {
+                let i = kinds.iter().position(|&k| k == r.kind).unwrap();
+                r.message = pairs[i].1.clone();
+                r.fix = Some("in other words: samples, offered".into());
+            }
+            for strict in [false, true] {
+                let judge = |p: &PointResult| {
+                    let mut r = compare(&b, &results(vec![p.clone()]), &settings(&spec));
+                    r.finish(strict);
+                    r
+                };
+                let (before, after) = (judge(&p), judge(&q));
+                assert_eq!(after.exit_code, before.exit_code, "{first}");
+                assert_eq!(after.counts, before.counts, "{first}");
+                let (u, v) = (
+                    before.points[0].unjudged.as_ref().unwrap(),
+                    after.points[0].unjudged.as_ref().unwrap(),
+                );
+                assert_eq!(
+                    (&v.reason, &v.fix, v.blocking),
+                    (&u.reason, &u.fix, u.blocking),
+                    "{first}"
+                );
+                assert_eq!(
+                    (v.reason.as_str(), v.fix.as_str()),
+                    invalid_fix(Some(first))
+                );
+                let mut want = serde_json::to_value(&before).unwrap();
+                replaced(&mut want, &pairs);
+                assert_eq!(serde_json::to_value(&after).unwrap(), want, "{first}");
+            }
+        }
+    }
 }
