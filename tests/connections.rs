@@ -344,9 +344,10 @@ fn a_client_out_of_descriptors_fails_as_client_limit_not_connect() {
     assert_eq!(point["valid"], false);
     let reasons = point["invalid_reasons"].as_array().unwrap();
     assert!(
-        reasons.iter().any(|r| r.as_str().unwrap().starts_with(&format!(
-            "{limited} request(s) failed because the client ran out of file descriptors (client_limit)"
-        ))),
+        reasons.iter().any(|r| r["kind"] == "client_limit"
+            && r["message"].as_str().unwrap().starts_with(&format!(
+                "{limited} request(s) failed because the client ran out of file descriptors (client_limit)"
+            ))),
         "{reasons:?}"
     );
     // The 64 connections were not opened before the run: the limit left
@@ -354,11 +355,11 @@ fn a_client_out_of_descriptors_fails_as_client_limit_not_connect() {
     let warnings = point["warnings"].as_array().unwrap();
     let warm: Vec<_> = warnings
         .iter()
-        .filter(|w| w.as_str().unwrap().contains("before the run"))
+        .filter(|w| w["kind"] == "connections_not_opened")
         .collect();
     assert_eq!(warm.len(), 1, "{warnings:?}");
     assert!(
-        warm[0].as_str().unwrap().starts_with(
+        warm[0]["message"].as_str().unwrap().starts_with(
             "run 1: 0 of 64 connections were opened before the run: the open-file limit (40) leaves room for no more;"
         ),
         "{warm:?}"

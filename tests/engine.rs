@@ -525,7 +525,8 @@ fn an_unnamed_strict_server_gets_plain_openai_requests() {
     assert_eq!(p["merged"]["requests"]["succeeded"], 6, "{p}");
     assert_eq!(p["server"]["dialect"], "openai");
     assert_eq!(p["server"]["dialect_from"], "default");
-    let warning = p["warnings"][0].as_str().unwrap();
+    assert_eq!(p["warnings"][0]["kind"], "dialect_fields_not_sent");
+    let warning = p["warnings"][0]["message"].as_str().unwrap();
     assert!(
         warning.starts_with("ignore_eos, top_k was not sent") && warning.contains("dialect"),
         "{warning}"

@@ -501,6 +501,94 @@ fn invalid_points_are_refused_and_not_judged() {
     assert!(!dir.join("mine.json").exists(), "nothing written");
 }
 
+/// No verdict depends on the words of a reason (issue 35): the INVALID
+/// results of `judge-invalid.toml` with every reason and warning put in
+/// other words, words the judge once looked for (a late client's), judge
+/// the same in every format: the same exit codes, and the same reports
+/// but for the words themselves.
+#[test]
+fn reworded_reasons_judge_the_same() {
+    let dir = workdir("reworded");
+    let (diff, _) = run_and_diff(&dir, "judge-invalid.toml", &[]);
+    assert_eq!(diff.code, 4, "{}", diff.stdout);
+    let mut results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run/results.json")).unwrap())
+            .unwrap();
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for p in results["points"].as_array_mut().unwrap() {
+        for field in ["invalid_reasons", "warnings"] {
+            for r in p[field].as_array_mut().unwrap() {
+                let old = r["message"].as_str().unwrap().to_string();
+                let new = format!(
+                    "in other words, the client itself was late: dispatch lag ({})",
+                    old.chars().rev().collect::<String>()
+                );
+                r["message"] = new.clone().into();
+                r["fix"] = "a larger `[validity] max_dispatch_lag_p99`".into();
+                pairs.push((old, new));
+            }
+        }
+    }
+    assert!(
+        results["points"][0]["invalid_reasons"][0]["kind"] == "too_few_requests",
+        "{}",
+        results["points"][0]["invalid_reasons"]
+    );
+    // The two files have the same path, each in a folder of its own.
+    for (name, r) in [("said", None), ("reworded", Some(&results))] {
+        let to = dir.join(name).join("r");
+        std::fs::create_dir_all(&to).unwrap();
+        match r {
+            None => {
+                std::fs::copy(dir.join("run/results.json"), to.join("results.json")).map(|_| ())
+            }
+            Some(r) => std::fs::write(
+                to.join("results.json"),
+                serde_json::to_string_pretty(r).unwrap(),
+            ),
+        }
+        .unwrap();
+    }
+    let base = fixture().baseline.display().to_string();
+    for extra in [&[][..], &["--strict"], &["--allow-unjudged"]] {
+        for format in ["table", "markdown", "json"] {
+            let judge = |name: &str| {
+                let mut args = vec!["diff", "r", "--baseline", &base, "--format", format];
+                args.extend_from_slice(extra);
+                ib(&dir.join(name), &args)
+            };
+            let (said, reworded) = (judge("said"), judge("reworded"));
+            assert_eq!(
+                reworded.code, said.code,
+                "{format} {extra:?}: {}",
+                reworded.stdout
+            );
+            if format == "json" {
+                fn replaced(v: &mut Value, pairs: &[(String, String)]) {
+                    match v {
+                        Value::String(s) => {
+                            for (from, to) in pairs {
+                                *s = s.replace(from.as_str(), to);
+                            }
+                        }
+                        Value::Array(a) => a.iter_mut().for_each(|x| replaced(x, pairs)),
+                        Value::Object(o) => o.values_mut().for_each(|x| replaced(x, pairs)),
+                        _ => {}
+                    }
+                }
+                let mut want = said.json();
+                replaced(&mut want, &pairs);
+                assert_eq!(reworded.json(), want, "{extra:?}");
+            } else {
+                let want = pairs.iter().fold(said.stdout.clone(), |t, (from, to)| {
+                    t.replace(from.as_str(), to)
+                });
+                assert_eq!(reworded.stdout, want, "{format} {extra:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_missing_baseline_stops_before_any_load_is_sent() {
     let dir = workdir("missing");

@@ -457,7 +457,8 @@ fn merge_agents(
     crate::run::assess::assess(spec, &mut pr);
     for (k, _, share) in &parts {
         for w in &share.warnings {
-            pr.warnings.push(format!("agent {k}/{n}: {w}"));
+            pr.warnings
+                .push(w.clone().prefixed(&format!("agent {k}/{n}: ")));
         }
     }
     pr.agents = agent_shares(&parts);

@@ -205,11 +205,11 @@ pub fn render(r: &Results, look: Look) -> String {
         }
         for reason in &p.invalid_reasons {
             if p.status != PointStatus::Failed {
-                findings.add(&p.slug, "INVALID", reason);
+                findings.add(&p.slug, "INVALID", &reason.message);
             }
         }
         for w in &p.warnings {
-            findings.add(&p.slug, "warning", w);
+            findings.add(&p.slug, "warning", &w.message);
         }
         if !s.errors.is_empty() {
             findings.add(&p.slug, "failures by class", &crate::failures_text(s));

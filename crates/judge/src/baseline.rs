@@ -216,7 +216,10 @@ fn refusal(p: &PointResult) -> Option<String> {
         ));
     }
     if !p.valid {
-        return Some(format!("INVALID ({})", p.invalid_reasons.join("; ")));
+        return Some(format!(
+            "INVALID ({})",
+            infer_bench_results::reason::join(&p.invalid_reasons, "; ")
+        ));
     }
     if p.runs.is_empty() {
         return Some("no run finished".into());
@@ -326,7 +329,10 @@ mod tests {
         let (_, plan) = plan(16, "");
         let mut bad = point(&plan, &[100.0; 3], &[]);
         bad.valid = false;
-        bad.invalid_reasons = vec!["3 requests measured, below the minimum 10".into()];
+        bad.invalid_reasons = vec![infer_bench_results::Reason::new(
+            infer_bench_results::ReasonKind::TooFewRequests,
+            "3 requests measured, below the minimum 10",
+        )];
         let mut b = Baseline::new("unit");
         let err = b
             .bless(&results(vec![bad.clone()]), &[], "now")

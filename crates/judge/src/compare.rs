@@ -36,7 +36,9 @@ use super::rules::{Rules, RulesSource};
 use super::stats::{self, Judgement, Verdict};
 use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
-use infer_bench_results::{Environment, PointStatus, SloResult, Stats, WindowStats};
+use infer_bench_results::{
+    Environment, PointStatus, Reason, ReasonKind, SloResult, Stats, WindowStats,
+};
 use infer_bench_spec::raw::OnEnvMismatch;
 use infer_bench_spec::results::{PointResult, Results};
 use infer_bench_spec::{Gate, Regression, Stat};
@@ -272,9 +274,10 @@ pub struct PointReport {
     pub failed: bool,
     /// The new point is VALID (true for dropped points).
     pub valid: bool,
-    /// Why the new point is INVALID.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub invalid_reasons: Vec<String>,
+    /// Why the new point is INVALID. The JSON report writes their
+    /// messages, as its version 1 always has.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "messages")]
+    pub invalid_reasons: Vec<Reason>,
     pub gates: Vec<GateReport>,
     /// Identity keys that differ.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -371,9 +374,8 @@ impl PointReport {
             ));
         }
         if !self.valid {
-            let detail = self.invalid_reasons.join("; ");
-            let (reason, fix) =
-                invalid_fix(self.invalid_reasons.first().map_or("", |r| r.as_str()));
+            let detail = infer_bench_results::reason::join(&self.invalid_reasons, "; ");
+            let (reason, fix) = invalid_fix(self.invalid_reasons.first().map(|r| r.kind));
             return Some(it(reason, detail, fix, blocking));
         }
         if self.matched == Match::Drift {
@@ -651,49 +653,45 @@ pub fn compare(baseline: &Baseline, results: &Results, settings: &Settings) -> R
     report
 }
 
-/// The kind of reason an INVALID point gives, and the setting that fixes it.
-fn invalid_fix(reason: &str) -> (&'static str, &'static str) {
-    if reason.contains("dispatch lag") {
-        (
-            "INVALID: the client fell behind its schedule",
-            "a less busy machine, or a larger `[validity] max_dispatch_lag_p99`",
+/// What kind of INVALID a point is, by the kind of its first reason, and
+/// the setting that fixes it (the kind's own, [`ReasonKind::fix`]). Every
+/// kind is named: a new one has to be placed here.
+fn invalid_fix(kind: Option<ReasonKind>) -> (&'static str, &'static str) {
+    let reason = match kind {
+        Some(ReasonKind::DispatchLag) => "INVALID: the client fell behind its schedule",
+        Some(ReasonKind::SimulatorBehind) => "INVALID: the simulator fell behind its schedule",
+        Some(ReasonKind::WindowTooShort) => "INVALID: the measurement window is too short",
+        Some(ReasonKind::TooFewRequests) => "INVALID: too few requests",
+        Some(ReasonKind::RateNotOffered) => "INVALID: requests were not sent at the offered rate",
+        Some(ReasonKind::DidNotFinish) => "INVALID: requests did not finish",
+        Some(ReasonKind::TooFewSamples) => "INVALID: too few samples for a percentile SLO",
+        Some(
+            ReasonKind::ReadDelay
+            | ReasonKind::NoSuccess
+            | ReasonKind::ClientLimit
+            | ReasonKind::NotMeasured
+            | ReasonKind::ServerUnreachable
+            | ReasonKind::ServerDied
+            | ReasonKind::PromptLengths
+            | ReasonKind::IgnoreEos
+            | ReasonKind::Resent
+            | ReasonKind::CountedFromEvents
+            | ReasonKind::DialectFieldsNotSent
+            | ReasonKind::LateStart
+            | ReasonKind::ConnectionsNotOpened
+            | ReasonKind::Other,
         )
-    } else if reason.contains("simulator fell behind") {
-        (
-            "INVALID: the simulator fell behind its schedule",
-            "a less busy machine (the simulator shares the client's CPUs)",
-        )
-    } else if reason.contains("measurement window") {
-        (
-            "INVALID: the measurement window is too short",
-            "a longer `[load] duration` (or a smaller `[validity] min_duration`)",
-        )
-    } else if reason.contains("requests measured") {
-        (
-            "INVALID: too few requests",
-            "a longer `[load] duration` (or a smaller `[validity] min_requests`)",
-        )
-    } else if reason.contains("offered") {
-        (
-            "INVALID: requests were not sent at the offered rate",
-            "a less busy machine, or a larger `[validity] max_rate_gap`",
-        )
-    } else if reason.contains("did not finish") {
-        (
-            "INVALID: requests did not finish",
-            "longer `[load] timeouts`, or a server that answers",
-        )
-    } else if reason.contains("samples") {
-        (
-            "INVALID: too few samples for a percentile SLO",
-            "a longer `[load] duration`, so each percentile has the samples it needs",
-        )
-    } else {
-        (
-            "INVALID",
-            "fix what the reason names (`[validity]` sets the limits)",
-        )
-    }
+        | None => "INVALID",
+    };
+    let fix = kind
+        .and_then(ReasonKind::fix)
+        .unwrap_or("fix what the reason names (`[validity]` sets the limits)");
+    (reason, fix)
+}
+
+/// Reasons as the JSON verdict report writes them: their messages.
+fn messages<S: serde::Serializer>(reasons: &[Reason], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(reasons.iter().map(|r| r.message.as_str()))
 }
 
 impl Report {
@@ -871,7 +869,7 @@ fn unmatched(p: &PointResult, matched: Match) -> PointReport {
         missing: false,
         notes: unmeasured(p)
             .into_iter()
-            .chain(p.invalid_reasons.iter().cloned())
+            .chain(p.invalid_reasons.iter().map(|r| r.message.clone()))
             .collect(),
         slo: p.slo.clone(),
         slo_pass: p.slo_pass,
@@ -907,7 +905,7 @@ fn compared(
     } else if !p.valid {
         Some(format!(
             "the new point is INVALID: {}",
-            p.invalid_reasons.join("; ")
+            infer_bench_results::reason::join(&p.invalid_reasons, "; ")
         ))
     } else {
         None
@@ -1359,7 +1357,7 @@ mod tests {
         let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
         let mut p = point(&plan, &[150.0; 3], &[]);
         p.valid = false;
-        p.invalid_reasons = vec!["no request succeeded".into()];
+        p.invalid_reasons = vec![Reason::new(ReasonKind::NoSuccess, "no request succeeded")];
         let r = compare(&b, &results(vec![p.clone()]), &settings(&spec));
         assert_eq!(r.points[0].decision, Some(Decision::Insufficient));
         assert!(
@@ -1376,7 +1374,10 @@ mod tests {
         assert!(u.blocking && u.reason.starts_with("INVALID"), "{u:?}");
         // The reason of a late client names the setting that bounds it.
         let mut late = p.clone();
-        late.invalid_reasons = vec!["run 1: the client itself was late: dispatch lag p99 4.4 ms is above the budget of 3.0 ms".into()];
+        late.invalid_reasons = vec![Reason::new(
+            ReasonKind::DispatchLag,
+            "run 1: the client itself was late: dispatch lag p99 4.4 ms is above the budget of 3.0 ms",
+        )];
         let r = compare(&b, &results(vec![late]), &settings(&spec));
         let u = r.points[0].unjudged.as_ref().unwrap();
         assert_eq!(u.reason, "INVALID: the client fell behind its schedule");
@@ -1667,5 +1668,210 @@ mod tests {
         assert_eq!(r.points[0].slug, "z");
         assert_eq!(r.points[0].decision, Some(Decision::Regressed));
         assert_eq!(r.points[1].decision, Some(Decision::Unchanged));
+    }
+
+    /// The words the engine gives each kind of reason today.
+    fn message_of(kind: ReasonKind) -> &'static str {
+        match kind {
+            ReasonKind::WindowTooShort => {
+                "run 2: the measurement window was 0.8s, below the minimum 1s"
+            }
+            ReasonKind::TooFewRequests => "3 requests measured, below the minimum 10",
+            ReasonKind::RateNotOffered => {
+                "requests were sent at 7.10/s against 8.00/s offered (11.3% apart; the limit is 10%)"
+            }
+            ReasonKind::DispatchLag => {
+                "run 1: the client itself was late: dispatch lag p99 4.400 ms is above the budget of 3.000 ms ([validity] max_dispatch_lag_p99 = \"3ms\")"
+            }
+            ReasonKind::ReadDelay => {
+                "the client itself was late reading: read delay p99 24.000 ms is above the budget of 20.000 ms (10% of TTFT p99 200.0 ms, at least 10ms; [validity] max_dispatch_lag_p99 sets a fixed one)"
+            }
+            ReasonKind::DidNotFinish => "run 3: 4 requests did not finish",
+            ReasonKind::NoSuccess => "no request succeeded",
+            ReasonKind::ClientLimit => {
+                "2 request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load"
+            }
+            ReasonKind::SimulatorBehind => {
+                "the simulator fell behind its own schedule: 16% of the point's time was lost to the machine (the limit is 10%), so the machine, not the modelled GPU, set the pace"
+            }
+            ReasonKind::TooFewSamples => {
+                "p90 of ttft needs at least 44 samples to mean something (MLPerf's early-stopping bound); this point has 27"
+            }
+            ReasonKind::NotMeasured => "the point could not be measured",
+            ReasonKind::ServerUnreachable => {
+                "the run stopped early: 20 of its first 20 requests could not connect to the server and none succeeded"
+            }
+            ReasonKind::ServerDied => "the server died during the point",
+            ReasonKind::PromptLengths => {
+                "prompts averaged 140 tokens as the server counts them against 128 requested (+9%); the chat template adds tokens"
+            }
+            ReasonKind::IgnoreEos => {
+                "outputs averaged 10 tokens against 16 requested: the server may not honour ignore_eos"
+            }
+            ReasonKind::Resent => {
+                "1 request(s) were re-sent once because the server closed a kept-alive connection as they went out (their TTFT counts the lost attempt)"
+            }
+            ReasonKind::CountedFromEvents => {
+                "some output token counts were counted from events (the server sent no usage): approximate"
+            }
+            ReasonKind::DialectFieldsNotSent => {
+                "ignore_eos, top_k was not sent: the server did not name its dialect (owned_by in its /models), so requests were plain OpenAI; set [targets.local] dialect if it accepts more (without ignore_eos, outputs can end before output_tokens)"
+            }
+            ReasonKind::LateStart => {
+                "run 2 began 40 ms after its agreed start (the previous run overran its slot: give a longer --slot); its first arrivals went out late"
+            }
+            ReasonKind::ConnectionsNotOpened => {
+                "run 1: 0 of 64 connections were opened before the run: the open-file limit (40) leaves room for no more; the run opened the rest as it went, and any it could not open failed as client_limit"
+            }
+            ReasonKind::Other => "a reason an older file gave",
+        }
+    }
+
+    /// What the judge said of an INVALID point before reasons had kinds:
+    /// it looked for words in the first reason. Kept as the measure of
+    /// what the kinds must say of today's words.
+    fn by_words(reason: &str) -> (&'static str, &'static str) {
+        let fix = |k: ReasonKind| k.fix().unwrap();
+        if reason.contains("dispatch lag") {
+            (
+                "INVALID: the client fell behind its schedule",
+                fix(ReasonKind::DispatchLag),
+            )
+        } else if reason.contains("simulator fell behind") {
+            (
+                "INVALID: the simulator fell behind its schedule",
+                fix(ReasonKind::SimulatorBehind),
+            )
+        } else if reason.contains("measurement window") {
+            (
+                "INVALID: the measurement window is too short",
+                fix(ReasonKind::WindowTooShort),
+            )
+        } else if reason.contains("requests measured") {
+            ("INVALID: too few requests", fix(ReasonKind::TooFewRequests))
+        } else if reason.contains("offered") {
+            (
+                "INVALID: requests were not sent at the offered rate",
+                fix(ReasonKind::RateNotOffered),
+            )
+        } else if reason.contains("did not finish") {
+            (
+                "INVALID: requests did not finish",
+                fix(ReasonKind::DidNotFinish),
+            )
+        } else if reason.contains("samples") {
+            (
+                "INVALID: too few samples for a percentile SLO",
+                fix(ReasonKind::TooFewSamples),
+            )
+        } else {
+            (
+                "INVALID",
+                "fix what the reason names (`[validity]` sets the limits)",
+            )
+        }
+    }
+
+    /// A point INVALID for a reason of each kind is said to be what the
+    /// words of that reason made it before kinds.
+    #[test]
+    fn every_kind_judges_as_its_words_did() {
+        for &kind in ReasonKind::ALL {
+            assert_eq!(
+                invalid_fix(Some(kind)),
+                by_words(message_of(kind)),
+                "{kind}"
+            );
+        }
+        assert_eq!(invalid_fix(None), by_words(""));
+        // The fixes are the ones the judge always gave.
+        assert_eq!(
+            invalid_fix(Some(ReasonKind::DispatchLag)).1,
+            "a less busy machine, or a larger `[validity] max_dispatch_lag_p99`"
+        );
+    }
+
+    /// Every string in `v` with each `(from, to)` replaced.
+    fn replaced(v: &mut serde_json::Value, pairs: &[(String, String)]) {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => {
+                for (from, to) in pairs {
+                    *s = s.replace(from.as_str(), to);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| replaced(x, pairs)),
+            Value::Object(o) => o.values_mut().for_each(|x| replaced(x, pairs)),
+            _ => {}
+        }
+    }
+
+    /// No verdict depends on the words of a reason: a point INVALID for
+    /// each kind first (and every other kind after), with a warning of
+    /// every kind, judges the same when every message and fix is put in
+    /// other words, words that name other kinds' reasons: the same
+    /// decisions, what could not be judged and why, counts and exit codes;
+    /// the report differs only where it quotes the messages.
+    #[test]
+    fn rewording_every_reason_changes_no_verdict() {
+        let (spec, plan) = plan(16, GATES);
+        let b = baseline_of(&results(vec![point(&plan, &[100.0; 3], &[])]));
+        let kinds = ReasonKind::ALL;
+        let pairs: Vec<(String, String)> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| {
+                let m = message_of(k);
+                let other = format!(
+                    "in other words {i}: {} (dispatch lag, simulator fell behind, measurement window, requests measured, offered, did not finish, samples)",
+                    m.chars().rev().collect::<String>()
+                );
+                (m.to_string(), other)
+            })
+            .collect();
+        let reasons = |first: ReasonKind| -> Vec<Reason> {
+            std::iter::once(first)
+                .chain(kinds.iter().copied().filter(|&k| k != first))
+                .map(|k| Reason::new(k, message_of(k)))
+                .collect()
+        };
+        for &first in kinds {
+            let mut p = point(&plan, &[150.0; 3], &[]);
+            p.valid = false;
+            p.invalid_reasons = reasons(first);
+            p.warnings = reasons(first);
+            let mut q = p.clone();
+            for r in q.invalid_reasons.iter_mut().chain(&mut q.warnings) {
+                let i = kinds.iter().position(|&k| k == r.kind).unwrap();
+                r.message = pairs[i].1.clone();
+                r.fix = Some("in other words: samples, offered".into());
+            }
+            for strict in [false, true] {
+                let judge = |p: &PointResult| {
+                    let mut r = compare(&b, &results(vec![p.clone()]), &settings(&spec));
+                    r.finish(strict);
+                    r
+                };
+                let (before, after) = (judge(&p), judge(&q));
+                assert_eq!(after.exit_code, before.exit_code, "{first}");
+                assert_eq!(after.counts, before.counts, "{first}");
+                let (u, v) = (
+                    before.points[0].unjudged.as_ref().unwrap(),
+                    after.points[0].unjudged.as_ref().unwrap(),
+                );
+                assert_eq!(
+                    (&v.reason, &v.fix, v.blocking),
+                    (&u.reason, &u.fix, u.blocking),
+                    "{first}"
+                );
+                assert_eq!(
+                    (v.reason.as_str(), v.fix.as_str()),
+                    invalid_fix(Some(first))
+                );
+                let mut want = serde_json::to_value(&before).unwrap();
+                replaced(&mut want, &pairs);
+                assert_eq!(serde_json::to_value(&after).unwrap(), want, "{first}");
+            }
+        }
     }
 }

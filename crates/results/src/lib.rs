@@ -19,6 +19,7 @@ pub mod finite;
 pub mod hist;
 pub mod insight;
 pub mod metric;
+pub mod reason;
 pub mod redact;
 pub mod requests;
 pub mod search;
@@ -27,6 +28,7 @@ pub mod telemetry;
 pub use error::{Error, Result};
 
 pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
+pub use reason::{Reason, ReasonKind};
 
 pub const FORMAT: &str = "infer-bench-results";
 /// Version of this file format. 2: tallies carry the work counted inside
@@ -35,8 +37,12 @@ pub const FORMAT: &str = "infer-bench-results";
 /// 1 and 2 are read as they are (with no searches). 4: reasoning tokens
 /// (`TokenStats::reasoning_total`, `Stats::reasoning_tokens_per_s`, the
 /// `ttft_reasoning` and `ttft_answer` latencies), present only where a
-/// server reasoned; files of versions 1 to 3 have none.
-pub const VERSION: u32 = 4;
+/// server reasoned; files of versions 1 to 3 have none. 5: a point's
+/// `invalid_reasons` and `warnings` are reasons (`reason::Reason`: a kind
+/// of a closed set, the message, the fix); the strings of files of
+/// versions 1 to 4 are read as reasons of kind `other`. A new kind of
+/// reason is a new version.
+pub const VERSION: u32 = 5;
 /// Version of the metric definitions (METRICS.md) the numbers follow.
 /// 2: throughput counts the tokens, requests and time in flight that fall
 /// inside the measurement window (by each event's arrival), and a run that
@@ -208,10 +214,12 @@ pub struct PointResult<C = serde_json::Value> {
     pub failure: Option<String>,
     /// VALID points can be baselines; INVALID ones say why.
     pub valid: bool,
+    /// Why the point is INVALID (strings before version 5).
     #[serde(default)]
-    pub invalid_reasons: Vec<String>,
+    pub invalid_reasons: Vec<Reason>,
+    /// What the point warns of, valid or not (strings before version 5).
     #[serde(default)]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Reason>,
     pub runs: Vec<RunResult>,
     /// All runs merged (histograms added, counters summed).
     pub merged: Stats,
@@ -813,7 +821,7 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
             path.to_path_buf()
         };
         let text = std::fs::read_to_string(&file).map_err(|e| crate::error::Error::io(&file, e))?;
-        let value: serde_json::Value =
+        let mut value: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| crate::error::Error::Format {
                 path: file.clone(),
                 message: if e.is_eof() {
@@ -837,6 +845,9 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
                     "written by a newer infer-bench (results version {version}; this one reads up to {VERSION})"
                 ),
             });
+        }
+        if version < 5 {
+            reason::upgrade(&mut value);
         }
         let results: Results<C> =
             from_value_at(value).map_err(|message| crate::error::Error::Format {

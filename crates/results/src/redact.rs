@@ -223,8 +223,10 @@ impl<C: Serialize + DeserializeOwned> Results<C> {
             let _ = r.data(&mut p.config);
             let t = |s: &mut String| *s = r.text(s);
             p.failure.as_mut().map(t);
-            p.warnings.iter_mut().for_each(t);
-            p.invalid_reasons.iter_mut().for_each(t);
+            for reason in p.warnings.iter_mut().chain(&mut p.invalid_reasons) {
+                t(&mut reason.message);
+                reason.fix.as_mut().map(t);
+            }
             if let Some(s) = &mut p.server {
                 let _ = r.data(s);
             }

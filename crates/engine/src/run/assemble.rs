@@ -73,7 +73,10 @@ pub fn failed_point(p: &Point, failure: String) -> PointResult {
         status: PointStatus::Failed,
         failure: Some(failure),
         valid: false,
-        invalid_reasons: vec!["the point could not be measured".into()],
+        invalid_reasons: vec![infer_bench_results::Reason::new(
+            infer_bench_results::ReasonKind::NotMeasured,
+            "the point could not be measured",
+        )],
         warnings: Vec::new(),
         runs: Vec::new(),
         merged: Stats::default(),

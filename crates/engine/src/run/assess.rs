@@ -2,7 +2,7 @@
 //! and samples; the client kept up; every request finished), the warnings
 //! it carries, its SLOs, the hints of its timeline, and its cost.
 
-use infer_bench_results::{PointStatus, SloResult};
+use infer_bench_results::{PointStatus, Reason, ReasonKind, SloResult};
 use infer_bench_spec::results::PointResult;
 use infer_bench_spec::{Spec, Threshold};
 
@@ -40,59 +40,65 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
             String::new()
         };
         if s.window_s < v.min_duration.as_secs_f64() {
-            reasons.push(format!(
-                "{tag}the measurement window was {:.1}s, below the minimum {}",
-                s.window_s, v.min_duration
+            reasons.push(Reason::new(
+                ReasonKind::WindowTooShort,
+                format!(
+                    "{tag}the measurement window was {:.1}s, below the minimum {}",
+                    s.window_s, v.min_duration
+                ),
             ));
         }
         let n = s.requests.succeeded + s.requests.failed;
         if n < v.min_requests {
-            reasons.push(format!(
-                "{tag}{n} requests measured, below the minimum {}",
-                v.min_requests
+            reasons.push(Reason::new(
+                ReasonKind::TooFewRequests,
+                format!(
+                    "{tag}{n} requests measured, below the minimum {}",
+                    v.min_requests
+                ),
             ));
         }
         if let (Some(off), Some(ach)) = (s.offered_rate, s.achieved_send_rate) {
             let gap = (ach / off - 1.0).abs();
             if gap > v.max_rate_gap.fraction() {
-                reasons.push(format!("{tag}requests were sent at {ach:.2}/s against {off:.2}/s offered ({:.1}% apart; the limit is {})", gap * 100.0, v.max_rate_gap));
+                reasons.push(Reason::new(ReasonKind::RateNotOffered, format!("{tag}requests were sent at {ach:.2}/s against {off:.2}/s offered ({:.1}% apart; the limit is {})", gap * 100.0, v.max_rate_gap)));
             }
         }
         if let Some(late) = v.late_client(&s.latency_ms) {
-            reasons.push(format!(
+            reasons.push(Reason::new(ReasonKind::DispatchLag, format!(
                 "{tag}the client itself was late: dispatch lag {} {:.3} ms is above the budget of {:.3} ms ({})",
                 late.stat, late.lag_ms, late.budget_ms, late.rule
-            ));
+            )));
         }
         if let Some(late) = v.late_reader(&s.latency_ms) {
-            reasons.push(format!(
+            reasons.push(Reason::new(ReasonKind::ReadDelay, format!(
                 "{tag}the client itself was late reading: read delay {} {:.3} ms is above the budget of {:.3} ms ({})",
                 late.stat, late.lag_ms, late.budget_ms, late.rule
-            ));
+            )));
         }
         if s.requests.unfinished > 0 {
-            reasons.push(format!(
-                "{tag}{} requests did not finish",
-                s.requests.unfinished
+            reasons.push(Reason::new(
+                ReasonKind::DidNotFinish,
+                format!("{tag}{} requests did not finish", s.requests.unfinished),
             ));
         }
     }
     if pr.merged.requests.succeeded == 0 {
-        reasons.push("no request succeeded".into());
+        reasons.push(Reason::new(ReasonKind::NoSuccess, "no request succeeded"));
     }
     let client_limit = infer_bench_protocol::ErrorClass::ClientLimit.name();
     if let Some(&n) = pr.merged.errors.get(client_limit).filter(|&&n| n > 0) {
-        reasons.push(format!(
+        reasons.push(Reason::new(ReasonKind::ClientLimit, format!(
             "{n} request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load"
-        ));
+        )).with_fix("raise the open-file limit (ulimit -n) or lower the load"));
     }
     if let Some(lost) = simulator_time_lost(pr) {
         if lost > MAX_SIMULATOR_TIME_LOST {
-            reasons.push(format!(
+            reasons.push(Reason::new(ReasonKind::SimulatorBehind, format!(
                 "the simulator fell behind its own schedule: {:.0}% of the point's time was lost to the machine (the limit is {:.0}%), so the machine, not the modelled GPU, set the pace",
                 lost * 100.0,
                 MAX_SIMULATOR_TIME_LOST * 100.0
-            ));
+            )));
         }
     }
     if v.percentile_sample_check {
@@ -106,11 +112,11 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
                     .map(|s| s.count)
                     .unwrap_or(0);
                 if have < need {
-                    reasons.push(format!(
+                    reasons.push(Reason::new(ReasonKind::TooFewSamples, format!(
                         "{} of {} needs at least {need} samples to mean something (MLPerf's early-stopping bound); this point has {have}",
                         gate.expr.stat.map(|s| s.name()).unwrap_or_default(),
                         gate.metric
-                    ));
+                    )));
                 }
             }
         }
@@ -120,12 +126,12 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
         if t.requested_input_mean > 0.0 {
             let dev = rep / t.requested_input_mean - 1.0;
             if dev.abs() > 0.05 {
-                warnings.push(format!(
+                warnings.push(Reason::new(ReasonKind::PromptLengths, format!(
                     "prompts averaged {rep:.0} tokens as the server counts them against {:.0} requested ({:+.0}%){}",
                     t.requested_input_mean,
                     dev * 100.0,
                     if cfg.workload.api == infer_bench_spec::raw::Api::Chat { "; the chat template adds tokens" } else { "" }
-                ));
+                )));
             }
         }
     }
@@ -133,17 +139,17 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
         let asked = t.requested_output_mean;
         let got = t.output.mean;
         if asked > 0.0 && got < asked * 0.95 {
-            warnings.push(format!("outputs averaged {got:.0} tokens against {asked:.0} requested: the server may not honour ignore_eos"));
+            warnings.push(Reason::new(ReasonKind::IgnoreEos, format!("outputs averaged {got:.0} tokens against {asked:.0} requested: the server may not honour ignore_eos")));
         }
     }
     if pr.merged.requests.resent > 0 {
-        warnings.push(format!(
+        warnings.push(Reason::new(ReasonKind::Resent, format!(
             "{} request(s) were re-sent once because the server closed a kept-alive connection as they went out (their TTFT counts the lost attempt)",
             pr.merged.requests.resent
-        ));
+        )));
     }
     if t.output_source.contains_key("events") {
-        warnings.push("some output token counts were counted from events (the server sent no usage): approximate".into());
+        warnings.push(Reason::new(ReasonKind::CountedFromEvents, "some output token counts were counted from events (the server sent no usage): approximate"));
     }
     pr.valid = reasons.is_empty();
     pr.invalid_reasons = reasons;
@@ -247,7 +253,8 @@ mod tests {
     fn lag_reason(p: &PointResult) -> Option<&String> {
         p.invalid_reasons
             .iter()
-            .find(|r| r.contains("dispatch lag"))
+            .find(|r| r.kind == ReasonKind::DispatchLag)
+            .map(|r| &r.message)
     }
 
     #[test]
@@ -304,9 +311,11 @@ mod tests {
         assert!(!p.valid);
         assert_eq!(
             p.invalid_reasons,
-            vec![
-                "1 request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load"
-            ]
+            vec![Reason {
+                kind: ReasonKind::ClientLimit,
+                message: "1 request(s) failed because the client ran out of file descriptors (client_limit): the load was limited by this machine, not the server; raise the open-file limit (ulimit -n) or lower the load".into(),
+                fix: Some("raise the open-file limit (ulimit -n) or lower the load".into()),
+            }]
         );
     }
 
@@ -333,11 +342,12 @@ mod tests {
             assess(&spec, &mut p);
             assert_eq!(p.valid, valid, "{lost}: {:?}", p.invalid_reasons);
             if !valid {
+                let r = &p.invalid_reasons[0];
+                assert_eq!(r.kind, ReasonKind::SimulatorBehind);
                 assert!(
-                    p.invalid_reasons[0]
+                    r.message
                         .contains("the simulator fell behind its own schedule: 16%"),
-                    "{:?}",
-                    p.invalid_reasons
+                    "{r:?}"
                 );
             }
         }

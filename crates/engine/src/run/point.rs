@@ -19,7 +19,9 @@ use super::recorder::Tally;
 use super::requests::{LineOptions, RequestLog, RunClock, request_line};
 use super::servers::Server;
 use infer_bench_protocol::{Backend, ClientOptions, HttpBackend, Reading, RequestRecord, openai};
-use infer_bench_results::{ClientLoad, PhaseTimeline, PointStatus, RunResult, now_rfc3339};
+use infer_bench_results::{
+    ClientLoad, PhaseTimeline, PointStatus, Reason, ReasonKind, RunResult, now_rfc3339,
+};
 use infer_bench_spec::Dialect;
 use infer_bench_spec::Level;
 use infer_bench_spec::plan::{Point, PointConfig};
@@ -272,9 +274,9 @@ struct Runs {
     turns: BTreeMap<u32, Tally>,
     parts: BTreeMap<u32, Tally>,
     timelines: Vec<(f64, PhaseTimeline)>,
-    late_starts: Vec<String>,
+    late_starts: Vec<Reason>,
     /// Set when connections could not all be opened before a run (said once).
-    warm_failed: Option<String>,
+    warm_failed: Option<Reason>,
     /// Set when a run stopped early because the server could not be reached.
     stopped: Option<String>,
     /// Set when a launched server died: the runs so far are kept.
@@ -436,16 +438,21 @@ impl Runs {
             failed: warmed.as_ref().err(),
         });
         if let Err(e) = warmed {
-            self.warm_failed
-                .get_or_insert_with(|| format!("run {}: {e}", run + 1));
+            self.warm_failed.get_or_insert_with(|| {
+                Reason::new(
+                    ReasonKind::ConnectionsNotOpened,
+                    format!("run {}: {e}", run + 1),
+                )
+            });
         }
         if room.is_some() && run == 0 {
             self.warm_failed.get_or_insert_with(|| {
-                format!(
+                Reason::new(ReasonKind::ConnectionsNotOpened, format!(
                     "run 1: {warm} of {wanted} connections were opened before the run: the open-file limit ({}) leaves room for no more{}; the run opened the rest as it went, and any it could not open failed as client_limit",
                     open_file_limit().unwrap_or(0),
                     if in_process { " (with the simulator in this process, a connection takes a descriptor at each end)" } else { "" }
-                )
+                ))
+                .with_fix("raise the open-file limit (ulimit -n)")
             });
         }
     }
@@ -551,10 +558,10 @@ impl Runs {
             s
         });
         if late_ms > LATE_START_MS {
-            self.late_starts.push(format!(
+            self.late_starts.push(Reason::new(ReasonKind::LateStart, format!(
                 "run {} began {late_ms:.0} ms after its agreed start (the previous run overran its slot: give a longer --slot); its first arrivals went out late",
                 run + 1
-            ));
+            )).with_fix("a longer --slot"));
         }
         self.results.push(RunResult {
             run,
@@ -601,7 +608,7 @@ impl Runs {
             info.dialect_from = Some(client.from.name().into());
         }
         if !client.unsent.is_empty() {
-            pr.warnings.push(format!(
+            pr.warnings.push(Reason::new(ReasonKind::DialectFieldsNotSent, format!(
                 "{} was not sent: the server did not name its dialect (owned_by in its /models), so requests were plain OpenAI; set [targets.{}] dialect if it accepts more{}",
                 client.unsent.join(", "),
                 cfg.target.name,
@@ -610,7 +617,7 @@ impl Runs {
                 } else {
                     ""
                 }
-            ));
+            )).with_fix(format!("set [targets.{}] dialect", cfg.target.name)));
         }
         pr.warnings.extend(self.late_starts);
         pr.warnings.extend(self.warm_failed);
@@ -631,15 +638,18 @@ impl Runs {
                 Some(f) => format!("{f} ({why})"),
                 None => why.clone(),
             });
-            pr.invalid_reasons.push(why);
+            pr.invalid_reasons
+                .push(Reason::new(ReasonKind::ServerUnreachable, why));
         }
         match self.died {
             Some(msg) => {
                 pr.status = PointStatus::Failed;
                 pr.failure = Some(format!("the server died: {msg}"));
                 pr.valid = false;
-                pr.invalid_reasons
-                    .push("the server died during the point".into());
+                pr.invalid_reasons.push(Reason::new(
+                    ReasonKind::ServerDied,
+                    "the server died during the point",
+                ));
                 PointOutcome::ServerDied(msg, Box::new(pr))
             }
             None => PointOutcome::Done(Box::new(pr)),

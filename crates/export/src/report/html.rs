@@ -447,7 +447,7 @@ fn marked(a: &Analysis, sources: &[Source], row: usize, mut p: Point) -> Point {
         p.invalid = Some(if why.is_empty() {
             "no reason recorded".into()
         } else {
-            why.join("; ")
+            infer_bench_results::reason::join(why, "; ")
         });
     }
     p
@@ -810,7 +810,8 @@ fn ramp_section(h: &mut String, a: &Analysis, sources: &[Source], ramps: &[usize
             continue;
         };
         let xaxis = Axis::auto(kind.axis_label(), steps.iter().map(|(l, _)| *l), 8.0);
-        let invalid = (r.measured && !r.valid).then(|| p.invalid_reasons.join("; "));
+        let invalid = (r.measured && !r.valid)
+            .then(|| infer_bench_results::reason::join(&p.invalid_reasons, "; "));
         let step_point = |load: f64, y: f64, st: &infer_bench_results::StepResult, what: String| {
             let mut pt = Point::new(load, y).tip(format!(
                 "{} step {} ({}): {what}",
