@@ -422,7 +422,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             );
             intr.trigger();
             signals.next().await;
-            std::process::exit(130);
+            std::process::exit(crate::error::EXIT_INTERRUPTED.into());
         });
     }
     let progress = if args.quiet {

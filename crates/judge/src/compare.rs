@@ -34,7 +34,7 @@ use super::baseline::{Baseline, BaselinePoint};
 use super::fingerprint::{Mismatch, mismatches, point_environment, with_implied_keys};
 use super::rules::{Rules, RulesSource};
 use super::stats::{self, Judgement, Verdict};
-use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
+use infer_bench_results::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
 use infer_bench_results::{Environment, PointStatus, SloResult, Stats, WindowStats};
 use infer_bench_spec::raw::OnEnvMismatch;

@@ -23,7 +23,6 @@ pub mod baseline;
 pub mod capacity;
 pub mod compare;
 pub mod drift;
-pub mod exit;
 pub mod fingerprint;
 #[cfg(any(test, feature = "test-fixtures"))]
 pub mod fixtures;

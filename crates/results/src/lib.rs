@@ -15,6 +15,7 @@ use crate::metric::{Kind, Metric};
 
 pub mod baseline;
 pub mod error;
+pub mod exit;
 pub mod finite;
 pub mod hist;
 pub mod insight;
