@@ -242,7 +242,7 @@ fn baseline_path(arg: Option<&Path>, regression: &Regression) -> PathBuf {
 /// The rules to judge by: the baseline's, unless it pins none (a version-1
 /// file); `allow_unjudged` from the command line adds to them.
 fn settings_for(baseline: &Baseline, spec: &Regression, allow_unjudged: bool) -> Result<Settings> {
-    let resolved = rules::resolve(baseline, spec).map_err(Error::Usage)?;
+    let resolved = rules::resolve(baseline, spec).map_err(|e| Error::Usage(e.to_string()))?;
     match resolved.source {
         RulesSource::Spec => eprintln!(
             "note: the baseline pins no rules (it predates them): judging by the spec's [regression] table; bless it again to pin them"
@@ -323,9 +323,9 @@ fn load_baseline(
         )),
         other => other.into(),
     })?;
-    let baseline = Baseline::parse(&text).map_err(|message| Error::Format {
+    let baseline = Baseline::parse(&text).map_err(|problem| Error::Format {
         path: PathBuf::from(&shown),
-        message,
+        message: problem.to_string(),
     })?;
     Ok((shown, baseline))
 }

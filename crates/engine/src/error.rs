@@ -47,7 +47,10 @@ impl From<infer_bench_results::Error> for Error {
     fn from(e: infer_bench_results::Error) -> Error {
         match e {
             infer_bench_results::Error::Io { path, source } => Error::Io { path, source },
-            infer_bench_results::Error::Format { path, message } => Error::Format { path, message },
+            infer_bench_results::Error::Format { path, problem } => Error::Format {
+                path,
+                message: problem.to_string(),
+            },
         }
     }
 }
