@@ -87,7 +87,7 @@ pub fn run_plan_on(
         plan.points.iter().map(|p| &p.config),
         gpus,
     )
-    .map_err(Error::Infra)?;
+    .map_err(|e| Error::Infra(e.to_string()))?;
     // Every stream is a socket: allow as many as the system lets us (the
     // command line does it too; a library caller gets it here).
     super::raise_fd_limit();

@@ -59,7 +59,7 @@ impl TelemetryEnv<'_> {
                                 "warning: {}: not scraping {}: {}",
                                 cfg.target.name,
                                 r.text(&url),
-                                r.text(&e)
+                                r.text(&e.to_string())
                             )
                         })
                         .ok()?;
