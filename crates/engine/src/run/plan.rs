@@ -86,15 +86,12 @@ pub fn run_plan_on(
         spec.telemetry.gpu,
         plan.points.iter().map(|p| &p.config),
         gpus,
-    )
-    .map_err(|e| Error::Infra(e.to_string()))?;
+    )?;
     // Every stream is a socket: allow as many as the system lets us (the
     // command line does it too; a library caller gets it here).
     super::raise_fd_limit();
     if opts.agent.is_some() && plan.points.iter().any(|p| p.config.load.search.is_some()) {
-        return Err(Error::Usage(
-            "a capacity search chooses each probe's level from the last one's result, which agents sharing the load cannot agree on in advance; run the search from one machine".into(),
-        ));
+        return Err(Error::SearchWithAgents);
     }
     let tel = TelemetryEnv {
         config: &spec.telemetry,
@@ -158,18 +155,11 @@ pub fn run_plan_on(
     let log_dir = opts.out_dir.join("servers");
     let order = groups(plan);
     let timetable = match (opts.agent, opts.start_at) {
-        (Some(_), Some(start)) => Some(
-            super::agent::Timetable::new(
-                order.iter().flatten().map(|&i| &plan.points[i]),
-                start,
-                opts.slot,
-            )
-            .map_err(|why| {
-                Error::Usage(format!(
-                    "with --agent, every run of every point starts at an agreed instant: {why}"
-                ))
-            })?,
-        ),
+        (Some(_), Some(start)) => Some(super::agent::Timetable::new(
+            order.iter().flatten().map(|&i| &plan.points[i]),
+            start,
+            opts.slot,
+        )?),
         _ => None,
     };
     let total = plan.points.len();
@@ -195,7 +185,8 @@ pub fn run_plan_on(
         // GPU memory before this group's server starts (memory by phase).
         let before_server = super::preflight::memory_now(first, spec.telemetry.gpu, gpus);
         let started = Instant::now();
-        let server = Server::start(first, spec.base_dir(), &log_dir, rt.handle(), &interrupt);
+        let server = Server::start(first, spec.base_dir(), &log_dir, rt.handle(), &interrupt)
+            .map_err(|e| e.to_string());
         let mut server = match server {
             Ok(s) => s,
             Err(msg) => {

@@ -334,7 +334,7 @@ pub(super) fn run_point(
                     }
                     v.outcome
                 }
-                Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
+                Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e.to_string()))),
             }
         } else {
             run_once(backend.clone(), cfg, &p.hash, run, &env)
@@ -429,7 +429,7 @@ pub(super) fn run_point(
             shard,
         });
         if let Err(msg) = server.check_alive() {
-            died = Some(msg);
+            died = Some(msg.to_string());
             break;
         }
         if stopped.is_some() {
@@ -440,7 +440,7 @@ pub(super) fn run_point(
                 let until = Instant::now() + std::time::Duration::from_secs(2);
                 while died.is_none() && Instant::now() < until {
                     std::thread::sleep(std::time::Duration::from_millis(50));
-                    died = server.check_alive().err();
+                    died = server.check_alive().err().map(|e| e.to_string());
                 }
             }
             break; // the later runs would not reach it either

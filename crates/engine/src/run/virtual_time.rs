@@ -214,8 +214,8 @@ pub fn run_once_virtual<B: Backend>(
     run: u32,
     env: &RunEnv,
     sampling: Option<Sampling>,
-) -> Result<VirtualRun, String> {
-    let setup = Setup::of(cfg)?;
+) -> Result<VirtualRun, crate::error::ServerError> {
+    let setup = Setup::of(cfg).map_err(crate::error::ServerError::Simulator)?;
     let speed = setup.speed(run);
     let load = &cfg.load;
     let prompts = super::engine::prompt_gen(cfg, point_hash, run, &env.material);
