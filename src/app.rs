@@ -2,7 +2,7 @@
 //! judge / export. Tests call `execute` in-process.
 
 use crate::cli::{Command, PlanFormat, SchemaKind};
-use crate::error::{EXIT_OK, Error, Outcome, Result};
+use crate::error::{EXIT_OK, Error, Outcome, Result, Usage};
 use crate::export;
 use crate::plan::Plan;
 use crate::spec;
@@ -69,7 +69,7 @@ pub fn execute(command: Command) -> Result<Outcome> {
             let mut out = Vec::new();
             clap_mangen::Man::new(<crate::cli::Cli as clap::CommandFactory>::command())
                 .render(&mut out)
-                .map_err(|e| Error::Infra(format!("cannot render the manual page: {e}")))?;
+                .map_err(Error::Manual)?;
             write_stdout(&String::from_utf8_lossy(&out))?;
             Ok(Outcome(EXIT_OK))
         }
@@ -130,11 +130,7 @@ fn telemetry_probe(args: crate::cli::ProbeArgs) -> Result<Outcome> {
     let ids = (!args.gpu_ids.is_empty()).then_some(args.gpu_ids.as_slice());
     let source = crate::telemetry::gpu::NvmlSource::new();
     let t = crate::telemetry::probe::probe(&source, ids, args.seconds, args.interval.as_std())
-        .map_err(|why| {
-            Error::Infra(format!(
-                "there is no GPU to probe: {why}\n  hint: run this on a machine with an NVIDIA GPU and its driver"
-            ))
-        })?;
+        .map_err(Error::NoGpuToProbe)?;
     write_stdout(&match args.format {
         crate::cli::OutputFormat::Table => export::telemetry::probe(&t),
         crate::cli::OutputFormat::Json => {
@@ -153,15 +149,12 @@ fn sim_server(path: &std::path::Path, select: &crate::cli::Select, port: u16) ->
         .points
         .iter()
         .find(|p| p.config.target.kind == crate::spec::raw::TargetKind::Sim)
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "{}: no selected point has a simulated target (kind = \"sim\")",
-                path.display()
-            ))
+        .ok_or_else(|| Usage::NoSimulatedPoint {
+            spec: path.to_path_buf(),
         })?;
     crate::run::raise_fd_limit();
-    let server = crate::sim::server::SimServer::start_on(&point.config, port)
-        .map_err(|e| Error::Infra(format!("cannot start the simulator: {e}")))?;
+    let server =
+        crate::sim::server::SimServer::start_on(&point.config, port).map_err(Error::Simulator)?;
     server.begin_run(0);
     write_stdout(&format!(
         "{}\n{}\n",
@@ -177,7 +170,7 @@ fn sim_server(path: &std::path::Path, select: &crate::cli::Select, port: u16) ->
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::Infra(format!("cannot start the async runtime: {e}")))?;
+        .map_err(Error::Runtime)?;
     rt.block_on(async {
         match StopSignals::new() {
             Ok(mut s) => {
@@ -248,10 +241,10 @@ pub fn read_results(
         path.to_path_buf()
     };
     if !file.is_file() {
-        return Err(Error::Usage(format!(
-            "no results at {}: expected a results.json file or a run directory that holds one (`infer-bench run SPEC --out DIR` writes DIR/results.json)",
-            path.display()
-        )));
+        return Err(Usage::NoResults {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(crate::results::Results::read(path)?)
 }
@@ -328,10 +321,7 @@ fn selected(plan: Plan, select: &crate::cli::Select) -> Result<Plan> {
     let named =
         |p: &crate::plan::Point| only.iter().any(|o| crate::plan::selects(o, &p.id, &p.slug));
     if !only.is_empty() && !plan.points.iter().any(named) {
-        return Err(Error::Usage(format!(
-            "no point of the plan matches --only {}",
-            only.join(" ")
-        )));
+        return Err(Usage::NoPointSelected { only: only.clone() }.into());
     }
     Ok(plan.select(select.partition, only))
 }
@@ -347,10 +337,10 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         && plan.set_sim_clock(crate::spec::raw::SimClock::Virtual) == 0
         && !plan.points.is_empty()
     {
-        return Err(Error::Usage(format!(
-            "--virtual runs simulator targets in virtual time, and {} has none (kind = \"sim\")",
-            args.spec.display()
-        )));
+        return Err(Usage::VirtualWithoutSimulator {
+            spec: args.spec.clone(),
+        }
+        .into());
     }
     if let Some(part) = args.select.partition.filter(|_| plan.points.is_empty()) {
         if !args.quiet {
@@ -362,7 +352,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     crate::consent::check(&spec, &plan, args.allow_launch)?;
     let agent = args.agent.as_deref().map(parse_agent).transpose()?;
     let start_at = match &args.start_at {
-        Some(s) => Some(crate::run::parse_start(s).map_err(Error::Usage)?),
+        Some(s) => Some(crate::run::parse_start(s)?),
         None => None,
     };
     if agent.is_some() {
@@ -372,8 +362,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
                 start,
                 args.max_clock_skew.as_std(),
                 std::time::Duration::from_secs(24 * 3600),
-            )
-            .map_err(Error::Infra)?;
+            )?;
         }
     }
     // Every stream is a socket: allow as many as the system lets us.
@@ -392,9 +381,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             args.allow_unjudged,
         )?),
         (None, None) if args.markdown.is_some() || args.junit.is_some() => {
-            return Err(Error::Usage(
-                "--markdown and --junit write the verdicts of --baseline; add --baseline".into(),
-            ));
+            return Err(Usage::VerdictFilesWithoutBaseline.into());
         }
         (None, None) => None,
     };
@@ -406,15 +393,13 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         .targets
         .values()
         .any(|t| t.kind == crate::spec::raw::TargetKind::Sim);
-    let rt = crate::run::engine_runtime(with_sim)
-        .map_err(|e| Error::Infra(format!("cannot start the async runtime: {e}")))?;
+    let rt = crate::run::engine_runtime(with_sim).map_err(Error::Runtime)?;
     let interrupt = std::sync::Arc::new(crate::run::Interrupt::default());
     {
         let intr = interrupt.clone();
         let mut signals = {
             let _in_runtime = rt.enter();
-            StopSignals::new()
-                .map_err(|e| Error::Infra(format!("cannot listen for signals: {e}")))?
+            StopSignals::new().map_err(Error::Signals)?
         };
         rt.spawn(async move {
             let name = signals.next().await;
@@ -423,7 +408,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
             );
             intr.trigger();
             signals.next().await;
-            std::process::exit(130);
+            std::process::exit(crate::error::EXIT_INTERRUPTED.into());
         });
     }
     let progress = if args.quiet {
@@ -484,10 +469,9 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     }
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     if results.interrupted {
-        return Err(Error::Interrupted(format!(
-            "{} point(s) did not finish",
-            results.pending.len()
-        )));
+        return Err(Error::Interrupted {
+            pending: results.pending.len(),
+        });
     }
     Ok(Outcome(run_exit_code(&results, args.strict)))
 }
@@ -530,39 +514,35 @@ pub fn run_exit_code(r: &crate::results::Results, strict: bool) -> u8 {
 fn check_agent_run(args: &crate::cli::RunArgs, plan: &Plan) -> Result<()> {
     use crate::spec::raw::TargetKind;
     if args.baseline.is_some() {
-        return Err(Error::Usage(
-            "--baseline judges a whole run, and an agent sends only its share: merge the agents' results (`infer-bench merge`), then `infer-bench diff` the merged file".into(),
-        ));
+        return Err(Usage::AgentWithBaseline.into());
     }
     for p in &plan.points {
         let t = &p.config.target;
         if t.kind == TargetKind::Sim {
-            return Err(Error::Usage(format!(
-                "--agent: target `{}` is the built-in simulator, which each process starts for itself; agents must share one server: use an openai target (`infer-bench sim-server` serves the simulator on its own)",
-                t.name
-            )));
+            return Err(Usage::AgentOnSimulator {
+                target: t.name.clone(),
+            }
+            .into());
         }
         if t.launch.is_some() {
-            return Err(Error::Usage(format!(
-                "--agent: target `{}` launches its own server, which every agent would start for itself; start the server once and point an openai target without `launch` at it",
-                t.name
-            )));
+            return Err(Usage::AgentLaunches {
+                target: t.name.clone(),
+            }
+            .into());
         }
     }
     Ok(())
 }
 
 fn parse_agent(s: &str) -> Result<(u32, u32)> {
-    let bad = || {
-        Error::Usage(format!(
-            "--agent expects K/N with 1 <= K <= N, found \"{s}\""
-        ))
+    let bad = || Usage::BadAgent {
+        found: s.to_string(),
     };
     let (k, n) = s.split_once('/').ok_or_else(bad)?;
     let k: u32 = k.trim().parse().map_err(|_| bad())?;
     let n: u32 = n.trim().parse().map_err(|_| bad())?;
     if k == 0 || n == 0 || k > n {
-        return Err(bad());
+        return Err(bad().into());
     }
     Ok((k, n))
 }

@@ -7,17 +7,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::plan::Partition;
 
-const EXIT_CODES: &str = "\
-Exit codes:
-  0  passed: every point judged, nothing regressed, every SLO met
-  1  a confirmed regression or an SLO failure
-  2  the spec or the command line is wrong, or there is no baseline
-  3  infrastructure: target unreachable, server failed to start, no request
-     succeeded, GPU required but absent
-  4  could not judge a point (INSUFFICIENT, INVALID, INCOMPARABLE, drift,
-     missing; --allow-unjudged makes these advisory), the spec's rules differ
-     from the baseline's, or with --strict an INCONCLUSIVE verdict";
-
 const SELF_BENCH_HELP: &str = "\
 A row passes when every request succeeded, the client's ITL (p50 and p99)
 is within 1 ms of what the server wrote (1% of it above 100 ms) and the
@@ -42,7 +31,7 @@ Exit status:
 /// Benchmarks LLM inference servers from declarative TOML specs, and judges
 /// the results against baselines kept in version control.
 #[derive(Debug, Parser)]
-#[command(name = "infer-bench", version, about, after_help = EXIT_CODES, propagate_version = true)]
+#[command(name = "infer-bench", version, about, after_help = infer_bench_results::exit::help(), propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cli::DiffFormat;
-use crate::error::{EXIT_OK, Error, Outcome, Result};
+use crate::error::{EXIT_OK, Error, Outcome, Result, Usage};
 use crate::export;
 use crate::judge::baseline::{Baseline, Bless};
 use crate::judge::compare::{Decision, Report, Settings, compare};
@@ -32,8 +32,7 @@ pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Resu
     let regression = regression_of(&results)?;
     let path = baseline_path(baseline, &regression);
     if baseline.is_none_or(|b| b.as_os_str().is_empty()) {
-        crate::paths::inside_cwd(&path)
-            .map_err(|e| Error::Usage(format!("bless: [regression] baseline: {e}")))?;
+        crate::paths::inside_cwd(&path).map_err(Error::BaselineOutside)?;
     }
     let mut base = if path.exists() {
         Baseline::read(&path)?
@@ -42,7 +41,10 @@ pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Resu
     };
     let blessed = base
         .bless(&results, points, &now_rfc3339())
-        .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+        .map_err(|source| Error::Bless {
+            file: file.clone(),
+            source,
+        })?;
     rules::pin(&mut base, &regression, &results.spec.sha256);
     base.write(&path)?;
     eprintln!(
@@ -189,9 +191,7 @@ impl RunGate {
             };
             let rerun = run_plan(spec, &subset, &again, rt, interrupt.clone())?;
             if rerun.interrupted {
-                return Err(Error::Interrupted(
-                    "the confirmation re-run did not finish".into(),
-                ));
+                return Err(Error::ConfirmationInterrupted);
             }
             let second = compare(&self.baseline, &rerun, &self.settings);
             report.confirm_with(round, &second);
@@ -235,7 +235,7 @@ fn baseline_path(arg: Option<&Path>, regression: &Regression) -> PathBuf {
 /// The rules to judge by: the baseline's, unless it pins none (a version-1
 /// file); `allow_unjudged` from the command line adds to them.
 fn settings_for(baseline: &Baseline, spec: &Regression, allow_unjudged: bool) -> Result<Settings> {
-    let resolved = rules::resolve(baseline, spec).map_err(Error::Usage)?;
+    let resolved = rules::resolve(baseline, spec)?;
     match resolved.source {
         RulesSource::Spec => eprintln!(
             "note: the baseline pins no rules (it predates them): judging by the spec's [regression] table; bless it again to pin them"
@@ -281,10 +281,7 @@ fn load_baseline(
     let Some(rev) = git_ref else {
         let path = baseline_path(arg, spec);
         if !path.exists() {
-            return Err(Error::Usage(format!(
-                "there is no baseline at {} yet\nhint: record one with `infer-bench bless RESULTS` (on the main branch) and commit it, or name another with --baseline",
-                path.display()
-            )));
+            return Err(Usage::NoBaseline { path }.into());
         }
         return Ok((path.display().to_string(), Baseline::read(&path)?));
     };
@@ -311,14 +308,16 @@ fn load_baseline(
     };
     let shown = format!("{rev}:{}", path.display());
     let text = crate::git::show(rev, &path).map_err(|e| match e {
-        crate::git::GitError::Missing(_) => Error::Usage(format!(
-            "there is no baseline at {shown}\nhint: bless one on that branch and commit it (a shallow checkout may lack {rev}: `git fetch origin <branch>` first)"
-        )),
-        other => other.into(),
+        crate::git::GitError::Missing(_) => Error::Usage(Usage::NoBaselineAtRevision {
+            rev: rev.to_string(),
+            path: path.clone(),
+        }),
+        other => Error::Git(other),
     })?;
-    let baseline = Baseline::parse(&text).map_err(|message| Error::Format {
-        path: PathBuf::from(&shown),
-        message,
-    })?;
+    let baseline =
+        Baseline::parse(&text).map_err(|problem| infer_bench_results::Error::Format {
+            path: PathBuf::from(&shown),
+            problem,
+        })?;
     Ok((shown, baseline))
 }

@@ -6,53 +6,45 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::error::Error;
-
-/// Why a file could not be read from git.
-#[derive(Debug, thiserror::Error)]
-pub enum GitError {
-    /// The revision, or the path at that revision, does not exist.
-    #[error("{0}")]
-    Missing(String),
-    /// git could not be run, or failed otherwise.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl From<GitError> for Error {
-    fn from(e: GitError) -> Error {
-        match e {
-            GitError::Missing(m) => Error::Usage(m),
-            GitError::Failed(m) => Error::Infra(m),
-        }
-    }
-}
+pub use crate::error::GitError;
+use crate::error::{GitFailed, GitMissing};
 
 /// The text of `path` (absolute, or relative to the current directory) at
 /// revision `rev` of the repository that holds it.
 pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
     if rev.is_empty() || rev.starts_with('-') || rev.contains(':') {
-        return Err(GitError::Missing(format!(
-            "\"{rev}\" is not a git revision (expected a branch, tag or commit such as origin/main)"
-        )));
+        return Err(GitError::Missing(GitMissing::NotARevision {
+            rev: rev.to_string(),
+        }));
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .ok_or_else(|| GitError::Missing(format!("{} is not a file", path.display())))?;
+    let name = path.file_name().ok_or_else(|| {
+        GitError::Missing(GitMissing::NotAFile {
+            path: path.to_path_buf(),
+        })
+    })?;
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
         .arg("show")
         .arg(format!("{rev}:./{}", name.to_string_lossy()))
         .output()
-        .map_err(|e| GitError::Failed(format!("cannot run git to read {rev}: {e}")))?;
+        .map_err(|source| {
+            GitError::Failed(GitFailed::Run {
+                rev: rev.to_string(),
+                source,
+            })
+        })?;
     if out.status.success() {
-        return String::from_utf8(out.stdout)
-            .map_err(|_| GitError::Failed(format!("{rev}:{} is not UTF-8 text", path.display())));
+        return String::from_utf8(out.stdout).map_err(|_| {
+            GitError::Failed(GitFailed::NotUtf8 {
+                rev: rev.to_string(),
+                path: path.to_path_buf(),
+            })
+        });
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     let first = stderr.lines().next().unwrap_or("").trim();
@@ -62,15 +54,17 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
         || first.contains("unknown revision")
         || first.contains("bad revision")
     {
-        Err(GitError::Missing(format!(
-            "{} is not in git revision {rev} ({first})",
-            path.display()
-        )))
+        Err(GitError::Missing(GitMissing::NotInRevision {
+            path: path.to_path_buf(),
+            rev: rev.to_string(),
+            said: first.to_string(),
+        }))
     } else {
-        Err(GitError::Failed(format!(
-            "git could not read {} at {rev}: {first}",
-            path.display()
-        )))
+        Err(GitError::Failed(GitFailed::Git {
+            path: path.to_path_buf(),
+            rev: rev.to_string(),
+            said: first.to_string(),
+        }))
     }
 }
 

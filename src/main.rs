@@ -18,7 +18,7 @@ fn main() -> ExitCode {
                 "{}",
                 infer_bench_results::redact::global().text(&e.to_string())
             );
-            ExitCode::from(infer_bench::error::exit_code(&e))
+            infer_bench::error::Outcome::of(&e).into()
         }
     }
 }

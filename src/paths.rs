@@ -5,18 +5,17 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::error::PathError;
+
 /// `path` if it stays inside the current directory's tree, after `..` and
-/// symbolic links of its existing part are resolved; else an explanation.
-pub fn inside_cwd(path: &Path) -> Result<PathBuf, String> {
+/// symbolic links of its existing part are resolved; else why not.
+pub fn inside_cwd(path: &Path) -> Result<PathBuf, PathError> {
     let cwd = std::env::current_dir()
         .and_then(|d| d.canonicalize())
-        .map_err(|e| format!("cannot read the current directory: {e}"))?;
-    let outside = || {
-        format!(
-            "{} is outside the current directory ({}); a path from a spec must stay inside it (give it on the command line to write elsewhere)",
-            path.display(),
-            cwd.display()
-        )
+        .map_err(PathError::Cwd)?;
+    let outside = || PathError::Outside {
+        path: path.to_path_buf(),
+        cwd: cwd.clone(),
     };
     let mut depth = 0usize;
     for c in path.components() {
@@ -36,7 +35,10 @@ pub fn inside_cwd(path: &Path) -> Result<PathBuf, String> {
     }
     let real = existing
         .canonicalize()
-        .map_err(|e| format!("{}: {e}", existing.display()))?;
+        .map_err(|source| PathError::Resolve {
+            path: existing.to_path_buf(),
+            source,
+        })?;
     if !real.starts_with(&cwd) {
         return Err(outside());
     }
@@ -52,7 +54,11 @@ mod tests {
         assert!(inside_cwd(Path::new("baselines/x.json")).is_ok());
         assert!(inside_cwd(Path::new("a/../baselines/x.json")).is_ok());
         let e = inside_cwd(Path::new("../../outside/new-file.json")).unwrap_err();
-        assert!(e.contains("outside the current directory"), "{e}");
+        assert!(matches!(e, PathError::Outside { .. }), "{e}");
+        assert!(
+            e.to_string().contains("outside the current directory"),
+            "{e}"
+        );
         assert!(inside_cwd(Path::new("/tmp/x.json")).is_err());
         assert!(inside_cwd(Path::new("a/../../x.json")).is_err());
     }

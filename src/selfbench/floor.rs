@@ -19,6 +19,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{FloorError, FloorFailure, LengthsError};
+
 /// The floor's load: a closed loop.
 #[derive(Debug, Clone)]
 pub struct FloorLoad {
@@ -84,23 +86,23 @@ impl std::fmt::Display for Lengths {
 }
 
 impl std::str::FromStr for Lengths {
-    type Err = String;
+    type Err = LengthsError;
 
     /// `100` or `50-150`.
-    fn from_str(s: &str) -> Result<Lengths, String> {
+    fn from_str(s: &str) -> Result<Lengths, LengthsError> {
         let num = |t: &str| {
             t.trim()
                 .parse::<u32>()
                 .ok()
                 .filter(|&n| n > 0)
-                .ok_or_else(|| format!("`{s}` is not a token count (100) or a range (50-150)"))
+                .ok_or_else(|| LengthsError::NotCount(s.to_string()))
         };
         let (min, max) = match s.split_once('-') {
             Some((a, b)) => (num(a)?, num(b)?),
             None => (num(s)?, num(s)?),
         };
         if min > max {
-            return Err(format!("`{s}`: the range's low end is above its high end"));
+            return Err(LengthsError::Reversed(s.to_string()));
         }
         Ok(Lengths { min, max })
     }
@@ -154,18 +156,18 @@ struct Tally {
 }
 
 /// Runs the load and measures this process's CPU around it.
-pub fn run(load: &FloorLoad) -> Result<FloorReport, String> {
+pub fn run(load: &FloorLoad) -> Result<FloorReport, FloorError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(FloorError::Runtime)?;
     // reqwest is built with rustls and no provider (the engine's choice):
     // it needs one installed, as the engine does, even for http://.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(load.streams as usize)
         .build()
-        .map_err(|e| format!("cannot build the client: {e}"))?;
+        .map_err(FloorError::Client)?;
     let url = format!("{}/completions", load.base_url.trim_end_matches('/'));
     let total = u64::from(load.warmup) + u64::from(load.requests);
     let next = Rc::new(Cell::new(0u64));
@@ -201,7 +203,7 @@ pub fn run(load: &FloorLoad) -> Result<FloorReport, String> {
                         }
                         Err(e) => {
                             t.failed += 1;
-                            t.error.get_or_insert(e);
+                            t.error.get_or_insert_with(|| e.to_string());
                         }
                     }
                 }
@@ -237,7 +239,7 @@ async fn one(
     client: &reqwest::Client,
     url: &str,
     tokens: u32,
-) -> Result<(Instant, Vec<Instant>), String> {
+) -> Result<(Instant, Vec<Instant>), FloorFailure> {
     let sched = Instant::now();
     let body = serde_json::to_vec(&Body {
         model: super::server::MODEL,
@@ -245,21 +247,21 @@ async fn one(
         max_tokens: tokens,
         stream: true,
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(FloorFailure::Encode)?;
     let mut resp = client
         .post(url)
         .header("content-type", "application/json")
         .body(body)
         .send()
         .await
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(FloorFailure::Send)?;
     if !resp.status().is_success() {
-        return Err(format!("status {}", resp.status()));
+        return Err(FloorFailure::Status(resp.status()));
     }
     let mut at = Vec::with_capacity(tokens as usize);
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut done = false;
-    while let Some(bytes) = resp.chunk().await.map_err(|e| e.to_string())? {
+    while let Some(bytes) = resp.chunk().await.map_err(FloorFailure::Body)? {
         let now = Instant::now();
         buf.extend_from_slice(&bytes);
         let mut used = 0;
@@ -273,7 +275,7 @@ async fn one(
                 done = true;
                 continue;
             }
-            let chunk: Chunk = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+            let chunk: Chunk = serde_json::from_slice(data).map_err(FloorFailure::Event)?;
             if chunk
                 .choices
                 .iter()
@@ -287,7 +289,7 @@ async fn one(
     if done {
         Ok((sched, at))
     } else {
-        Err("the stream ended without [DONE]".into())
+        Err(FloorFailure::NoDone)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::floor::{FloorLoad, FloorReport, Lengths};
 use super::server;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SelfBenchError};
 use crate::plan::Plan;
 use crate::results::{PointResult, Results};
 use crate::run::Interrupt;
@@ -38,24 +38,19 @@ impl ServerProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| Error::Infra(format!("cannot start the scripted server: {e}")))?;
+            .map_err(SelfBenchError::ScriptedServer)?;
         let stdin = child.stdin.take();
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| Error::Infra("no stdout from the scripted server".into()))?;
+        let stdout = child.stdout.take().ok_or(SelfBenchError::NoStdout)?;
         let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
         stdout
             .read_line(&mut line)
-            .map_err(|e| Error::Infra(e.to_string()))?;
+            .map_err(SelfBenchError::ReadAddress)?;
         let base_url = line.trim().to_string();
         if !base_url.starts_with("http://") {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(Error::Infra(format!(
-                "the scripted server did not start: {base_url}"
-            )));
+            return Err(SelfBenchError::ServerDidNotStart { said: base_url }.into());
         }
         Ok(ServerProcess {
             child,
@@ -89,7 +84,7 @@ impl Drop for ServerProcess {
 }
 
 fn this_exe() -> Result<std::path::PathBuf> {
-    std::env::current_exe().map_err(|e| Error::Infra(format!("cannot find this executable: {e}")))
+    Ok(std::env::current_exe().map_err(SelfBenchError::CurrentExe)?)
 }
 
 /// This process's CPU time so far (every thread), seconds.
@@ -251,7 +246,7 @@ pub(super) fn run_point(
         .points
         .into_iter()
         .next()
-        .ok_or_else(|| Error::Infra("the self-bench point did not run".into()))?;
+        .ok_or(SelfBenchError::PointDidNotRun)?;
     let sent = read_sent(&dir.path().join("requests.jsonl"));
     Ok(Measured { point, cpu_s, sent })
 }
@@ -274,13 +269,12 @@ pub(super) fn run_floor(load: &FloorLoad) -> Result<FloorReport> {
         ])
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| Error::Infra(format!("cannot start the floor client: {e}")))?;
+        .map_err(SelfBenchError::FloorStart)?;
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim()).map_err(|_| {
-        Error::Infra(format!(
-            "the floor client did not report ({}): {}",
-            out.status,
-            text.trim()
-        ))
-    })
+    Ok(
+        serde_json::from_str(text.trim()).map_err(|_| SelfBenchError::FloorSilent {
+            status: out.status,
+            said: text.trim().to_string(),
+        })?,
+    )
 }

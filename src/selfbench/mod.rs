@@ -34,7 +34,7 @@ mod server;
 
 pub use floor::{FloorLoad, FloorReport, Lengths};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SelfBenchError};
 use crate::export::table::{Align, Table};
 
 /// The checks `self-bench` runs, in order (`--only` picks some).
@@ -83,7 +83,7 @@ pub fn serve_scripted(ttft_ms: u64, itl_ms: u64) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Error::Infra(e.to_string()))?;
+        .map_err(Error::Runtime)?;
     let _guard = rt.enter();
     let truth = Arc::new(server::Truth::default());
     let server = rt
@@ -92,7 +92,7 @@ pub fn serve_scripted(ttft_ms: u64, itl_ms: u64) -> Result<()> {
             Duration::from_millis(itl_ms),
             truth.clone(),
         ))
-        .map_err(|e| Error::Infra(format!("cannot start the scripted server: {e}")))?;
+        .map_err(SelfBenchError::ScriptedServer)?;
     println!("{}", server.base_url());
     let _ = std::io::stdout().flush();
     let mut line = String::new();
@@ -116,7 +116,7 @@ pub fn serve_scripted(ttft_ms: u64, itl_ms: u64) -> Result<()> {
 /// Runs the floor client (in its own process) and prints its report as
 /// one JSON line.
 pub fn serve_floor(load: &FloorLoad) -> Result<()> {
-    let report = floor::run(load).map_err(Error::Infra)?;
+    let report = floor::run(load).map_err(SelfBenchError::Floor)?;
     println!("{}", serde_json::to_string(&report).expect("serializes"));
     Ok(())
 }
@@ -125,10 +125,11 @@ pub fn serve_floor(load: &FloorLoad) -> Result<()> {
 pub fn run(quick: bool, only: &[String]) -> Result<Report> {
     for name in only {
         if !CHECKS.contains(&name.as_str()) && name != IMPOSSIBLE {
-            return Err(Error::Usage(format!(
-                "self-bench --only: no check `{name}`; the checks are {}",
-                CHECKS.join(", ")
-            )));
+            return Err(SelfBenchError::NoSuchCheck {
+                name: name.clone(),
+                checks: CHECKS,
+            }
+            .into());
         }
     }
     let wanted = |name: &str| {
@@ -140,7 +141,7 @@ pub fn run(quick: bool, only: &[String]) -> Result<Report> {
     };
     let sizes = if quick { &checks::QUICK } else { &checks::FULL };
     let fds = crate::run::raise_fd_limit();
-    let rt = crate::run::engine_runtime(false).map_err(|e| Error::Infra(e.to_string()))?;
+    let rt = crate::run::engine_runtime(false).map_err(Error::Runtime)?;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Difference, MergeError, Result};
 use crate::run::recorder::{Recorder, Tally};
 use infer_bench_results::{
     AgentShare, Environment, FORMAT, METRICS_VERSION, MergedInput, PhaseTimeline, PointStatus,
@@ -34,17 +34,15 @@ use infer_bench_spec::{Level, Spec};
 /// Merges shards' results (each with the file it came from).
 pub fn merge(inputs: Vec<(PathBuf, Results)>) -> Result<Results> {
     let Some((first_path, first)) = inputs.first() else {
-        return Err(Error::Usage("merge needs at least one results file".into()));
+        return Err(MergeError::NoInputs.into());
     };
     for (path, r) in &inputs[1..] {
         same_run(first_path, first, path, r)?;
     }
     let spec = spec_of(first_path, first)?;
-    let plan = Plan::build(&spec).map_err(|e| {
-        Error::Usage(format!(
-            "{}: the spec these results carry no longer expands: {e}",
-            first_path.display()
-        ))
+    let plan = Plan::build(&spec).map_err(|source| MergeError::NoLongerExpands {
+        path: first_path.clone(),
+        source,
     })?;
     let position: BTreeMap<&str, usize> = plan
         .points
@@ -58,10 +56,11 @@ pub fn merge(inputs: Vec<(PathBuf, Results)>) -> Result<Results> {
     for (i, (_, r)) in inputs.iter().enumerate() {
         for p in &r.points {
             if !position.contains_key(p.id.as_str()) {
-                return Err(Error::Format {
+                return Err(MergeError::UnknownPoint {
                     path: inputs[i].0.clone(),
-                    message: format!("point {} is not a point of the spec it carries", p.id),
-                });
+                    id: p.id.clone(),
+                }
+                .into());
             }
             shares.entry(p.id.clone()).or_default().push((i, p));
         }
@@ -72,11 +71,12 @@ pub fn merge(inputs: Vec<(PathBuf, Results)>) -> Result<Results> {
         let point = match agents {
             None => {
                 if list.len() > 1 {
-                    return Err(Error::Usage(format!(
-                        "point {id} is in both {} and {}: point shards must not overlap (each --partition K/N once)",
-                        inputs[list[0].0].0.display(),
-                        inputs[list[1].0].0.display()
-                    )));
+                    return Err(MergeError::Overlap {
+                        id: id.clone(),
+                        first: inputs[list[0].0].0.clone(),
+                        second: inputs[list[1].0].0.clone(),
+                    }
+                    .into());
                 }
                 list[0].1.clone()
             }
@@ -156,19 +156,21 @@ fn missing_partitions(inputs: &[(PathBuf, Results)], plan: &Plan) -> Result<Vec<
             whole.get_or_insert(path);
             continue;
         };
-        let part: Partition = text.parse().map_err(|e| Error::Format {
+        let part: Partition = text.parse().map_err(|source| MergeError::BadPartition {
             path: path.clone(),
-            message: format!("partition: {e}"),
+            source,
         })?;
         let (kind, k, n) = part.parts();
         if let Some((first_path, first)) = split {
             let (first_kind, _, first_n) = first.parts();
             if (first_kind, first_n) != (kind, n) {
-                return Err(Error::Usage(format!(
-                    "{} ran {first} and {} ran {part}: shards of different splits do not add up to the plan (run every shard of one split, --partition {first_kind}:K/{first_n} for K = 1..{first_n})",
-                    first_path.display(),
-                    path.display()
-                )));
+                return Err(MergeError::OtherSplits {
+                    first_path: first_path.to_path_buf(),
+                    first,
+                    second_path: path.clone(),
+                    second: part,
+                }
+                .into());
             }
         } else {
             split = Some((path, part));
@@ -179,11 +181,12 @@ fn missing_partitions(inputs: &[(PathBuf, Results)], plan: &Plan) -> Result<Vec<
         return Ok(Vec::new());
     };
     if let Some(w) = whole {
-        return Err(Error::Usage(format!(
-            "{} ran without --partition and {} ran {first}: merge point shards of one split, or whole runs (--only) that do not overlap",
-            w.display(),
-            first_path.display()
-        )));
+        return Err(MergeError::WholeAndSplit {
+            whole: w.to_path_buf(),
+            split: first_path.to_path_buf(),
+            part: first,
+        }
+        .into());
     }
     let (_, _, n) = first.parts();
     let missing: Vec<Partition> = (1..=n)
@@ -201,60 +204,49 @@ fn missing_partitions(inputs: &[(PathBuf, Results)], plan: &Plan) -> Result<Vec<
 
 /// Refuses to merge files that are not shards of one run of one spec.
 fn same_run(a_path: &Path, a: &Results, b_path: &Path, b: &Results) -> Result<()> {
-    let (ap, bp) = (a_path.display(), b_path.display());
-    let differ = |what: String| {
-        Err(Error::Usage(format!(
-            "{ap} and {bp} are not shards of one run: {what}\n  hint: merge combines the results of one spec run with --partition or --agent on several machines"
-        )))
+    let differ = |differ: Difference| {
+        Err(MergeError::NotOneRun {
+            a: a_path.to_path_buf(),
+            b: b_path.to_path_buf(),
+            differ,
+        }
+        .into())
     };
     if a.spec.sha256 != b.spec.sha256 {
-        // The first 12 characters (a file may hold anything here).
-        let short = |s: &str| s.chars().take(12).collect::<String>();
-        return differ(format!(
-            "they come from different specs (\"{}\" sha256 {} vs \"{}\" sha256 {})",
-            a.spec.name,
-            short(&a.spec.sha256),
-            b.spec.name,
-            short(&b.spec.sha256)
-        ));
+        return differ(Difference::Specs {
+            a_name: a.spec.name.clone(),
+            a_sha256: a.spec.sha256.clone(),
+            b_name: b.spec.name.clone(),
+            b_sha256: b.spec.sha256.clone(),
+        });
     }
     if a.spec.seed != b.spec.seed {
-        return differ(format!(
-            "their seeds differ ({} vs {})",
-            a.spec.seed, b.spec.seed
-        ));
+        return differ(Difference::Seeds(a.spec.seed, b.spec.seed));
     }
     if a.metrics_version != b.metrics_version {
-        return differ(format!(
-            "their metric definitions differ (metrics version {} vs {})",
-            a.metrics_version, b.metrics_version
+        return differ(Difference::MetricsVersions(
+            a.metrics_version,
+            b.metrics_version,
         ));
     }
     match (&a.agent, &b.agent) {
         (None, None) => {}
         (Some(x), Some(y)) if x.n == y.n => {
             if x.start_at != y.start_at {
-                return differ(format!(
-                    "their agents were given different start times ({} vs {})",
-                    x.start_at.as_deref().unwrap_or("none"),
-                    y.start_at.as_deref().unwrap_or("none")
+                return differ(Difference::StartTimes(
+                    x.start_at.clone(),
+                    y.start_at.clone(),
                 ));
             }
             if x.slot_s != y.slot_s {
-                return differ("their agents were given different --slot values".into());
+                return differ(Difference::Slots);
             }
         }
         (Some(x), Some(y)) => {
-            return differ(format!(
-                "one is agent {}/{} and the other agent {}/{}",
-                x.k, x.n, y.k, y.n
-            ));
+            return differ(Difference::AgentCounts(x.k, x.n, y.k, y.n));
         }
         (Some(x), None) | (None, Some(x)) => {
-            return differ(format!(
-                "one is agent {}/{} of a load-sharded run and the other is not load-sharded",
-                x.k, x.n
-            ));
+            return differ(Difference::OneSharded(x.k, x.n));
         }
     }
     Ok(())
@@ -264,11 +256,12 @@ fn same_run(a_path: &Path, a: &Results, b_path: &Path, b: &Results) -> Result<()
 fn spec_of(path: &Path, r: &Results) -> Result<Spec> {
     let spec_path = Path::new(&r.spec.path);
     let base = spec_path.parent().unwrap_or(Path::new("."));
-    infer_bench_spec::compile(&r.spec.path, &r.spec.source, base).map_err(|e| {
-        Error::Usage(format!(
-            "{}: the spec these results carry does not compile here: {e}",
-            path.display()
-        ))
+    infer_bench_spec::compile(&r.spec.path, &r.spec.source, base).map_err(|source| {
+        MergeError::DoesNotCompile {
+            path: path.to_path_buf(),
+            source,
+        }
+        .into()
     })
 }
 
@@ -291,11 +284,14 @@ fn environment(inputs: &[(PathBuf, Results)]) -> Result<Environment> {
                 env.identity.insert(key.clone(), all.join("+"));
                 continue;
             }
-            return Err(Error::Usage(format!(
-                "{} and {} ran on different environments: {key} is \"{mine}\" and \"{value}\"\n  hint: shards of one run must measure the same hardware and server; run them on identical machines",
-                inputs[0].0.display(),
-                path.display()
-            )));
+            return Err(MergeError::OtherEnvironment {
+                first: inputs[0].0.clone(),
+                second: path.clone(),
+                key: key.clone(),
+                first_value: mine,
+                second_value: value.clone(),
+            }
+            .into());
         }
     }
     let hosts: Vec<String> = inputs
@@ -319,30 +315,29 @@ fn merge_agents(
     n: u32,
     inputs: &[(PathBuf, Results)],
 ) -> Result<PointResult> {
-    let file = |i: usize| inputs[i].0.display().to_string();
+    let file = |i: usize| inputs[i].0.clone();
     let mut by_agent: BTreeMap<u32, (usize, &PointResult)> = BTreeMap::new();
     for &(i, pr) in list {
         let k = inputs[i].1.agent.as_ref().map(|a| a.k).unwrap_or(0);
         if let Some((j, _)) = by_agent.insert(k, (i, pr)) {
-            return Err(Error::Usage(format!(
-                "point {} has two shares from agent {k}/{n}: {} and {}",
-                p.id,
-                file(j),
-                file(i)
-            )));
+            return Err(MergeError::TwoShares {
+                id: p.id.clone(),
+                k,
+                n,
+                first: file(j),
+                second: file(i),
+            }
+            .into());
         }
     }
-    let missing: Vec<String> = (1..=n)
-        .filter(|k| !by_agent.contains_key(k))
-        .map(|k| format!("{k}/{n}"))
-        .collect();
+    let missing: Vec<u32> = (1..=n).filter(|k| !by_agent.contains_key(k)).collect();
     if !missing.is_empty() {
-        return Err(Error::Usage(format!(
-            "point {} is missing the shares of agent{} {}: every agent's results are needed for an exact merge",
-            p.id,
-            if missing.len() == 1 { "" } else { "s" },
-            missing.join(", ")
-        )));
+        return Err(MergeError::MissingShares {
+            id: p.id.clone(),
+            n,
+            missing,
+        }
+        .into());
     }
     let parts: Vec<(u32, usize, &PointResult)> =
         by_agent.iter().map(|(k, (i, pr))| (*k, *i, *pr)).collect();
@@ -362,13 +357,14 @@ fn merge_agents(
     }
     let sha = |pr: &PointResult| pr.workload.as_ref().map(|w| w.sha256.clone());
     if let Some((k, i, _)) = parts.iter().find(|(_, _, pr)| sha(pr) != sha(lead)) {
-        return Err(Error::Format {
-            path: PathBuf::from(file(*i)),
-            message: format!(
-                "agent {k}/{n} built different requests for point {} (workload sha256 differs from agent {}'s): were the agents' tokenizers or datasets different files?",
-                p.id, parts[0].0
-            ),
-        });
+        return Err(MergeError::OtherRequests {
+            path: file(*i),
+            id: p.id.clone(),
+            k: *k,
+            n,
+            lead: parts[0].0,
+        }
+        .into());
     }
     let cfg = &p.config;
     let open = matches!(cfg.load.level, Level::Rate(_));
@@ -388,20 +384,24 @@ fn merge_agents(
     for run in 0..runs_n {
         let mut shards = Vec::with_capacity(parts.len());
         for (k, i, pr) in &parts {
-            let shard = pr.runs[run].shard.as_ref().ok_or_else(|| Error::Format {
-                path: PathBuf::from(file(*i)),
-                message: format!(
-                    "point {} run {} of agent {k}/{n} carries no shard data (written by an infer-bench older than merge?)",
-                    p.id,
-                    run + 1
-                ),
-            })?;
+            let shard = pr.runs[run]
+                .shard
+                .as_ref()
+                .ok_or_else(|| MergeError::NoShardData {
+                    path: file(*i),
+                    id: p.id.clone(),
+                    run: run + 1,
+                    k: *k,
+                    n,
+                })?;
             shards.push(shard);
         }
         let rec = Recorder::from_shards(&shards, cfg.workload.stream, cfg.goodput.clone(), open)
-            .map_err(|why| Error::Format {
-                path: PathBuf::from(file(parts[0].1)),
-                message: format!("point {} run {}: {why}", p.id, run + 1),
+            .map_err(|source| MergeError::Shards {
+                path: file(parts[0].1),
+                id: p.id.clone(),
+                run: run + 1,
+                source,
             })?;
         let stats = rec.stats();
         window_s += stats.window_s;

@@ -375,25 +375,20 @@ mod tests {
     fn reading_checks_format_version_and_slugs() {
         let (b, _) = blessed();
         let text = b.to_json();
-        assert!(
-            Baseline::parse("[]")
-                .unwrap_err()
-                .contains("not an infer-bench baseline")
-        );
+        use infer_bench_results::FormatError;
+        let e = Baseline::parse("[]").unwrap_err();
+        assert!(matches!(e, FormatError::NotOurs { .. }), "{e}");
+        assert!(e.to_string().contains("not an infer-bench baseline"), "{e}");
         let newer = text.replace("\"version\": 2\n", "\"version\": 99\n");
-        assert!(
-            Baseline::parse(&newer)
-                .unwrap_err()
-                .contains("newer infer-bench")
-        );
+        let e = Baseline::parse(&newer).unwrap_err();
+        assert!(matches!(e, FormatError::Newer { version: 99, .. }), "{e}");
+        assert!(e.to_string().contains("newer infer-bench"), "{e}");
         let mut twice = b.clone();
         let p = twice.points.values().next().unwrap().clone();
         twice.points.insert("zzz-00000000".into(), p);
-        assert!(
-            Baseline::parse(&twice.to_json())
-                .unwrap_err()
-                .contains("same slug")
-        );
+        let e = Baseline::parse(&twice.to_json()).unwrap_err();
+        assert!(matches!(e, FormatError::DuplicateSlug { .. }), "{e}");
+        assert!(e.to_string().contains("same slug"), "{e}");
     }
 
     /// The committed schema is the generated one, and blessed files conform

@@ -34,7 +34,7 @@ use super::baseline::{Baseline, BaselinePoint};
 use super::fingerprint::{Mismatch, mismatches, point_environment, with_implied_keys};
 use super::rules::{Rules, RulesSource};
 use super::stats::{self, Judgement, Verdict};
-use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
+use infer_bench_results::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
 use infer_bench_results::{
     Environment, PointStatus, Reason, ReasonKind, SloResult, Stats, WindowStats,
@@ -1115,15 +1115,30 @@ fn judge_gate(
     report
 }
 
+/// Why one side of a comparison has no values of a gate's statistic (the
+/// note of the gate; not an error of the judge).
+#[derive(Debug, thiserror::Error)]
+enum NoValue {
+    #[error("no window has a value of {label}")]
+    NoWindow { label: String },
+    #[error(
+        "{label} is not kept per run (runs keep mean, min, max, std, p50, p90, p95, p99 and p99.9)"
+    )]
+    NotKeptPerRun { label: String },
+    /// Run `run` (1-based) has none.
+    #[error("run {run} has no value of {label}")]
+    Run { run: usize, label: String },
+}
+
 /// The statistic of each run, or of each window of every run. Windows with
 /// no successful request, or no value of the statistic, are left out; a run
-/// without a value is an error (the sentence says what is missing).
+/// without a value is an error (it says what is missing).
 fn replicates(
     runs: &[(&Stats, &[WindowStats])],
     metric: Metric,
     stat: Option<&Stat>,
     windows: bool,
-) -> Result<Vec<f64>, String> {
+) -> Result<Vec<f64>, NoValue> {
     let label = gate_label(metric, stat);
     if windows {
         let values: Vec<f64> = runs
@@ -1133,7 +1148,7 @@ fn replicates(
             .filter_map(|w| w.stats.value(metric, stat))
             .collect();
         if values.is_empty() {
-            return Err(format!("no window has a value of {label}"));
+            return Err(NoValue::NoWindow { label });
         }
         return Ok(values);
     }
@@ -1141,12 +1156,17 @@ fn replicates(
         .enumerate()
         .map(|(i, (s, _))| {
             s.value(metric, stat).ok_or_else(|| {
-                if matches!(stat, Some(Stat::Percentile(_))) && s.latency_ms.contains_key(metric.name()) {
-                    format!(
-                        "{label} is not kept per run (runs keep mean, min, max, std, p50, p90, p95, p99 and p99.9)"
-                    )
+                if matches!(stat, Some(Stat::Percentile(_)))
+                    && s.latency_ms.contains_key(metric.name())
+                {
+                    NoValue::NotKeptPerRun {
+                        label: label.clone(),
+                    }
                 } else {
-                    format!("run {} has no value of {label}", i + 1)
+                    NoValue::Run {
+                        run: i + 1,
+                        label: label.clone(),
+                    }
                 }
             })
         })

@@ -15,6 +15,7 @@
 //! - [`rules`]: the judging rules a baseline pins, and how a spec's differ.
 //! - [`compare`]: the decisions, as a plain-data [`compare::Report`] that
 //!   the exporters render.
+//! - [`error`]: why a comparison or a bless cannot be made.
 //! - [`power`]: the power study of the gate (how often a real slowdown is
 //!   REGRESSED, and an unchanged server too); the `power` example prints it.
 
@@ -23,7 +24,7 @@ pub mod baseline;
 pub mod capacity;
 pub mod compare;
 pub mod drift;
-pub mod exit;
+pub mod error;
 pub mod fingerprint;
 #[cfg(any(test, feature = "test-fixtures"))]
 pub mod fixtures;
@@ -31,4 +32,5 @@ pub mod power;
 pub mod rules;
 pub mod stats;
 
+pub use error::{Error, Result};
 pub(crate) use infer_bench_results::sorted_keys;

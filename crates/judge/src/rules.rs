@@ -46,7 +46,7 @@ pub fn pin(baseline: &mut Baseline, rules: &Regression, spec_sha256: &str) {
 /// The rules to judge `spec`'s results by: the baseline's when it pins
 /// them, else the spec's. An unreadable `rules` entry is an error (a
 /// hand-edited baseline), not a silent fall-back to the spec's.
-pub fn resolve(baseline: &Baseline, spec: &Regression) -> Result<Rules, String> {
+pub fn resolve(baseline: &Baseline, spec: &Regression) -> crate::Result<Rules> {
     let Some(value) = &baseline.rules else {
         return Ok(Rules {
             regression: spec.clone(),
@@ -54,8 +54,8 @@ pub fn resolve(baseline: &Baseline, spec: &Regression) -> Result<Rules, String> 
             changes: Vec::new(),
         });
     };
-    let mut pinned: Regression = serde_json::from_value(value.clone())
-        .map_err(|e| format!("the baseline's `rules` cannot be read: {e}"))?;
+    let mut pinned: Regression =
+        serde_json::from_value(value.clone()).map_err(crate::Error::UnreadableRules)?;
     pinned.baseline = spec.baseline.clone();
     Ok(Rules {
         changes: changes(&pinned, spec),
@@ -151,6 +151,19 @@ mod tests {
         assert_eq!(r.source, RulesSource::Spec);
         assert_eq!(r.regression, spec);
         assert!(r.changes.is_empty());
+    }
+
+    #[test]
+    fn unreadable_pinned_rules_are_an_error_not_the_spec_s() {
+        let mut b = Baseline::new("t");
+        b.rules = Some(serde_json::json!({"confidence": "very"}));
+        let e = resolve(&b, &spec_rules("")).unwrap_err();
+        assert!(matches!(e, crate::Error::UnreadableRules(_)), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("the baseline's `rules` cannot be read: "),
+            "{e}"
+        );
     }
 
     /// Blessed with the defaults; the pull request widens the TPOT band to

@@ -27,6 +27,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{FileKind, FormatError};
 use crate::{Environment, Error, METRICS_VERSION, Stats, ToolInfo, WindowStats, write_atomic};
 
 /// The `format` of every baseline file.
@@ -146,36 +147,42 @@ impl<C: Serialize + DeserializeOwned> Baseline<C> {
     /// slug appears twice.
     pub fn read(path: &Path) -> crate::Result<Baseline<C>> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        Baseline::parse(&text).map_err(|message| Error::Format {
+        Baseline::parse(&text).map_err(|problem| Error::Format {
             path: path.to_path_buf(),
-            message,
+            problem,
         })
     }
 
     /// Parses a baseline's text; the error is one sentence.
-    pub fn parse(text: &str) -> Result<Baseline<C>, String> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn parse(text: &str) -> Result<Baseline<C>, FormatError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(FormatError::NotJson)?;
         if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Err(format!(
-                "not an infer-bench baseline (no \"format\": \"{FORMAT}\")"
-            ));
+            return Err(FormatError::NotOurs {
+                kind: FileKind::Baseline,
+                format: FORMAT,
+            });
         }
         let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
         if version > VERSION as u64 {
-            return Err(format!(
-                "written by a newer infer-bench (baseline version {version}; this one reads up to {VERSION})"
-            ));
+            return Err(FormatError::Newer {
+                kind: FileKind::Baseline,
+                version,
+                reads: VERSION,
+            });
         }
         let baseline: Baseline<C> =
-            crate::from_value_at(value).map_err(|e| format!("invalid baseline: {e}"))?;
+            crate::from_value_at(value).map_err(|source| FormatError::Invalid {
+                kind: FileKind::Baseline,
+                source,
+            })?;
         let mut seen = BTreeMap::new();
         for (id, p) in &baseline.points {
             if let Some(other) = seen.insert(p.slug.as_str(), id.as_str()) {
-                return Err(format!(
-                    "points {other} and {id} have the same slug \"{}\"; keep one",
-                    p.slug
-                ));
+                return Err(FormatError::DuplicateSlug {
+                    first: other.to_string(),
+                    second: id.clone(),
+                    slug: p.slug.clone(),
+                });
             }
         }
         Ok(baseline)

@@ -10,6 +10,8 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::error::HistError;
+
 /// A histogram of u64 values (µs for latencies).
 pub type Hist = Histogram<u64>;
 
@@ -113,13 +115,13 @@ pub fn encode(h: &Hist) -> String {
 }
 
 /// The inverse of `encode`.
-pub fn decode(s: &str) -> Result<Hist, String> {
+pub fn decode(s: &str) -> Result<Hist, HistError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s.trim())
-        .map_err(|e| format!("invalid base64: {e}"))?;
+        .map_err(HistError::Base64)?;
     let mut h: Hist = Deserializer::new()
         .deserialize(&mut std::io::Cursor::new(bytes))
-        .map_err(|e| format!("invalid histogram: {e:?}"))?;
+        .map_err(HistError::Histogram)?;
     h.auto(true);
     Ok(h)
 }

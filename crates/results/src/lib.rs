@@ -15,6 +15,7 @@ use crate::metric::{Kind, Metric};
 
 pub mod baseline;
 pub mod error;
+pub mod exit;
 pub mod finite;
 pub mod hist;
 pub mod insight;
@@ -25,7 +26,7 @@ pub mod requests;
 pub mod search;
 pub mod telemetry;
 
-pub use error::{Error, Result};
+pub use error::{Error, FieldError, FileKind, FormatError, HistError, Result};
 
 pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
 pub use reason::{Reason, ReasonKind};
@@ -821,39 +822,35 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
             path.to_path_buf()
         };
         let text = std::fs::read_to_string(&file).map_err(|e| crate::error::Error::io(&file, e))?;
+        let format_error = |problem| crate::error::Error::Format {
+            path: file.clone(),
+            problem,
+        };
         let mut value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| crate::error::Error::Format {
-                path: file.clone(),
-                message: if e.is_eof() {
-                    format!("not JSON: {e} (the file ends early: was it cut short?)")
-                } else {
-                    format!("not JSON: {e}")
-                },
-            })?;
+            serde_json::from_str(&text).map_err(|e| format_error(FormatError::NotJson(e)))?;
         if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Err(crate::error::Error::Format {
-                path: file,
-                message: "not an infer-bench results file (no \"format\": \"infer-bench-results\")"
-                    .into(),
-            });
+            return Err(format_error(FormatError::NotOurs {
+                kind: FileKind::Results,
+                format: FORMAT,
+            }));
         }
         let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
         if version > VERSION as u64 {
-            return Err(crate::error::Error::Format {
-                path: file,
-                message: format!(
-                    "written by a newer infer-bench (results version {version}; this one reads up to {VERSION})"
-                ),
-            });
+            return Err(format_error(FormatError::Newer {
+                kind: FileKind::Results,
+                version,
+                reads: VERSION,
+            }));
         }
         if version < 5 {
             reason::upgrade(&mut value);
         }
-        let results: Results<C> =
-            from_value_at(value).map_err(|message| crate::error::Error::Format {
-                path: file.clone(),
-                message: format!("invalid results: {message}"),
-            })?;
+        let results: Results<C> = from_value_at(value).map_err(|source| {
+            format_error(FormatError::Invalid {
+                kind: FileKind::Results,
+                source,
+            })
+        })?;
         Ok((results, file))
     }
 }
@@ -863,15 +860,10 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
 /// damaged or hand-edited file says where it is damaged.
 pub(crate) fn from_value_at<T: serde::de::DeserializeOwned>(
     value: serde_json::Value,
-) -> std::result::Result<T, String> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." {
-            inner.to_string()
-        } else {
-            format!("{path}: {inner}")
-        }
+) -> std::result::Result<T, FieldError> {
+    serde_path_to_error::deserialize(value).map_err(|e| FieldError {
+        path: e.path().to_string(),
+        source: e.into_inner(),
     })
 }
 

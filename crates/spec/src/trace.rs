@@ -137,7 +137,7 @@ pub fn parse(text: &str, format: TraceFormat, window: Window) -> Result<Parsed, 
         let Some((i, header)) = lines.by_ref().find(|(_, l)| !l.trim().is_empty()) else {
             return Ok(out);
         };
-        columns = Some(azure_columns(header).map_err(|m| err(i + 1, None, m))?);
+        columns = Some(azure_columns(header).map_err(|m| err(i + 1, None, m.to_string()))?);
     }
     for (i, line) in lines {
         let lineno = i + 1;
@@ -146,7 +146,8 @@ pub fn parse(text: &str, format: TraceFormat, window: Window) -> Result<Parsed, 
         }
         let raw = match format {
             TraceFormat::Mooncake => {
-                let l: MooncakeLine = json_line(line).map_err(|m| err(lineno, None, m))?;
+                let l: MooncakeLine =
+                    json_line(line).map_err(|m| err(lineno, None, m.to_string()))?;
                 if !l.timestamp.is_finite() {
                     return Err(err(lineno, None, "`timestamp` is not a number".into()));
                 }
@@ -158,7 +159,7 @@ pub fn parse(text: &str, format: TraceFormat, window: Window) -> Result<Parsed, 
                 }
             }
             TraceFormat::Jsonl => {
-                let l: JsonlLine = json_line(line).map_err(|m| err(lineno, None, m))?;
+                let l: JsonlLine = json_line(line).map_err(|m| err(lineno, None, m.to_string()))?;
                 if !l.offset_ms.is_finite() {
                     return Err(err(lineno, None, "`offset_ms` is not a number".into()));
                 }
@@ -169,9 +170,8 @@ pub fn parse(text: &str, format: TraceFormat, window: Window) -> Result<Parsed, 
                     hash_ids: l.hash_ids,
                 }
             }
-            TraceFormat::Azure => {
-                azure_row(line, columns.expect("read above")).map_err(|(c, m)| err(lineno, c, m))?
-            }
+            TraceFormat::Azure => azure_row(line, columns.expect("read above"))
+                .map_err(|e| err(lineno, e.col(), e.to_string()))?,
         };
         let names = match format {
             TraceFormat::Mooncake => ("timestamp", "input_length", "output_length"),
@@ -254,25 +254,37 @@ pub fn parse(text: &str, format: TraceFormat, window: Window) -> Result<Parsed, 
     Ok(out)
 }
 
-/// serde_json's message without its position, any quoted value cut.
-fn json_line<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, String> {
-    serde_json::from_str(line).map_err(|e| {
-        let what = if e.is_syntax() || e.is_eof() {
-            "invalid JSON"
-        } else {
-            "unexpected JSON"
-        };
-        let s = e.to_string();
-        let s = match s.rfind(" at line ") {
-            Some(i) => &s[..i],
-            None => &s,
-        };
-        format!("{what}: {} (column {})", sanitize_message(s), e.column())
-    })
+/// A line that is not the JSON object expected. Shown as serde_json's
+/// message without its position, any quoted value cut, and the column.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", shown(.0))]
+struct BadJson(serde_json::Error);
+
+fn shown(e: &serde_json::Error) -> String {
+    let what = if e.is_syntax() || e.is_eof() {
+        "invalid JSON"
+    } else {
+        "unexpected JSON"
+    };
+    let s = e.to_string();
+    let s = match s.rfind(" at line ") {
+        Some(i) => &s[..i],
+        None => &s,
+    };
+    format!("{what}: {} (column {})", sanitize_message(s), e.column())
 }
 
+fn json_line<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T, BadJson> {
+    serde_json::from_str(line).map_err(BadJson)
+}
+
+/// An Azure trace's header without one of the columns read.
+#[derive(Debug, thiserror::Error)]
+#[error("the header has no {0} column")]
+struct MissingColumn(&'static str);
+
 /// Indices of TIMESTAMP, ContextTokens and GeneratedTokens in the header.
-fn azure_columns(header: &str) -> Result<[usize; 3], String> {
+fn azure_columns(header: &str) -> Result<[usize; 3], MissingColumn> {
     let names: Vec<String> = header
         .split(',')
         .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
@@ -282,18 +294,41 @@ fn azure_columns(header: &str) -> Result<[usize; 3], String> {
         .iter()
         .enumerate()
     {
-        out[k] = names.iter().position(|n| n == want).ok_or_else(|| {
-            format!(
-                "the header has no {} column",
-                ["TIMESTAMP", "ContextTokens", "GeneratedTokens"][k]
-            )
-        })?;
+        out[k] = names.iter().position(|n| n == want).ok_or(MissingColumn(
+            ["TIMESTAMP", "ContextTokens", "GeneratedTokens"][k],
+        ))?;
     }
     Ok(out)
 }
 
-/// One CSV row: an error carries its column (1-based, in characters).
-fn azure_row(line: &str, cols: [usize; 3]) -> Result<Raw, (Option<usize>, String)> {
+/// Why an Azure trace's row cannot be read; `found` is a short
+/// description of what stood there.
+#[derive(Debug, thiserror::Error)]
+enum BadRow {
+    #[error("no {name} field (expected {fields} fields)")]
+    Missing { name: &'static str, fields: usize },
+    #[error("expected a TIMESTAMP such as 2023-11-16 18:15:46.6805900, found {found}")]
+    Timestamp { col: usize, found: String },
+    #[error("expected {name} as a whole number, found {found}")]
+    Count {
+        col: usize,
+        name: &'static str,
+        found: String,
+    },
+}
+
+impl BadRow {
+    /// The column the problem is at (1-based, in characters), if one.
+    fn col(&self) -> Option<usize> {
+        match self {
+            BadRow::Missing { .. } => None,
+            BadRow::Timestamp { col, .. } | BadRow::Count { col, .. } => Some(*col),
+        }
+    }
+}
+
+/// One CSV row.
+fn azure_row(line: &str, cols: [usize; 3]) -> Result<Raw, BadRow> {
     let mut fields = Vec::new();
     let mut start = 0;
     for (b, c) in line.char_indices().chain([(line.len(), ',')]) {
@@ -302,38 +337,29 @@ fn azure_row(line: &str, cols: [usize; 3]) -> Result<Raw, (Option<usize>, String
             start = b + c.len_utf8();
         }
     }
-    let col = |b: usize| Some(line[..b].chars().count() + 1);
-    let field = |k: usize, name: &str| {
-        fields.get(cols[k]).copied().ok_or((
-            None,
-            format!(
-                "no {name} field (expected {} fields)",
-                cols.iter().max().unwrap_or(&0) + 1
-            ),
-        ))
+    let col = |b: usize| line[..b].chars().count() + 1;
+    let field = |k: usize, name: &'static str| {
+        fields.get(cols[k]).copied().ok_or(BadRow::Missing {
+            name,
+            fields: cols.iter().max().unwrap_or(&0) + 1,
+        })
     };
     let (b, ts) = field(0, "TIMESTAMP")?;
-    let t_ns = parse_datetime(ts.trim_matches('"')).ok_or_else(|| {
-        (
-            col(b),
-            format!(
-                "expected a TIMESTAMP such as 2023-11-16 18:15:46.6805900, found {}",
-                describe_token(ts)
-            ),
-        )
+    let t_ns = parse_datetime(ts.trim_matches('"')).ok_or_else(|| BadRow::Timestamp {
+        col: col(b),
+        found: describe_token(ts),
     })?;
     let mut n = [0i64; 2];
     for (k, name) in [(1, "ContextTokens"), (2, "GeneratedTokens")] {
         let (b, v) = field(k, name)?;
-        n[k - 1] = v.trim_matches('"').parse::<i64>().map_err(|_| {
-            (
-                col(b),
-                format!(
-                    "expected {name} as a whole number, found {}",
-                    describe_token(v)
-                ),
-            )
-        })?;
+        n[k - 1] = v
+            .trim_matches('"')
+            .parse::<i64>()
+            .map_err(|_| BadRow::Count {
+                col: col(b),
+                name,
+                found: describe_token(v),
+            })?;
     }
     Ok(Raw {
         t_ns,

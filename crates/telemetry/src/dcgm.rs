@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use super::error::{Error, GpuList};
 use super::gpu::{GpuInfo, GpuReading, GpuSampler};
 use super::prom::{self, Exposition};
 use super::scrape::MetricsSource;
@@ -225,35 +226,33 @@ impl DcgmSampler {
         mut source: Box<dyn MetricsSource>,
         filter: Filter,
         data_source: GpuDataSource,
-    ) -> Result<DcgmSampler, String> {
+    ) -> Result<DcgmSampler, Error> {
         let text = source.fetch()?;
-        let expo =
-            prom::parse(&text).map_err(|e| format!("{url}: the metrics text is malformed: {e}"))?;
+        let expo = prom::parse(&text).map_err(|source| Error::Malformed {
+            url: Some(url.to_string()),
+            source,
+        })?;
         let all = read(&expo, &Filter::default());
         let seen: Vec<Seen> = read(&expo, &filter);
-        let listed = |v: &[Seen]| -> String {
-            let names: Vec<String> = v
-                .iter()
-                .map(|s| {
-                    let host = s
-                        .info
-                        .hostname
-                        .as_deref()
-                        .map(|h| format!("{h} "))
-                        .unwrap_or_default();
-                    format!("{host}gpu {} ({})", s.info.index, s.key)
-                })
-                .collect();
-            if names.is_empty() {
-                "none".into()
-            } else {
-                names.join(", ")
-            }
+        let listed = |v: &[Seen]| {
+            GpuList(
+                v.iter()
+                    .map(|s| {
+                        let host = s
+                            .info
+                            .hostname
+                            .as_deref()
+                            .map(|h| format!("{h} "))
+                            .unwrap_or_default();
+                        format!("{host}gpu {} ({})", s.info.index, s.key)
+                    })
+                    .collect(),
+            )
         };
         if all.is_empty() {
-            return Err(format!(
-                "{url} lists no GPU (no DCGM_FI_* series with a gpu or UUID label)"
-            ));
+            return Err(Error::ExporterListsNoGpu {
+                url: url.to_string(),
+            });
         }
         let chosen: Vec<Seen> = match &filter.ids {
             None => seen.clone(),
@@ -264,15 +263,12 @@ impl DcgmSampler {
                     let found: Vec<&Seen> =
                         seen.iter().filter(|s| matches_id(&s.info, id)).collect();
                     if found.is_empty() {
-                        return Err(format!(
-                            "gpu_ids names GPU \"{id}\", which {url} does not list{} (it lists {})",
-                            if filter.labels.is_empty() {
-                                ""
-                            } else {
-                                " with the labels of gpu_metrics_match"
-                            },
-                            listed(&seen)
-                        ));
+                        return Err(Error::ExporterLacksGpu {
+                            url: url.to_string(),
+                            id: id.to_string(),
+                            with_labels: !filter.labels.is_empty(),
+                            listed: listed(&seen),
+                        });
                     }
                     for s in found {
                         if !out.iter().any(|o| o.key == s.key) {
@@ -284,16 +280,11 @@ impl DcgmSampler {
             }
         };
         if chosen.is_empty() {
-            let want: Vec<String> = filter
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{v}\""))
-                .collect();
-            return Err(format!(
-                "no GPU of {url} carries {} (it lists {})",
-                want.join(", "),
-                listed(&all)
-            ));
+            return Err(Error::NoGpuMatches {
+                url: url.to_string(),
+                labels: filter.labels.clone(),
+                listed: listed(&all),
+            });
         }
         Ok(DcgmSampler {
             url: url.to_string(),
@@ -329,16 +320,20 @@ impl GpuSampler for DcgmSampler {
             .unwrap_or_else(|_| vec![GpuReading::default(); self.devices.len()])
     }
 
-    fn try_sample(&mut self) -> Result<Vec<GpuReading>, String> {
+    fn try_sample(&mut self) -> Result<Vec<GpuReading>, Error> {
         let text = self.source.fetch()?;
-        let expo = prom::parse(&text)
-            .map_err(|e| format!("{}: the metrics text is malformed: {e}", self.url))?;
+        let expo = prom::parse(&text).map_err(|source| Error::Malformed {
+            url: Some(self.url.clone()),
+            source,
+        })?;
         let mut seen: BTreeMap<String, GpuReading> = read(&expo, &self.filter)
             .into_iter()
             .map(|s| (s.key, s.reading))
             .collect();
         if self.keys.iter().all(|k| !seen.contains_key(k)) {
-            return Err(format!("{}: none of the GPUs read is listed", self.url));
+            return Err(Error::GpusGone {
+                url: self.url.clone(),
+            });
         }
         Ok(self
             .keys
@@ -383,7 +378,10 @@ DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",modelName="NVID
 DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",GPU_I_ID="3",GPU_I_PROFILE="1g.10gb"} 0.99
 "#;
 
-    fn sampler(texts: Vec<Result<String, String>>, filter: Filter) -> Result<DcgmSampler, String> {
+    fn sampler(
+        texts: Vec<Result<String, &'static str>>,
+        filter: Filter,
+    ) -> Result<DcgmSampler, Error> {
         DcgmSampler::open(
             "http://node-a:9400/metrics",
             Box::new(ScriptedMetrics { texts, calls: 0 }),
@@ -443,6 +441,11 @@ DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",GPU_I_ID="3",GP
         .err()
         .unwrap();
         assert!(
+            matches!(&e, Error::ExporterLacksGpu { id, .. } if id == "7"),
+            "{e}"
+        );
+        let e = e.to_string();
+        assert!(
             e.contains("\"7\"") && e.contains("node-a gpu 0 (GPU-aaaa)"),
             "{e}"
         );
@@ -454,16 +457,18 @@ DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",GPU_I_ID="3",GP
             },
         )
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
         assert!(e.contains("Hostname=\"node-z\""), "{e}");
-        let e = sampler(vec![Err("GET x: cannot connect".into())], Filter::default())
+        let e = sampler(vec![Err("GET x: cannot connect")], Filter::default())
             .err()
             .unwrap();
-        assert_eq!(e, "GET x: cannot connect");
+        assert_eq!(e.to_string(), "GET x: cannot connect");
         let e = sampler(vec![Ok("up 1\n".into())], Filter::default())
             .err()
             .unwrap();
-        assert!(e.contains("lists no GPU"), "{e}");
+        assert!(matches!(e, Error::ExporterListsNoGpu { .. }), "{e}");
+        assert!(e.to_string().contains("lists no GPU"), "{e}");
     }
 
     #[test]
@@ -493,7 +498,7 @@ DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",GPU_I_ID="3",GP
             vec![
                 Ok(TWO.to_string()),
                 Ok(TWO.to_string()),
-                Err("GET x: timed out".into()),
+                Err("GET x: timed out"),
                 Ok("DCGM_FI_DEV_SM_CLOCK{gpu=\"0\" 5\n".into()),
                 Ok("DCGM_FI_DEV_SM_CLOCK{gpu=\"9\",UUID=\"GPU-zzzz\"} 5\n".into()),
             ],
@@ -503,10 +508,13 @@ DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-bbbb",Hostname="node-a",GPU_I_ID="3",GP
         let r = s.try_sample().unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(r[1].sm_clock_mhz, Some(1755));
-        assert_eq!(s.try_sample().unwrap_err(), "GET x: timed out");
+        assert_eq!(s.try_sample().unwrap_err().to_string(), "GET x: timed out");
         let e = s.try_sample().unwrap_err();
+        assert!(matches!(e, Error::Malformed { .. }), "{e}");
+        let e = e.to_string();
         assert!(e.contains("malformed") && e.contains("line 1"), "{e}");
         let e = s.try_sample().unwrap_err();
-        assert!(e.contains("none of the GPUs"), "{e}");
+        assert!(matches!(e, Error::GpusGone { .. }), "{e}");
+        assert!(e.to_string().contains("none of the GPUs"), "{e}");
     }
 }

@@ -13,7 +13,9 @@ use std::time::Instant;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
 
+use crate::error::{Error, GpuList};
 use infer_bench_results::telemetry::GpuDataSource;
 
 /// One GPU's identity.
@@ -92,7 +94,7 @@ pub trait GpuSampler: Send {
     }
     /// One reading per device, or why this sample failed (a scrape that
     /// failed; NVML reads never fail as a whole).
-    fn try_sample(&mut self) -> Result<Vec<GpuReading>, String> {
+    fn try_sample(&mut self) -> Result<Vec<GpuReading>, Error> {
         Ok(self.sample())
     }
     /// Where the readings come from.
@@ -169,8 +171,8 @@ impl Topology {
 /// Opens samplers over the GPUs a target names.
 pub trait GpuSource: Send + Sync {
     /// A sampler over the GPUs `ids` names (indices or UUIDs; all when
-    /// `None`), or one sentence saying why there is none.
-    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String>;
+    /// `None`), or why there is none.
+    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, Error>;
 }
 
 /// NVML's clock-event (throttle) reasons: bit and name.
@@ -197,7 +199,7 @@ pub fn throttle_names(bits: u64) -> Vec<&'static str> {
 
 /// Picks the GPUs `ids` names among `all`: each id is an index ("0") or
 /// a UUID ("GPU-8f1c..."), compared without case.
-pub fn select(all: &[GpuInfo], ids: Option<&[String]>) -> Result<Vec<GpuInfo>, String> {
+pub fn select(all: &[GpuInfo], ids: Option<&[String]>) -> Result<Vec<GpuInfo>, Error> {
     let Some(ids) = ids else {
         return Ok(all.to_vec());
     };
@@ -214,21 +216,17 @@ pub fn select(all: &[GpuInfo], ids: Option<&[String]>) -> Result<Vec<GpuInfo>, S
             Some(g) if !out.iter().any(|o| o.index == g.index) => out.push(g.clone()),
             Some(_) => {}
             None => {
-                let have: Vec<String> = all
+                let have = all
                     .iter()
                     .map(|g| match &g.uuid {
                         Some(u) => format!("{} ({u})", g.index),
                         None => g.index.to_string(),
                     })
                     .collect();
-                return Err(format!(
-                    "gpu_ids names GPU \"{id}\", which this machine does not have (it has {})",
-                    if have.is_empty() {
-                        "none".to_string()
-                    } else {
-                        have.join(", ")
-                    }
-                ));
+                return Err(Error::UnknownGpu {
+                    id: id.to_string(),
+                    have: GpuList(have),
+                });
             }
         }
     }
@@ -238,7 +236,7 @@ pub fn select(all: &[GpuInfo], ids: Option<&[String]>) -> Result<Vec<GpuInfo>, S
 /// NVML, loaded once per process on first use.
 #[derive(Default)]
 pub struct NvmlSource {
-    nvml: OnceLock<Result<Arc<Nvml>, String>>,
+    nvml: OnceLock<Result<Arc<Nvml>, Arc<NvmlError>>>,
 }
 
 impl NvmlSource {
@@ -246,18 +244,18 @@ impl NvmlSource {
         NvmlSource::default()
     }
 
-    fn nvml(&self) -> Result<Arc<Nvml>, String> {
+    fn nvml(&self) -> Result<Arc<Nvml>, Error> {
         self.nvml
-            .get_or_init(|| nvml().map(Arc::new))
+            .get_or_init(|| Nvml::init().map(Arc::new).map_err(Arc::new))
             .as_ref()
             .map(Arc::clone)
-            .map_err(Clone::clone)
+            .map_err(|e| Error::NvmlUnavailable(e.clone()))
     }
 }
 
 /// Loads NVML, or says why it could not.
-pub fn nvml() -> Result<Nvml, String> {
-    Nvml::init().map_err(|e| format!("NVML is not available ({e})"))
+pub fn nvml() -> Result<Nvml, Error> {
+    Nvml::init().map_err(|e| Error::NvmlUnavailable(Arc::new(e)))
 }
 
 fn devices_of(nvml: &Nvml) -> Vec<GpuInfo> {
@@ -277,11 +275,11 @@ fn devices_of(nvml: &Nvml) -> Vec<GpuInfo> {
 }
 
 impl GpuSource for NvmlSource {
-    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String> {
+    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, Error> {
         let nvml = self.nvml()?;
         let all = devices_of(&nvml);
         if all.is_empty() {
-            return Err("NVML is loaded but lists no GPU".into());
+            return Err(Error::NvmlListsNoGpu);
         }
         let devices = select(&all, ids)?;
         Ok(Box::new(NvmlSampler {
@@ -476,8 +474,8 @@ pub struct NullSource {
 }
 
 impl GpuSource for NullSource {
-    fn open(&self, _ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String> {
-        Err(self.reason.clone())
+    fn open(&self, _ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, Error> {
+        Err(Error::NoGpu(self.reason.clone()))
     }
 }
 
@@ -519,7 +517,7 @@ impl ScriptedSource {
 }
 
 impl GpuSource for ScriptedSource {
-    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, String> {
+    fn open(&self, ids: Option<&[String]>) -> Result<Box<dyn GpuSampler>, Error> {
         let devices = select(&self.devices, ids)?;
         let positions: Vec<usize> = devices
             .iter()
@@ -600,7 +598,10 @@ mod tests {
         }
         match NvmlSource::new().open(None) {
             Ok(mut s) => assert_eq!(s.sample().len(), s.devices().len()),
-            Err(why) => assert!(why.contains("NVML") || why.contains("GPU"), "{why}"),
+            Err(why) => assert!(
+                matches!(why, Error::NvmlUnavailable(_) | Error::NvmlListsNoGpu),
+                "{why}"
+            ),
         }
     }
 
@@ -618,6 +619,11 @@ mod tests {
         let by_uuid = select(&all, Some(&[uuid, "0".into()])).unwrap();
         assert_eq!(by_uuid.len(), 1, "the same GPU twice counts once");
         let err = select(&all, Some(&["7".to_string()])).unwrap_err();
+        assert!(
+            matches!(&err, Error::UnknownGpu { id, .. } if id == "7"),
+            "{err}"
+        );
+        let err = err.to_string();
         assert!(
             err.contains("\"7\"") && err.contains("it has 0 (GPU-"),
             "{err}"

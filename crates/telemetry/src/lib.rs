@@ -8,9 +8,11 @@
 //! format), `scrape` (what is kept of a scrape, per server family),
 //! `periodic` (the sampling thread), `series` (statistics and counter
 //! arithmetic), `session` (one point's telemetry, start to results) and
-//! `probe` (a short standalone GPU check).
+//! `probe` (a short standalone GPU check). `error` says why something
+//! could not be read.
 
 pub mod dcgm;
+pub mod error;
 pub mod gpu;
 pub mod periodic;
 pub mod probe;
@@ -18,3 +20,5 @@ pub mod prom;
 pub mod scrape;
 pub mod series;
 pub mod session;
+
+pub use error::{Error, Result};

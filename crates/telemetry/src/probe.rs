@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::error::Error;
 use super::gpu::GpuSource;
 use super::session::{GpuPlan, RunTimes, Session};
 use infer_bench_results::telemetry::PointTelemetry;
@@ -15,7 +16,7 @@ pub fn probe(
     ids: Option<&[String]>,
     seconds: f64,
     interval: Duration,
-) -> Result<PointTelemetry, String> {
+) -> Result<PointTelemetry, Error> {
     let sampler = source.open(ids)?;
     let mut session = Session::start(GpuPlan::Sample(sampler), interval, None);
     session.mark();
@@ -54,9 +55,11 @@ mod tests {
         let none = NullSource {
             reason: "no GPU here".into(),
         };
-        assert_eq!(
-            probe(&none, None, 0.1, Duration::from_millis(20)).unwrap_err(),
-            "no GPU here"
+        let e = probe(&none, None, 0.1, Duration::from_millis(20)).unwrap_err();
+        assert!(
+            matches!(&e, Error::NoGpu(why) if why == "no GPU here"),
+            "{e}"
         );
+        assert_eq!(e.to_string(), "no GPU here");
     }
 }

@@ -69,14 +69,7 @@ impl Exposition {
     }
 }
 
-/// Why a text is not a valid exposition.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
-pub struct ParseError {
-    /// 1-based.
-    pub line: usize,
-    pub message: String,
-}
+pub use crate::error::{ParseError, Syntax};
 
 fn is_name_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_' || c == ':'
@@ -175,9 +168,9 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
     let mut seen: std::collections::BTreeSet<String> = Default::default();
     for (n, raw) in text.split('\n').enumerate() {
         let line_no = n + 1;
-        let err = |m: String| ParseError {
+        let err = |problem: Syntax| ParseError {
             line: line_no,
-            message: m,
+            problem,
         };
         let line = raw.trim_end_matches([' ', '\t']);
         let body = line.trim_start_matches([' ', '\t']);
@@ -193,30 +186,30 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
             }
             let name = c.take_while(|ch| !matches!(ch, ' ' | '\t'));
             if !valid_metric_name(name) {
-                return Err(err(format!(
-                    "# {keyword} names an invalid metric name \"{name}\""
-                )));
+                return Err(err(Syntax::InvalidName {
+                    keyword: keyword.to_string(),
+                    name: name.to_string(),
+                }));
             }
             c.skip_blanks();
             if keyword == "HELP" {
-                let text = unescape_help(c.rest()).map_err(err)?;
+                let text = unescape_help(c.rest());
                 if out.help.insert(name.to_string(), text).is_some() {
-                    return Err(err(format!("second # HELP line for {name}")));
+                    return Err(err(Syntax::SecondHelp(name.to_string())));
                 }
             } else {
                 let t = c.rest();
                 let Some(ty) = MetricType::parse(t) else {
-                    return Err(err(format!(
-                        "unknown metric type \"{t}\" for {name} (counter, gauge, histogram, summary or untyped)"
-                    )));
+                    return Err(err(Syntax::UnknownType {
+                        ty: t.to_string(),
+                        name: name.to_string(),
+                    }));
                 };
                 if out.types.contains_key(name) {
-                    return Err(err(format!("second # TYPE line for {name}")));
+                    return Err(err(Syntax::SecondType(name.to_string())));
                 }
                 if seen.contains(name) {
-                    return Err(err(format!(
-                        "# TYPE for {name} comes after its first sample"
-                    )));
+                    return Err(err(Syntax::TypeAfterSample(name.to_string())));
                 }
                 out.types.insert(name.to_string(), ty);
             }
@@ -229,7 +222,7 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
     Ok(out)
 }
 
-fn unescape_help(s: &str) -> Result<String, String> {
+fn unescape_help(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -249,16 +242,15 @@ fn unescape_help(s: &str) -> Result<String, String> {
             out.push(c);
         }
     }
-    Ok(out)
+    out
 }
 
-fn parse_sample(line: &str) -> Result<Sample, String> {
+fn parse_sample(line: &str) -> Result<Sample, Syntax> {
     let mut c = Cur { s: line, i: 0 };
     if !c.peek().is_some_and(is_name_start) {
-        return Err(format!(
-            "expected a metric name at the start of \"{}\"",
-            clip(line)
-        ));
+        return Err(Syntax::NoName {
+            excerpt: clip(line),
+        });
     }
     let name = c.take_while(is_name_char).to_string();
     let mut labels = Vec::new();
@@ -272,24 +264,22 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
                 break;
             }
             if !c.peek().is_some_and(is_label_start) {
-                return Err(format!("expected a label name or '}}' in {name}"));
+                return Err(Syntax::LabelName { name });
             }
             let key = c.take_while(is_label_char).to_string();
             c.skip_blanks();
             if c.bump() != Some('=') {
-                return Err(format!("expected '=' after label {key} in {name}"));
+                return Err(Syntax::NoEquals { key, name });
             }
             c.skip_blanks();
             if c.bump() != Some('"') {
-                return Err(format!(
-                    "expected '\"' to open the value of label {key} in {name}"
-                ));
+                return Err(Syntax::NoQuote { key, name });
             }
             let mut value = String::new();
             loop {
                 match c.bump() {
                     None => {
-                        return Err(format!("the value of label {key} in {name} is not closed"));
+                        return Err(Syntax::Unclosed { key, name });
                     }
                     Some('"') => break,
                     Some('\\') => match c.bump() {
@@ -297,17 +287,18 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
                         Some('"') => value.push('"'),
                         Some('n') => value.push('\n'),
                         other => {
-                            return Err(format!(
-                                "invalid escape \\{} in label {key} of {name}",
-                                other.map(String::from).unwrap_or_default()
-                            ));
+                            return Err(Syntax::BadEscape {
+                                escaped: other,
+                                key,
+                                name,
+                            });
                         }
                     },
                     Some(ch) => value.push(ch),
                 }
             }
             if labels.iter().any(|(k, _): &(String, String)| *k == key) {
-                return Err(format!("label {key} appears twice in {name}"));
+                return Err(Syntax::DuplicateLabel { key, name });
             }
             labels.push((key, value));
             c.skip_blanks();
@@ -315,36 +306,44 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
                 Some(',') => continue,
                 Some('}') => break,
                 _ => {
-                    return Err(format!(
-                        "expected ',' or '}}' after label {} in {name}",
-                        labels.last().map(|l| l.0.as_str()).unwrap_or("")
-                    ));
+                    let key = labels.last().map(|l| l.0.clone()).unwrap_or_default();
+                    return Err(Syntax::AfterLabel { key, name });
                 }
             }
         }
         blank = c.skip_blanks();
     }
     if !blank {
-        return Err(format!("expected a space before the value of {name}"));
+        return Err(Syntax::NoSpace { name });
     }
     let value_text = c.take_while(|ch| !matches!(ch, ' ' | '\t'));
-    let value = parse_value(value_text)
-        .ok_or_else(|| format!("\"{value_text}\" is not a number (the value of {name})"))?;
+    let Some(value) = parse_value(value_text) else {
+        return Err(Syntax::NotNumber {
+            value: value_text.to_string(),
+            name,
+        });
+    };
     c.skip_blanks();
     let ts_text = c.take_while(|ch| !matches!(ch, ' ' | '\t'));
     let timestamp_ms = if ts_text.is_empty() {
         None
     } else {
-        Some(ts_text.parse::<i64>().map_err(|_| {
-            format!("\"{ts_text}\" is not a timestamp in milliseconds (after {name})")
-        })?)
+        match ts_text.parse::<i64>() {
+            Ok(ts) => Some(ts),
+            Err(_) => {
+                return Err(Syntax::NotTimestamp {
+                    timestamp: ts_text.to_string(),
+                    name,
+                });
+            }
+        }
     };
     c.skip_blanks();
     if !c.rest().is_empty() {
-        return Err(format!(
-            "unexpected \"{}\" after the sample of {name}",
-            clip(c.rest())
-        ));
+        return Err(Syntax::Trailing {
+            excerpt: clip(c.rest()),
+            name,
+        });
     }
     Ok(Sample {
         name,
@@ -469,7 +468,7 @@ mod tests {
         for (text, line, needle) in cases {
             let e = parse(text).expect_err(text);
             assert_eq!(e.line, line, "{text:?}: {e}");
-            assert!(e.message.contains(needle), "{text:?}: {e}");
+            assert!(e.problem.to_string().contains(needle), "{text:?}: {e}");
         }
     }
 

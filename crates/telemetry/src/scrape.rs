@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::error::{Error, FetchError};
 use super::prom::{self, Exposition};
 use super::series::{self, Span};
 use infer_bench_results::telemetry::{
@@ -337,14 +338,14 @@ pub fn detect_family<'a>(present: impl IntoIterator<Item = &'a str>) -> Option<S
 
 /// Where scrapes come from.
 pub trait MetricsSource: Send {
-    /// The exposition text, or one sentence saying why there is none.
-    fn fetch(&mut self) -> Result<String, String>;
+    /// The exposition text, or why there is none.
+    fn fetch(&mut self) -> Result<String, Error>;
 }
 
 /// Parses a fetched text into the tracked values.
-pub fn scrape_once(src: &mut dyn MetricsSource) -> Result<Values, String> {
+pub fn scrape_once(src: &mut dyn MetricsSource) -> Result<Values, Error> {
     let text = src.fetch()?;
-    let e = prom::parse(&text).map_err(|e| format!("the metrics text is malformed: {e}"))?;
+    let e = prom::parse(&text).map_err(|source| Error::Malformed { url: None, source })?;
     Ok(extract(&e))
 }
 
@@ -385,12 +386,12 @@ impl ScrapeAccess {
         target: &infer_bench_spec::Target,
         base_url: &str,
         metrics_url: &str,
-    ) -> Result<ScrapeAccess, String> {
+    ) -> Result<ScrapeAccess, Error> {
         let ca_cert_pem = match &target.ca_cert {
-            Some(path) => Some(
-                std::fs::read(path)
-                    .map_err(|e| format!("cannot read the CA certificate {path}: {e}"))?,
-            ),
+            Some(path) => Some(std::fs::read(path).map_err(|source| Error::CaCert {
+                path: path.clone(),
+                source,
+            })?),
             None => None,
         };
         let same = same_origin(base_url, metrics_url);
@@ -452,7 +453,7 @@ fn credential_header(name: &str) -> bool {
 impl HttpMetrics {
     /// A scraper of `url` with no credentials and the system's TLS roots;
     /// each scrape gives up after `timeout`.
-    pub fn new(url: &str, timeout: Duration) -> Result<HttpMetrics, String> {
+    pub fn new(url: &str, timeout: Duration) -> Result<HttpMetrics, Error> {
         HttpMetrics::with_access(url, timeout, &ScrapeAccess::default())
     }
 
@@ -462,7 +463,7 @@ impl HttpMetrics {
         target: &infer_bench_spec::Target,
         base_url: &str,
         timeout: Duration,
-    ) -> Result<HttpMetrics, String> {
+    ) -> Result<HttpMetrics, Error> {
         HttpMetrics::with_access(
             url,
             timeout,
@@ -475,11 +476,11 @@ impl HttpMetrics {
         url: &str,
         timeout: Duration,
         access: &ScrapeAccess,
-    ) -> Result<HttpMetrics, String> {
+    ) -> Result<HttpMetrics, Error> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the scraper's runtime: {e}"))?;
+            .map_err(Error::Runtime)?;
         let opts = infer_bench_protocol::ClientOptions {
             base_url: url,
             api_key: access.api_key.clone(),
@@ -491,7 +492,7 @@ impl HttpMetrics {
         };
         let client = {
             let _guard = rt.enter();
-            infer_bench_protocol::client::http_client(&opts).map_err(|e| e.to_string())?
+            infer_bench_protocol::client::http_client(&opts)?
         };
         let headers = request_headers(&access.headers, access.api_key.as_deref())?;
         Ok(HttpMetrics {
@@ -508,20 +509,19 @@ impl HttpMetrics {
 fn request_headers(
     headers: &BTreeMap<String, String>,
     api_key: Option<&str>,
-) -> Result<reqwest::header::HeaderMap, String> {
+) -> Result<reqwest::header::HeaderMap, Error> {
+    use infer_bench_protocol::Error as Refused;
     use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
     let mut map = HeaderMap::new();
     for (k, v) in headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("invalid header name \"{k}\""))?;
-        let mut value =
-            HeaderValue::from_str(v).map_err(|_| format!("invalid value for header \"{k}\""))?;
+        let name =
+            HeaderName::from_bytes(k.as_bytes()).map_err(|_| Refused::HeaderName(k.clone()))?;
+        let mut value = HeaderValue::from_str(v).map_err(|_| Refused::HeaderValue(k.clone()))?;
         value.set_sensitive(true);
         map.insert(name, value);
     }
     if let Some(key) = api_key {
-        let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
-            .map_err(|_| "the API key is not a valid header value".to_string())?;
+        let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| Refused::ApiKey)?;
         v.set_sensitive(true);
         map.insert(AUTHORIZATION, v);
     }
@@ -529,8 +529,12 @@ fn request_headers(
 }
 
 impl MetricsSource for HttpMetrics {
-    fn fetch(&mut self) -> Result<String, String> {
+    fn fetch(&mut self) -> Result<String, Error> {
         let url = &self.url;
+        let failed = |problem| Error::Fetch {
+            url: url.clone(),
+            problem,
+        };
         let req = self
             .client
             .get(url)
@@ -539,48 +543,49 @@ impl MetricsSource for HttpMetrics {
             .timeout(self.timeout);
         self.rt.block_on(async {
             let mut resp = req.send().await.map_err(|e| {
-                let what = if e.is_timeout() {
-                    "timed out".to_string()
+                failed(if e.is_timeout() {
+                    FetchError::TimedOut
                 } else if e.is_connect() {
-                    "cannot connect".to_string()
+                    FetchError::Connect
                 } else {
-                    e.to_string()
-                };
-                format!("GET {url}: {what}")
+                    FetchError::Request(e)
+                })
             })?;
             if !resp.status().is_success() {
-                return Err(format!("GET {url}: HTTP {}", resp.status()));
+                return Err(failed(FetchError::Status(resp.status())));
             }
             let mut body = Vec::new();
             while let Some(chunk) = resp
                 .chunk()
                 .await
-                .map_err(|e| format!("GET {url}: the body broke off ({e})"))?
+                .map_err(|e| failed(FetchError::BodyBroke(e)))?
             {
                 body.extend_from_slice(&chunk);
                 if body.len() > MAX_BODY_BYTES {
-                    return Err(format!("GET {url}: the metrics text is over 16 MiB"));
+                    return Err(failed(FetchError::TooLarge));
                 }
             }
-            String::from_utf8(body).map_err(|_| format!("GET {url}: the metrics text is not UTF-8"))
+            String::from_utf8(body).map_err(|_| failed(FetchError::NotUtf8))
         })
     }
 }
 
-/// Texts played back in order (the last repeats), or failures, for tests.
+/// Texts played back in order (the last repeats), or failures (the
+/// sentence each says), for tests.
 pub struct ScriptedMetrics {
-    pub texts: Vec<Result<String, String>>,
+    pub texts: Vec<Result<String, &'static str>>,
     pub calls: usize,
 }
 
 impl MetricsSource for ScriptedMetrics {
-    fn fetch(&mut self) -> Result<String, String> {
+    fn fetch(&mut self) -> Result<String, Error> {
         let r = self
             .texts
             .get(self.calls)
             .or_else(|| self.texts.last())
             .cloned()
-            .unwrap_or_else(|| Err("no script".into()));
+            .unwrap_or(Err("no script"))
+            .map_err(Error::Scripted);
         self.calls += 1;
         r
     }
@@ -593,14 +598,14 @@ const MAX_ERRORS: usize = 5;
 pub fn summarize(
     url: &str,
     interval_s: f64,
-    scrapes: &[(f64, Result<Values, String>)],
+    scrapes: &[(f64, Result<Values, Error>)],
     windows: &[Span],
 ) -> ServerMetrics {
     let ok: Vec<(f64, &Values)> = scrapes
         .iter()
         .filter_map(|(t, r)| r.as_ref().ok().map(|v| (*t, v)))
         .collect();
-    let failed: Vec<(f64, &String)> = scrapes
+    let failed: Vec<(f64, &Error)> = scrapes
         .iter()
         .filter_map(|(t, r)| r.as_ref().err().map(|e| (*t, e)))
         .collect();
@@ -681,9 +686,9 @@ pub fn summarize(
         errors: failed
             .iter()
             .take(MAX_ERRORS)
-            .map(|(t, m)| ScrapeError {
+            .map(|(t, e)| ScrapeError {
                 t_s: *t,
-                message: (*m).clone(),
+                message: e.to_string(),
             })
             .collect(),
         headline,
@@ -789,7 +794,11 @@ mod tests {
     fn an_unreadable_ca_cert_stops_the_scraper() {
         let t = target(&[], Some("/nonexistent/ca.pem"));
         let e = ScrapeAccess::of_target(&t, "https://h/v1", "https://h/metrics").unwrap_err();
-        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+        assert!(
+            matches!(&e, Error::CaCert { path, .. } if path == "/nonexistent/ca.pem"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
     }
 
     fn fixture(path: &str) -> Values {
@@ -859,14 +868,14 @@ mod tests {
             texts: vec![
                 Ok(text(0.0, 0.0, 1000.0, 2.0)),
                 Ok(text(8.0, 0.5, 1500.0, 2.0)),
-                Err("GET http://x/metrics: cannot connect".into()),
+                Err("GET http://x/metrics: cannot connect"),
                 Ok(text(8.0, 0.7, 2500.0, 5.0)),
                 Ok("garbage here\n".into()),
                 Ok(text(0.0, 0.1, 2600.0, 5.0)),
             ],
             calls: 0,
         };
-        let scrapes: Vec<(f64, Result<Values, String>)> = (0..6)
+        let scrapes: Vec<(f64, Result<Values, Error>)> = (0..6)
             .map(|i| (i as f64 * 0.5, scrape_once(&mut src)))
             .collect();
         // Window from 0.6 s to 1.6 s: covered by the scrapes at 0.5 and 2.5.
@@ -906,8 +915,7 @@ mod tests {
         let one = |name: &'static str, v0: f64, v1: f64| {
             [(0.0, v0), (1.0, v1)].map(|(t, v)| (t, Ok(Values::from([(name, v)]))))
         };
-        let merge = |a: [(f64, Result<Values, String>); 2],
-                     b: [(f64, Result<Values, String>); 2]| {
+        let merge = |a: [(f64, Result<Values, Error>); 2], b: [(f64, Result<Values, Error>); 2]| {
             a.into_iter()
                 .zip(b)
                 .map(|((t, x), (_, y))| {

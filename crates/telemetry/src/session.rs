@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::dcgm::{DcgmSampler, Filter};
+use super::error::{Absence, Error};
 use super::gpu::{GpuInfo, GpuReading, GpuSampler, GpuSource, THROTTLE_REASONS};
 use super::periodic::{Periodic, Timed};
 use super::scrape::{self, HttpMetrics, MetricsSource, Values};
@@ -66,12 +67,12 @@ pub fn gpu_plan(
                 let note = also_in_nvml(s.devices(), source);
                 GpuPlan::Sample(Box::new(s.with_note(note)))
             }
-            Err(why) => GpuPlan::Absent(why),
+            Err(why) => GpuPlan::Absent(why.to_string()),
         };
     }
     match source.open(cfg.target.gpu_ids.as_deref()) {
         Ok(s) => GpuPlan::Sample(s),
-        Err(why) => GpuPlan::Absent(why),
+        Err(why) => GpuPlan::Absent(why.to_string()),
     }
 }
 
@@ -80,12 +81,9 @@ const DCGM_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A sampler of the dcgm-exporter a target names in `gpu_metrics_url`,
 /// over the GPUs its `gpu_ids` and `gpu_metrics_match` select.
-pub fn dcgm_sampler(cfg: &PointConfig) -> Result<DcgmSampler, String> {
+pub fn dcgm_sampler(cfg: &PointConfig) -> Result<DcgmSampler, Error> {
     let t = &cfg.target;
-    let url = t
-        .gpu_metrics_url
-        .as_deref()
-        .ok_or_else(|| "the target has no gpu_metrics_url".to_string())?;
+    let url = t.gpu_metrics_url.as_deref().ok_or(Error::NoGpuMetricsUrl)?;
     // The target's TLS settings apply; its credentials only on its own host.
     let base = t.base_url.clone().unwrap_or_default();
     let source = HttpMetrics::for_target(url, t, &base, DCGM_TIMEOUT)?;
@@ -102,7 +100,7 @@ pub fn dcgm_sampler(cfg: &PointConfig) -> Result<DcgmSampler, String> {
 
 /// A sampler of the modelled GPUs a real-time simulator serves at `url`
 /// (all of them: the simulator is the whole deployment).
-fn sim_sampler(url: &str) -> Result<DcgmSampler, String> {
+fn sim_sampler(url: &str) -> Result<DcgmSampler, Error> {
     let source = HttpMetrics::new(url, DCGM_TIMEOUT)?;
     DcgmSampler::open(url, Box::new(source), Filter::default(), GpuDataSource::Sim)
 }
@@ -145,13 +143,13 @@ pub const SIM_NOT_RUNNING: &str =
     "the target is the built-in simulator, whose modelled GPUs are read only while it runs";
 
 /// With `telemetry.gpu = "required"`, checks before the first point that
-/// every target of `points` has a GPU to sample; the error is one sentence
-/// and a hint.
+/// every target of `points` has a GPU to sample; the error
+/// ([`Error::Required`]) is one sentence and a hint.
 pub fn preflight<'a>(
     mode: GpuMode,
     points: impl IntoIterator<Item = &'a PointConfig>,
     source: &dyn GpuSource,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     if mode != GpuMode::Required {
         return Ok(());
     }
@@ -162,41 +160,27 @@ pub fn preflight<'a>(
             continue;
         }
         checked.push(&t.name);
-        let (why, hint) = if t.kind == TargetKind::Sim {
-            (
-                format!(
-                    "target `{}` is the built-in simulator, whose GPUs are modelled, not measured",
-                    t.name
-                ),
-                "`required` asks for measured GPUs, which need a real server on a real GPU; for simulated targets set telemetry.gpu = \"auto\" (the default, which records the modelled GPUs) or \"off\"".to_string(),
-            )
+        let absence = if t.kind == TargetKind::Sim {
+            Absence::Simulated
         } else if let Some(url) = &t.gpu_metrics_url {
             match dcgm_sampler(cfg) {
                 Ok(_) => continue,
-                Err(why) => (
-                    format!("target `{}` has no GPU to read at {url}: {why}", t.name),
-                    format!(
-                        "check that dcgm-exporter serves {url} (curl it) and that targets.{}.gpu_ids and gpu_metrics_match name GPUs it lists, or set telemetry.gpu = \"auto\" to record the absence instead",
-                        t.name
-                    ),
-                ),
+                Err(why) => Absence::Exporter {
+                    url: url.clone(),
+                    why: Box::new(why),
+                },
             }
         } else {
             match source.open(t.gpu_ids.as_deref()) {
                 Ok(_) => continue,
-                Err(why) if why.contains("gpu_ids") => (
-                    format!("target `{}` names a GPU that is not here: {why}", t.name),
-                    format!("fix targets.{}.gpu_ids, or leave it out to sample every GPU", t.name),
-                ),
-                Err(why) => (
-                    format!("target `{}` has no GPU to sample: {why}", t.name),
-                    "run on a machine with an NVIDIA GPU and driver (NVML), or set telemetry.gpu = \"auto\" to record the absence instead".to_string(),
-                ),
+                Err(why @ Error::UnknownGpu { .. }) => Absence::NotHere(Box::new(why)),
+                Err(why) => Absence::NoGpu(Box::new(why)),
             }
         };
-        return Err(format!(
-            "GPU telemetry is required (telemetry.gpu = \"required\"), but {why}\n  hint: {hint}"
-        ));
+        return Err(Error::Required {
+            target: t.name.clone(),
+            absence,
+        });
     }
     Ok(())
 }
@@ -222,11 +206,11 @@ pub struct RunTimes {
 struct Scraping {
     url: String,
     interval: Duration,
-    thread: Periodic<Result<Values, String>>,
+    thread: Periodic<Result<Values, Error>>,
 }
 
 /// One sample of every GPU, or why it failed.
-type GpuSample = Result<Vec<GpuReading>, String>;
+type GpuSample = Result<Vec<GpuReading>, Error>;
 
 /// A point's telemetry while it runs.
 pub struct Session {
@@ -250,7 +234,7 @@ pub struct Session {
 struct Recorded {
     url: String,
     interval: Duration,
-    scrapes: Vec<(Instant, Result<Values, String>)>,
+    scrapes: Vec<(Instant, Result<Values, Error>)>,
 }
 
 impl Session {
@@ -325,7 +309,7 @@ impl Session {
         &mut self,
         url: &str,
         interval: Duration,
-        scrapes: Vec<(Instant, Result<Values, String>)>,
+        scrapes: Vec<(Instant, Result<Values, Error>)>,
     ) {
         self.recorded
             .get_or_insert_with(|| Recorded {
@@ -425,7 +409,7 @@ impl Session {
                     .filter_map(|s| {
                         s.value.as_ref().err().map(|e| ScrapeError {
                             t_s: at(s.at),
-                            message: e.clone(),
+                            message: e.to_string(),
                         })
                     })
                     .collect();
@@ -442,7 +426,7 @@ impl Session {
         };
         let server_metrics = match (self.scrape, self.recorded) {
             (Some(s), _) => {
-                let scrapes: Vec<(f64, Result<Values, String>)> = s
+                let scrapes: Vec<(f64, Result<Values, Error>)> = s
                     .thread
                     .stop()
                     .into_iter()
@@ -456,7 +440,7 @@ impl Session {
                 ))
             }
             (None, Some(r)) => {
-                let scrapes: Vec<(f64, Result<Values, String>)> =
+                let scrapes: Vec<(f64, Result<Values, Error>)> =
                     r.scrapes.into_iter().map(|(t, v)| (at(t), v)).collect();
                 Some(scrape::summarize(
                     &r.url,
@@ -915,6 +899,17 @@ mod tests {
         assert!(preflight(GpuMode::Auto, &sim, &scripted).is_ok());
         let e = preflight(GpuMode::Required, &real, &none).unwrap_err();
         assert!(
+            matches!(
+                &e,
+                Error::Required {
+                    absence: Absence::NoGpu(_),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = e.to_string();
+        assert!(
             e.contains("target `a` has no GPU to sample: NVML is not available"),
             "{e}"
         );
@@ -924,14 +919,52 @@ mod tests {
         );
         let e = preflight(GpuMode::Required, &sim, &scripted).unwrap_err();
         assert!(
+            matches!(
+                &e,
+                Error::Required {
+                    absence: Absence::Simulated,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = e.to_string();
+        assert!(
             e.contains("built-in simulator") && e.contains("hint:"),
             "{e}"
         );
+        // A gpu_ids that names no GPU here is told apart by its variant,
+        // not by the words of its message: the hint is to fix gpu_ids.
         let e = preflight(GpuMode::Required, &typo, &scripted).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Required { target, absence: Absence::NotHere(why) }
+                    if target == "a" && matches!(**why, Error::UnknownGpu { ref id, .. } if id == "5")
+            ),
+            "{e}"
+        );
+        let e = e.to_string();
         assert!(
             e.contains("\"5\"") && e.contains("fix targets.a.gpu_ids"),
             "{e}"
         );
+        // A source whose reason merely mentions gpu_ids is still no GPU.
+        let worded = crate::gpu::NullSource {
+            reason: "gpu_ids cannot be read without a driver".into(),
+        };
+        let e = preflight(GpuMode::Required, &real, &worded).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Required {
+                    absence: Absence::NoGpu(_),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("hint: run on a machine"), "{e}");
         // Whatever the source, a simulated target's plan is its modelled
         // GPUs (none while it does not run), and off is off.
         assert!(matches!(

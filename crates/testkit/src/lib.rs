@@ -9,6 +9,7 @@
 //! client opens.
 
 pub mod dcgm;
+pub mod error;
 pub mod git;
 pub mod hostile;
 pub mod procs;

@@ -55,6 +55,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::error::BadRequest;
 use bytes::{Bytes, BytesMut};
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{Method, StatusCode};
@@ -638,7 +639,7 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         Err(message) => {
             t.rec.status = 400;
             t.rec.finished = Some(Instant::now());
-            return http::error_response(StatusCode::BAD_REQUEST, &message);
+            return http::error_response(StatusCode::BAD_REQUEST, &message.to_string());
         }
     };
     t.rec.fields = ask.fields.clone();
@@ -1306,29 +1307,28 @@ fn token_text_raw(seq: u64, from: u32, n: u32) -> String {
 // ---------------------------------------------------------------------------
 // Reading a request.
 
-fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result<Ask, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("invalid JSON in request body: {e}"))?;
+fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result<Ask, BadRequest> {
+    let value: Value = serde_json::from_slice(body).map_err(BadRequest::Json)?;
     let Value::Object(obj) = &value else {
-        return Err("the request body must be a JSON object".to_owned());
+        return Err(BadRequest::NotAnObject);
     };
     let model = match obj.get("model") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err("\"model\" must be a string".to_owned()),
+        Some(_) => return Err(field("model", "a string")),
     };
     let stream = opt_bool(obj, "stream")?.unwrap_or(false);
     let include_usage = match obj.get("stream_options") {
         None | Some(Value::Null) => false,
         Some(Value::Object(options)) => opt_bool(options, "include_usage")?.unwrap_or(false),
-        Some(_) => return Err("\"stream_options\" must be an object".to_owned()),
+        Some(_) => return Err(field("stream_options", "an object")),
     };
     let max_tokens = match opt_count(obj, "max_completion_tokens")? {
         Some(n) => n,
         None => opt_count(obj, "max_tokens")?.unwrap_or(default_max_tokens),
     };
     if max_tokens == 0 {
-        return Err("\"max_tokens\" must be at least 1".to_owned());
+        return Err(BadRequest::NoTokens);
     }
     let prompt_tokens = match endpoint {
         Endpoint::Completions => prompt_words(obj.get("prompt"))?,
@@ -1359,22 +1359,30 @@ fn prompt_text(endpoint: Endpoint, body: &[u8]) -> String {
     text.and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
-fn opt_bool(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(format!("\"{key}\" must be a boolean")),
+/// A field of the wrong type.
+fn field(key: &str, expected: &'static str) -> BadRequest {
+    BadRequest::Field {
+        field: key.to_owned(),
+        expected,
     }
 }
 
-fn opt_count(obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, String> {
+fn opt_bool(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, BadRequest> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(field(key, "a boolean")),
+    }
+}
+
+fn opt_count(obj: &Map<String, Value>, key: &str) -> Result<Option<u32>, BadRequest> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .map(Some)
-            .ok_or_else(|| format!("\"{key}\" must be a non-negative integer below 2^32")),
+            .ok_or_else(|| field(key, "a non-negative integer below 2^32")),
     }
 }
 
@@ -1383,10 +1391,10 @@ fn words(s: &str) -> u64 {
 }
 
 /// `prompt`: a string, strings, token ids, or arrays of token ids.
-fn prompt_words(prompt: Option<&Value>) -> Result<u64, String> {
-    let bad = || "\"prompt\" must be a string, an array of strings or of token ids".to_owned();
+fn prompt_words(prompt: Option<&Value>) -> Result<u64, BadRequest> {
+    let bad = || field("prompt", "a string, an array of strings or of token ids");
     match prompt {
-        None | Some(Value::Null) => Err("\"prompt\" is required".to_owned()),
+        None | Some(Value::Null) => Err(BadRequest::NoPrompt),
         Some(Value::String(s)) => Ok(words(s)),
         Some(Value::Array(items)) => items.iter().try_fold(0u64, |n, item| {
             let more = match item {
@@ -1402,16 +1410,16 @@ fn prompt_words(prompt: Option<&Value>) -> Result<u64, String> {
 }
 
 /// `messages`: objects whose `content` is a string or an array of parts.
-fn message_words(messages: Option<&Value>) -> Result<u64, String> {
+fn message_words(messages: Option<&Value>) -> Result<u64, BadRequest> {
     let Some(Value::Array(messages)) = messages else {
-        return Err("\"messages\" is required and must be an array".to_owned());
+        return Err(BadRequest::NoMessages);
     };
     if messages.is_empty() {
-        return Err("\"messages\" must not be empty".to_owned());
+        return Err(BadRequest::EmptyMessages);
     }
     messages.iter().try_fold(0u64, |n, message| {
         let Value::Object(message) = message else {
-            return Err("each message must be an object".to_owned());
+            return Err(BadRequest::MessageNotAnObject);
         };
         let more = match message.get("content") {
             None | Some(Value::Null) => 0,
@@ -1422,7 +1430,7 @@ fn message_words(messages: Option<&Value>) -> Result<u64, String> {
                 .map(words)
                 .sum(),
             Some(_) => {
-                return Err("a message's \"content\" must be a string or an array".to_owned());
+                return Err(BadRequest::Content);
             }
         };
         Ok(n.saturating_add(more))

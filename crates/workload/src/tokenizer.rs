@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::WorkloadError;
+use super::{TokenizerError, WorkloadError};
 
 /// A loaded tokenizer.
 pub struct TokenCounter {
@@ -34,7 +34,7 @@ impl TokenCounter {
         let bytes = files::read_regular(path, files::MAX_TOKENIZER_BYTES)
             .map_err(|e| WorkloadError::file(path, e.to_string()))?;
         let mut t = TokenCounter::from_bytes(&bytes).map_err(|m| {
-            WorkloadError::file(path, m).with_hint(
+            WorkloadError::file(path, m.to_string()).with_hint(
                 "`tokenizer` must point at a Hugging Face tokenizer.json (the file model repositories ship beside the weights)",
             )
         })?;
@@ -43,15 +43,11 @@ impl TokenCounter {
     }
 
     /// A tokenizer from the bytes of a `tokenizer.json`.
-    pub fn from_bytes(bytes: &[u8]) -> Result<TokenCounter, String> {
-        let mut tok = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| {
-            format!(
-                "not a tokenizer.json: {}",
-                infer_bench_spec::files::sanitize_message(&e.to_string())
-            )
-        })?;
+    pub fn from_bytes(bytes: &[u8]) -> Result<TokenCounter, TokenizerError> {
+        let mut tok =
+            tokenizers::Tokenizer::from_bytes(bytes).map_err(TokenizerError::NotTokenizer)?;
         tok.with_truncation(None)
-            .map_err(|e| format!("cannot turn truncation off: {e}"))?;
+            .map_err(TokenizerError::Truncation)?;
         tok.with_padding(None);
         let mut t = TokenCounter {
             tok,

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::error::{SlotError, StartError, UnknownLength};
 use infer_bench_results::ClockStatus;
 use infer_bench_spec::plan::Point;
 use infer_bench_spec::{Load, Warmup};
@@ -34,7 +35,7 @@ impl Timetable {
         points: impl IntoIterator<Item = &'a Point>,
         start: SystemTime,
         slot: Option<Duration>,
-    ) -> Result<Timetable, String> {
+    ) -> Result<Timetable, SlotError> {
         let mut at = start;
         let mut starts = BTreeMap::new();
         // The run before this one, whose slot ends where this one starts.
@@ -43,8 +44,10 @@ impl Timetable {
             let mut runs = Vec::with_capacity(p.config.load.runs as usize);
             for _ in 0..p.config.load.runs {
                 if let Some(prev) = previous {
-                    at += run_slot(&prev.config.load, slot)
-                        .map_err(|why| format!("point {}: {why}", prev.slug))?;
+                    at += run_slot(&prev.config.load, slot).map_err(|unknown| SlotError {
+                        point: prev.slug.clone(),
+                        unknown,
+                    })?;
                 }
                 runs.push(at);
                 previous = Some(p);
@@ -61,20 +64,18 @@ impl Timetable {
 }
 
 /// How long one run of a point may take on every agent.
-fn run_slot(load: &Load, slot: Option<Duration>) -> Result<Duration, String> {
+fn run_slot(load: &Load, slot: Option<Duration>) -> Result<Duration, UnknownLength> {
     if let Some(s) = slot {
         return Ok(s);
     }
     let warmup = match load.warmup {
         Warmup::Time(d) => d.as_std(),
         Warmup::None => Duration::ZERO,
-        Warmup::Requests(_) => {
-            return Err("its warm-up is a request count, so how long a run takes is not known in advance; give --slot DURATION (the longest a run may take, warm-up and drain included)".into());
-        }
+        Warmup::Requests(_) => return Err(UnknownLength::WarmupByRequests),
     };
     match load.duration {
         Some(d) => Ok(warmup + d.as_std() + DRAIN),
-        None => Err("it ends by request count, so how long a run takes is not known in advance; give --slot DURATION (the longest a run may take, warm-up and drain included)".into()),
+        None => Err(UnknownLength::EndsByRequests),
     }
 }
 
@@ -96,11 +97,11 @@ pub fn instant_of(t: SystemTime) -> (Instant, f64) {
 
 /// Parses `--start-at`: RFC 3339 in UTC, e.g. `2026-12-03T10:00:00Z` or
 /// with fractional seconds.
-pub fn parse_start(s: &str) -> Result<SystemTime, String> {
-    humantime::parse_rfc3339_weak(s.trim())
-        .map_err(|e| {
-            format!("--start-at expects a UTC time in RFC 3339, such as 2026-12-03T10:00:00Z, found \"{s}\" ({e})")
-        })
+pub fn parse_start(s: &str) -> Result<SystemTime, StartError> {
+    humantime::parse_rfc3339_weak(s.trim()).map_err(|source| StartError::Unreadable {
+        found: s.to_string(),
+        source,
+    })
 }
 
 /// The agreed start checked against this machine's clock: an error when
@@ -111,21 +112,21 @@ pub fn check_start(
     start: SystemTime,
     max_skew: Duration,
     max_wait: Duration,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let now = SystemTime::now();
-    let stamp = humantime::format_rfc3339_millis(start);
-    let clock = humantime::format_rfc3339_millis(now);
     match start.duration_since(now) {
-        Err(e) if e.duration() > max_skew => Err(format!(
-            "the agreed start {stamp} is {:.3} s in the past by this machine's clock ({clock}), beyond the {} s allowed: either this clock is ahead of the one that chose the start, or this agent began too late\n  hint: choose a start far enough ahead for every agent to be ready (e.g. now + 30 s), and check that the agents' clocks are synchronized (`chronyc tracking` or `timedatectl`)",
-            e.duration().as_secs_f64(),
-            max_skew.as_secs_f64()
-        )),
-        Ok(ahead) if ahead > max_wait => Err(format!(
-            "the agreed start {stamp} is {:.0} s ahead of this machine's clock ({clock}), beyond the {:.0} s an agent waits\n  hint: check the agents' clocks and the --start-at value",
-            ahead.as_secs_f64(),
-            max_wait.as_secs_f64()
-        )),
+        Err(e) if e.duration() > max_skew => Err(StartError::Past {
+            start,
+            now,
+            behind: e.duration(),
+            max_skew,
+        }),
+        Ok(ahead) if ahead > max_wait => Err(StartError::TooFarAhead {
+            start,
+            now,
+            ahead,
+            max_wait,
+        }),
         _ => Ok(()),
     }
 }
@@ -162,18 +163,25 @@ mod tests {
             humantime::format_rfc3339_millis(t).to_string(),
             "2026-12-03T10:00:00.250Z"
         );
-        assert!(parse_start("tomorrow").unwrap_err().contains("RFC 3339"));
+        let e = parse_start("tomorrow").unwrap_err();
+        assert!(matches!(e, StartError::Unreadable { .. }), "{e}");
+        assert!(e.to_string().contains("RFC 3339"), "{e}");
         let skew = Duration::from_secs(1);
         let wait = Duration::from_secs(3600);
         let now = SystemTime::now();
         assert!(check_start(now + Duration::from_secs(5), skew, wait).is_ok());
         assert!(check_start(now - Duration::from_millis(200), skew, wait).is_ok());
         let late = check_start(now - Duration::from_secs(5), skew, wait).unwrap_err();
+        assert!(matches!(late, StartError::Past { .. }), "{late}");
+        let late = late.to_string();
         assert!(
             late.contains("in the past") && late.contains("hint"),
             "{late}"
         );
-        assert!(check_start(now + Duration::from_secs(7200), skew, wait).is_err());
+        assert!(matches!(
+            check_start(now + Duration::from_secs(7200), skew, wait),
+            Err(StartError::TooFarAhead { .. })
+        ));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::context::Interrupt;
+use crate::error::{LaunchError, LogTail};
 use infer_bench_results::ServerInfo;
 use infer_bench_results::redact;
 use infer_bench_spec::plan::PointConfig;
@@ -112,7 +113,7 @@ pub fn fill(
     template: &str,
     values: &[(String, Option<String>)],
     redact: bool,
-) -> Result<String, String> {
+) -> Result<String, LaunchError> {
     let mut out = String::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
@@ -128,23 +129,25 @@ pub fn fill(
                 _ if redact => Some(format!("<${var}>")),
                 Some((_, Some(v))) => Some(v.clone()),
                 Some((_, None)) => {
-                    return Err(format!(
-                        "the launch command uses {{{key}}}, but the environment variable {var} is not set"
-                    ));
+                    return Err(LaunchError::EnvUnset {
+                        key: key.to_string(),
+                        var: var.to_string(),
+                    });
                 }
                 None => {
-                    return Err(format!(
-                        "the launch command uses {{{key}}}, but `allow_env` does not list {var}"
-                    ));
+                    return Err(LaunchError::EnvNotAllowed {
+                        key: key.to_string(),
+                        var: var.to_string(),
+                    });
                 }
             }
         } else {
             match values.iter().find(|(k, _)| k == key) {
                 Some((_, Some(v))) => Some(v.clone()),
                 Some((_, None)) => {
-                    return Err(format!(
-                        "the launch command uses {{{key}}}, which has no value for this point (set it in the spec)"
-                    ));
+                    return Err(LaunchError::NoValue {
+                        key: key.to_string(),
+                    });
                 }
                 None => None,
             }
@@ -227,20 +230,12 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-fn with_tail(msg: String, log: &Path) -> String {
-    let tail = log_tail(log, 20);
-    if tail.trim().is_empty() {
-        format!("{msg} (its log {} is empty)", log.display())
-    } else {
-        format!("{msg}; last lines of {}:\n{}", log.display(), indent(&tail))
+/// The last 20 lines of a server's log, for an error about the server.
+fn tail_of(log: &Path) -> LogTail {
+    LogTail {
+        path: log.to_path_buf(),
+        tail: log_tail(log, 20),
     }
-}
-
-fn indent(s: &str) -> String {
-    s.lines()
-        .map(|l| format!("    | {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 impl Launched {
@@ -260,13 +255,13 @@ impl Launched {
         log_dir: &Path,
         handle: &tokio::runtime::Handle,
         interrupt: &Interrupt,
-    ) -> Result<Launched, String> {
+    ) -> Result<Launched, LaunchError> {
         let launch = cfg
             .target
             .launch
             .as_ref()
-            .ok_or("the target has no launch block")?;
-        let port = free_port().map_err(|e| format!("cannot find a free port: {e}"))?;
+            .ok_or(LaunchError::NoLaunchBlock)?;
+        let port = free_port().map_err(LaunchError::NoFreePort)?;
         let values = placeholder_values(cfg, port, spec_dir);
         let args: Vec<String> = launch
             .command
@@ -286,8 +281,10 @@ impl Launched {
             &values,
             false,
         )?;
-        std::fs::create_dir_all(log_dir)
-            .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
+        std::fs::create_dir_all(log_dir).map_err(|source| LaunchError::Create {
+            path: log_dir.to_path_buf(),
+            source,
+        })?;
         let group = format!(
             "{}.{}{}",
             cfg.target.name,
@@ -298,9 +295,11 @@ impl Launched {
                 .unwrap_or_default()
         );
         let log = log_dir.join(format!("{group}.log"));
-        let log_file =
-            File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let (program, rest) = args.split_first().ok_or("the launch command is empty")?;
+        let log_file = File::create(&log).map_err(|source| LaunchError::Create {
+            path: log.clone(),
+            source,
+        })?;
+        let (program, rest) = args.split_first().ok_or(LaunchError::EmptyCommand)?;
         let mut cmd = Command::new(program);
         cmd.args(rest)
             .stdin(Stdio::null())
@@ -327,13 +326,9 @@ impl Launched {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::NotFound {
-                " (is it installed and on PATH?)"
-            } else {
-                ""
-            };
-            format!("cannot start `{program}`: {e}{hint}")
+        let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
+            program: program.clone(),
+            source,
         })?;
         // The server's output reaches its log through the redactor: servers
         // print their arguments and environment (vLLM its --api-key).
@@ -356,7 +351,7 @@ impl Launched {
             std::thread::Builder::new()
                 .name("server-log".into())
                 .spawn(move || copy_redacted(stream, &to))
-                .map_err(|e| format!("cannot start the server's log writer: {e}"))?;
+                .map_err(LaunchError::LogWriter)?;
         }
         let (watchdog, watchdog_error) =
             match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std()) {
@@ -379,12 +374,11 @@ impl Launched {
         };
         let ready_url = format!("http://127.0.0.1:{port}{}", launch.ready);
         let deadline = Instant::now() + launch.startup_timeout.as_std();
-        let client = infer_bench_protocol::client::control_client(Duration::from_secs(2))
-            .map_err(|e| e.to_string())?;
+        let client = infer_bench_protocol::client::control_client(Duration::from_secs(2))?;
         loop {
             if interrupt.is_set() {
                 server.stop(handle);
-                return Err("interrupted while the server was starting".into());
+                return Err(LaunchError::Interrupted);
             }
             server.check_alive()?;
             let ok = handle.block_on(async {
@@ -399,15 +393,13 @@ impl Launched {
                 break;
             }
             if Instant::now() >= deadline {
-                let msg = with_tail(
-                    format!(
-                        "the server did not answer 200 on {ready_url} within {}",
-                        launch.startup_timeout
-                    ),
-                    &server.log,
-                );
+                let e = LaunchError::NotReady {
+                    url: ready_url,
+                    timeout: launch.startup_timeout,
+                    log: tail_of(&server.log),
+                };
                 server.stop(handle);
-                return Err(msg);
+                return Err(e);
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -478,20 +470,20 @@ impl Launched {
     }
 
     /// An error (with the log's tail) if the process has exited.
-    pub fn check_alive(&mut self) -> Result<(), String> {
+    pub fn check_alive(&mut self) -> Result<(), LaunchError> {
         let Some(child) = self.child.as_mut() else {
-            return Err("the server was stopped".into());
+            return Err(LaunchError::Stopped);
         };
         match child.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => {
                 self.child = None;
-                Err(with_tail(
-                    format!("the server exited ({status})"),
-                    &self.log,
-                ))
+                Err(LaunchError::Exited {
+                    status,
+                    log: tail_of(&self.log),
+                })
             }
-            Err(e) => Err(format!("cannot check on the server: {e}")),
+            Err(e) => Err(LaunchError::Check(e)),
         }
     }
 
@@ -647,26 +639,24 @@ mod tests {
             fill("--port={port}", &values, false).unwrap(),
             "--port=8080"
         );
-        assert!(
-            fill("{model.weights}", &values, false)
-                .unwrap_err()
-                .contains("{model.weights}")
-        );
+        let e = fill("{model.weights}", &values, false).unwrap_err();
+        assert!(matches!(&e, LaunchError::NoValue { key } if key == "model.weights"));
+        assert!(e.to_string().contains("{model.weights}"), "{e}");
         assert_eq!(
             fill("{env.HOME_DIR_X}", &values, true).unwrap(),
             "<$HOME_DIR_X>"
         );
+        let e = fill("{env.SURELY_NOT_SET_12345}", &values, false).unwrap_err();
+        assert!(matches!(e, LaunchError::EnvNotAllowed { .. }));
         assert!(
-            fill("{env.SURELY_NOT_SET_12345}", &values, false)
-                .unwrap_err()
-                .contains("`allow_env` does not list SURELY_NOT_SET_12345")
+            e.to_string()
+                .contains("`allow_env` does not list SURELY_NOT_SET_12345"),
+            "{e}"
         );
         let allowed = vec![("env.SURELY_NOT_SET_12345".to_string(), None)];
-        assert!(
-            fill("{env.SURELY_NOT_SET_12345}", &allowed, false)
-                .unwrap_err()
-                .contains("is not set")
-        );
+        let e = fill("{env.SURELY_NOT_SET_12345}", &allowed, false).unwrap_err();
+        assert!(matches!(e, LaunchError::EnvUnset { .. }));
+        assert!(e.to_string().contains("is not set"), "{e}");
         let set = vec![("env.X".to_string(), Some("v".to_string()))];
         assert_eq!(fill("a{env.X}b", &set, false).unwrap(), "avb");
         assert_eq!(fill("{{json}}", &values, false).unwrap(), "{{json}}");

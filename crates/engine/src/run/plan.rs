@@ -88,15 +88,12 @@ pub fn run_plan_on(
         spec.telemetry.gpu,
         plan.points.iter().map(|p| &p.config),
         gpus,
-    )
-    .map_err(Error::Infra)?;
+    )?;
     // Every stream is a socket: allow as many as the system lets us (the
     // command line does it too; a library caller gets it here).
     super::raise_fd_limit();
     if opts.agent.is_some() && plan.points.iter().any(|p| p.config.load.search.is_some()) {
-        return Err(Error::Usage(
-            "a capacity search chooses each probe's level from the last one's result, which agents sharing the load cannot agree on in advance; run the search from one machine".into(),
-        ));
+        return Err(Error::SearchWithAgents);
     }
     // Every secret the spec reaches, masked in whatever this run writes;
     // the process-wide copy serves the observer and the printer of a
@@ -121,18 +118,11 @@ pub fn run_plan_on(
     };
     let order = groups(plan);
     let timetable = match (opts.agent, opts.start_at) {
-        (Some(_), Some(start)) => Some(
-            super::agent::Timetable::new(
-                order.iter().flatten().map(|&i| &plan.points[i]),
-                start,
-                opts.slot,
-            )
-            .map_err(|why| {
-                Error::Usage(format!(
-                    "with --agent, every run of every point starts at an agreed instant: {why}"
-                ))
-            })?,
-        ),
+        (Some(_), Some(start)) => Some(super::agent::Timetable::new(
+            order.iter().flatten().map(|&i| &plan.points[i]),
+            start,
+            opts.slot,
+        )?),
         _ => None,
     };
     let mut run = PlanRun {
@@ -268,7 +258,8 @@ impl PlanRun<'_> {
             &self.log_dir,
             env.rt.handle(),
             env.interrupt,
-        );
+        )
+        .map_err(|e| e.to_string());
         let mut server = match server {
             Ok(s) => s,
             Err(msg) => {

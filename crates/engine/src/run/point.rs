@@ -392,7 +392,7 @@ impl Runs {
         }
         self.keep(run, started_at, run_start, &out, stats, agreed, late_ms);
         if let Err(msg) = server.check_alive() {
-            self.died = Some(msg);
+            self.died = Some(msg.to_string());
             return Ok(Next::Stop);
         }
         if self.stopped.is_some() {
@@ -403,7 +403,7 @@ impl Runs {
                 let until = Instant::now() + Duration::from_secs(2);
                 while self.died.is_none() && Instant::now() < until {
                     std::thread::sleep(Duration::from_millis(50));
-                    self.died = server.check_alive().err();
+                    self.died = server.check_alive().err().map(|e| e.to_string());
                 }
             }
             return Ok(Next::Stop); // the later runs would not reach it either
@@ -491,7 +491,8 @@ impl Runs {
             run,
             run_env,
             sampling,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         self.virtual_next = Some(v.ended + Duration::from_secs(1));
         if let Some(s) = sampling.filter(|s| s.metrics) {
             self.telemetry

@@ -175,7 +175,7 @@ pub fn memory_now(
     if cfg.target.kind == TargetKind::Sim || gpu_mode == GpuMode::Off {
         return Default::default();
     }
-    let opened: Result<Box<dyn infer_bench_telemetry::gpu::GpuSampler>, String> =
+    let opened: Result<Box<dyn infer_bench_telemetry::gpu::GpuSampler>, _> =
         if cfg.target.gpu_metrics_url.is_some() {
             infer_bench_telemetry::session::dcgm_sampler(cfg)
                 .map(|s| Box::new(s) as Box<dyn infer_bench_telemetry::gpu::GpuSampler>)

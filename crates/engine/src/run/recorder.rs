@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use crate::error::ShardError;
 use infer_bench_protocol::{RequestRecord, TokenSource};
 use infer_bench_results::hist::{Hist, Summary, decode, encode, new_hist};
 use infer_bench_results::metric::{Kind, Metric};
@@ -638,11 +639,14 @@ impl Tally {
     }
 
     /// The inverse of `to_data`, instants placed relative to `base`.
-    pub fn from_data(d: &TallyData, base: Instant) -> Result<Tally, String> {
+    pub fn from_data(d: &TallyData, base: Instant) -> Result<Tally, ShardError> {
         let mut hists = Hists::default();
         for s in Series::ALL {
             if let Some(text) = d.histograms.get(s.name()) {
-                hists[s] = decode(text).map_err(|e| format!("histogram {}: {e}", s.name()))?;
+                hists[s] = decode(text).map_err(|source| ShardError::Histogram {
+                    series: s.name(),
+                    source,
+                })?;
             }
         }
         let at = |ns: Option<i64>| ns.map(|ns| at_offset(base, ns));
@@ -1133,9 +1137,9 @@ impl Recorder {
         stream: bool,
         goodput: Goodput,
         open: bool,
-    ) -> Result<Recorder, String> {
+    ) -> Result<Recorder, ShardError> {
         let base = Instant::now();
-        let first = shards.first().ok_or("no shards")?;
+        let first = shards.first().ok_or(ShardError::NoShards)?;
         let mut r = Recorder {
             stream,
             goodput,
@@ -1162,7 +1166,7 @@ impl Recorder {
         let mut s_first = true;
         for s in shards {
             if s.window_len_ns != first.window_len_ns {
-                return Err("the agents used different window lengths".into());
+                return Err(ShardError::WindowLengths);
             }
             r.run.merge_union(&Tally::from_data(&s.tally, base)?);
             if let Some(w) = s.window_start_ns.map(|ns| at_offset(base, ns)) {

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::error::{LaunchError, ServerError};
 use infer_bench_results::ServerInfo;
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::TargetKind;
@@ -33,7 +34,7 @@ impl Server {
         log_dir: &Path,
         handle: &tokio::runtime::Handle,
         interrupt: &super::context::Interrupt,
-    ) -> Result<Server, String> {
+    ) -> Result<Server, ServerError> {
         match cfg.target.kind {
             TargetKind::Sim
                 if cfg
@@ -42,13 +43,18 @@ impl Server {
                     .as_ref()
                     .is_some_and(|s| s.clock == infer_bench_spec::raw::SimClock::Virtual) =>
             {
-                infer_bench_sim::request::Setup::of(cfg).map(|s| Server::Virtual(s.info))
+                infer_bench_sim::request::Setup::of(cfg)
+                    .map(|s| Server::Virtual(s.info))
+                    .map_err(ServerError::Simulator)
             }
-            TargetKind::Sim => infer_bench_sim::server::SimServer::start(cfg).map(Server::Sim),
+            TargetKind::Sim => infer_bench_sim::server::SimServer::start(cfg)
+                .map(Server::Sim)
+                .map_err(ServerError::Simulator),
             TargetKind::Openai => match &cfg.target.launch {
                 Some(_) => {
                     super::launch::Launched::start(cfg, spec_dir, log_dir, handle, interrupt)
                         .map(Server::Launched)
+                        .map_err(ServerError::Launch)
                 }
                 None => Ok(Server::External {
                     base_url: cfg.target.base_url.clone().unwrap_or_default(),
@@ -77,7 +83,7 @@ impl Server {
     }
 
     /// Whether the server is still there (a launched process may die).
-    pub fn check_alive(&mut self) -> Result<(), String> {
+    pub fn check_alive(&mut self) -> Result<(), LaunchError> {
         match self {
             Server::Launched(l) => l.check_alive(),
             _ => Ok(()),

@@ -168,7 +168,7 @@ struct Sim<'a, B: Backend> {
     sampling: Option<Sampling>,
     model: String,
     steps: u64,
-    scrapes: Vec<(Instant, Result<Values, String>)>,
+    scrapes: Vec<(Instant, Result<Values, infer_bench_telemetry::Error>)>,
     /// The modelled GPUs, which every step is recorded into, and their
     /// readings.
     gpu: Option<GpuModel>,
@@ -177,7 +177,7 @@ struct Sim<'a, B: Backend> {
 }
 
 /// One reading of every modelled GPU, or why there is none.
-pub type GpuReadings = Result<Vec<GpuReading>, String>;
+pub type GpuReadings = Result<Vec<GpuReading>, infer_bench_telemetry::Error>;
 
 /// The modelled GPUs of a run and each reading of them, with its instant.
 pub type ModelledGpus = (Vec<GpuInfo>, Vec<(Instant, GpuReadings)>);
@@ -198,7 +198,7 @@ pub struct Sampling {
 /// the run's last request ended.
 pub struct VirtualRun {
     pub outcome: RunOutcome,
-    pub scrapes: Vec<(Instant, Result<Values, String>)>,
+    pub scrapes: Vec<(Instant, Result<Values, infer_bench_telemetry::Error>)>,
     pub gpus: Option<ModelledGpus>,
     pub ended: Instant,
 }
@@ -213,8 +213,8 @@ pub fn run_once_virtual<B: Backend>(
     run: u32,
     env: &RunEnv,
     sampling: Option<Sampling>,
-) -> Result<VirtualRun, String> {
-    let setup = Setup::of(cfg)?;
+) -> Result<VirtualRun, crate::error::ServerError> {
+    let setup = Setup::of(cfg).map_err(crate::error::ServerError::Simulator)?;
     let speed = setup.speed(run);
     let load = &cfg.load;
     let Schedule {
@@ -422,7 +422,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             );
             let values = prom::parse(&text)
                 .map(|e| scrape::extract(&e))
-                .map_err(|e| format!("the metrics text is malformed: {e}"));
+                .map_err(|source| infer_bench_telemetry::Error::Malformed { url: None, source });
             self.scrapes.push((at, values));
         }
         if let Some(gpu) = &mut self.gpu {
@@ -432,7 +432,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             let text = gpu.exposition(self.now as f64 / 1e9, &engines);
             let seen = prom::parse(&text)
                 .map(|e| dcgm::read(&e, &Filter::default()))
-                .map_err(|e| format!("the modelled GPU text is malformed: {e}"));
+                .map_err(infer_bench_telemetry::Error::ModelledMalformed);
             let readings = seen.map(|seen| {
                 if self.gpu_devices.is_empty() {
                     self.gpu_devices = seen.iter().map(|s| s.info.clone()).collect();

@@ -9,7 +9,7 @@ pub mod markdown;
 pub mod table;
 
 use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report, Scale};
-use infer_bench_judge::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
+use infer_bench_results::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::Metric;
 use infer_bench_spec::raw::OnEnvMismatch;
 

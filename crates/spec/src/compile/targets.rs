@@ -503,20 +503,31 @@ fn is_env_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Why a URL is not one the HTTP client accepts.
+#[derive(Debug, thiserror::Error)]
+enum UrlProblem {
+    #[error("the scheme must be http or https")]
+    Scheme,
+    #[error("{0}")]
+    Invalid(#[from] url::ParseError),
+    #[error("it names no host")]
+    NoHost,
+}
+
 /// Whether `url` is one the HTTP client accepts: http(s), a host, a port
 /// that fits (a `{port}` placeholder stands for one); why not otherwise.
-fn check_url(url: &str) -> Result<(), String> {
+fn check_url(url: &str) -> Result<(), UrlProblem> {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err("the scheme must be http or https".into());
+        return Err(UrlProblem::Scheme);
     }
     let filled = url.replace("{port}", "8000");
     if filled.contains('{') {
         // Other placeholders ({env.NAME}) are filled at run time.
         return Ok(());
     }
-    let parsed = url::Url::parse(&filled).map_err(|e| e.to_string())?;
+    let parsed = url::Url::parse(&filled)?;
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err("it names no host".into());
+        return Err(UrlProblem::NoHost);
     }
     Ok(())
 }
