@@ -1199,7 +1199,16 @@ pub fn tls_insecure_targets(r: &Results) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::*;
+    use crate::baseline::{Baseline, Bless};
+    use infer_bench_testkit::fixtures::*;
+
+    /// A baseline blessed from `r` by the judge under test (the test kit's
+    /// `baseline_of` returns its own copy of the judge's `Baseline`).
+    fn baseline_of(r: &infer_bench_spec::results::Results) -> Baseline {
+        let mut b = Baseline::new("unit");
+        b.bless(r, &[], "2026-01-01T00:00:00Z").unwrap();
+        b
+    }
 
     fn settings(spec: &infer_bench_spec::Spec) -> Settings {
         Settings::from_regression(&spec.regression)

@@ -25,8 +25,6 @@ pub mod compare;
 pub mod drift;
 pub mod exit;
 pub mod fingerprint;
-#[cfg(any(test, feature = "test-fixtures"))]
-pub mod fixtures;
 pub mod power;
 pub mod rules;
 pub mod stats;

@@ -486,7 +486,7 @@ fn num(x: f64) -> String {
 #[cfg(test)]
 pub(crate) mod testkit {
     use infer_bench_judge::compare::{Report, Settings, compare};
-    use infer_bench_judge::fixtures::{baseline_of, plan, point, results};
+    use infer_bench_testkit::fixtures::{baseline_of, plan, point, results};
     use infer_bench_spec::plan::Plan;
     use infer_bench_spec::results::PointResult;
 
