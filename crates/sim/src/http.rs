@@ -652,8 +652,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GatedStream<T> {
 
 #[cfg(test)]
 mod tests {
-    use infer_bench_testkit::wire::{self as testing, read_response, request};
     use super::*;
+    use infer_bench_testkit::wire::{self as testing, read_response, request};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn echo_server() -> ServerHandle {
