@@ -3,6 +3,7 @@
 
 pub mod capacity;
 pub mod chart;
+mod findings;
 pub mod plan;
 pub mod report;
 pub mod summary;
