@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use super::baseline::{Baseline, BaselinePoint};
 use super::fingerprint::{Mismatch, mismatches, point_environment, with_implied_keys};
-use super::rules::{Rules, RulesSource};
+use super::rules::{Rules, RulesSource, gate_label};
 use super::stats::{self, Judgement, Verdict};
 use crate::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
@@ -986,14 +986,6 @@ struct Sides<'a> {
     base: Vec<(&'a Stats, &'a [WindowStats])>,
     new: Vec<(&'a Stats, &'a [WindowStats])>,
     within_run: bool,
-}
-
-/// The label of a gate: "ttft p99", "output_tokens_per_s".
-pub fn gate_label(metric: Metric, stat: Option<&Stat>) -> String {
-    match stat {
-        Some(s) => format!("{metric} {}", s.name()),
-        None => metric.to_string(),
-    }
 }
 
 fn judge_gate(
