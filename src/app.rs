@@ -4,6 +4,7 @@
 use crate::cli::{Command, PlanFormat, SchemaKind};
 use crate::error::{EXIT_OK, Error, Outcome, Result};
 use crate::export;
+use crate::inputs::read_results;
 use crate::plan::Plan;
 use crate::spec;
 
@@ -234,26 +235,6 @@ fn merge(
 
 fn write_stdout(text: &str) -> Result<()> {
     export::stdout(text).map_err(|e| Error::io("<stdout>", e))
-}
-
-/// A results file given on the command line (`diff`, `bless`, `merge`,
-/// `report`): a path that holds none is a usage error (exit 2) that says
-/// what was expected, not a bare "No such file or directory".
-pub fn read_results(
-    path: &std::path::Path,
-) -> Result<(crate::results::Results, std::path::PathBuf)> {
-    let file = if path.is_dir() {
-        path.join("results.json")
-    } else {
-        path.to_path_buf()
-    };
-    if !file.is_file() {
-        return Err(Error::Usage(format!(
-            "no results at {}: expected a results.json file or a run directory that holds one (`infer-bench run SPEC --out DIR` writes DIR/results.json)",
-            path.display()
-        )));
-    }
-    Ok(crate::results::Results::read(path)?)
 }
 
 /// `report`: reads every results file (or run directory), labels them,
