@@ -5,32 +5,39 @@
 //!
 //! It reads results (plain data) and knows nothing of how reports look;
 //! the exporters in `export::report` draw and print what it finds. Every
-//! rule is described in `docs/reports.md`. Three files, whose public items
-//! are all re-exported here (`analysis::capacity`, `analysis::expr_text`):
+//! rule is described in `docs/reports.md`. Four files, whose public items
+//! are all re-exported here (`analysis::capacity`, `analysis::expr_text`),
+//! each using only the ones below it:
 //!
 //! - this one owns the assembly: the sources (results files) and their
-//!   labels, a row per point, the grouping of points into sweeps, and the
-//!   [`Analysis`] with its JSON (`report --format json`);
-//! - `rules.rs` owns the decision rules, small pure functions on plain
-//!   numbers and plain data (`capacity`, `knee`, `pareto_front`, `best`,
-//!   `memory_growth`), tested on hand-made numbers;
-//! - `describe.rs` owns the words: SLO expressions as people read them,
-//!   one-sentence readings of a capacity and a knee, and the sentences the
-//!   rules store in their results.
+//!   labels, the grouping of points into sweeps, and the [`Analysis`] with
+//!   its JSON (`report --format json`);
+//! - `describe.rs` owns the readings for people: how loads are written,
+//!   one-sentence readings of a capacity and a knee;
+//! - `decide.rs` owns a row per point and its load kind, and the decisions
+//!   on them: small pure functions on plain numbers and plain data
+//!   (`capacity`, `knee`, `pareto_front`, `best`, `memory_growth`), tested
+//!   on hand-made numbers;
+//! - `wording.rs` owns the words the decisions store in their results
+//!   (SLO expressions as people read them, notes, reasons), which are part
+//!   of the analysis JSON.
 //!
 //! A **sweep** is the points of one results file that differ only in load
 //! level (the `concurrency` or `rate` axis): grouped by every other axis
 //! and by load kind, sorted by load. Points with a ramp carry their own
 //! staircase and belong to no sweep.
 
+mod decide;
 mod describe;
-mod rules;
+mod wording;
 
-pub use describe::{describe_capacity, describe_knee, expr_text, round_sig};
-pub use rules::{
-    Best, BestBasis, Binding, Bracket, Capacity, CurvePoint, KNEE_FRACTION, Knee, LoadSample,
-    MemoryGrowth, best, capacity, fit_line, knee, memory_growth, pareto_front, threshold_value,
+pub use decide::{
+    Best, BestBasis, Binding, Bracket, Capacity, CurvePoint, KNEE_FRACTION, Knee, LoadKind,
+    LoadSample, MemoryGrowth, PointRow, best, capacity, fit_line, knee, memory_growth,
+    pareto_front, threshold_value,
 };
+pub use describe::{describe_capacity, describe_knee, round_sig};
+pub use wording::expr_text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,15 +135,6 @@ pub fn label_sources(inputs: Vec<(PathBuf, Results)>) -> Vec<Source> {
         .collect()
 }
 
-/// Closed-loop concurrency or open-loop request rate (how its loads are
-/// written is in `describe.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadKind {
-    Concurrency,
-    Rate,
-}
-
 /// The load level of a steady point; `None` for a ramp.
 pub fn load_of(p: &PointResult) -> Option<(LoadKind, f64)> {
     if p.config.load.ramp.is_some() {
@@ -167,48 +165,6 @@ pub fn tokens_per_s_per_user_of(tpot_p50_ms: Option<f64>, s: &Stats) -> Option<f
     }
     (s.concurrency_mean > 0.0 && s.output_tokens_per_s > 0.0)
         .then(|| s.output_tokens_per_s / s.concurrency_mean)
-}
-
-/// One point as the analysis sees it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PointRow {
-    /// Index of the source (results file) among the report's inputs.
-    #[serde(skip)]
-    pub source_index: usize,
-    /// Index of the point in its results file.
-    #[serde(skip)]
-    pub point_index: usize,
-    /// The source's label.
-    pub source: String,
-    pub id: String,
-    pub slug: String,
-    /// How charts and tables name the point: the slug, prefixed with the
-    /// source's label when the report has several sources.
-    pub label: String,
-    /// The sweep the point belongs to (absent for ramps).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_kind: Option<LoadKind>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load: Option<f64>,
-    /// The point was measured (status complete).
-    pub measured: bool,
-    pub valid: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slo_pass: Option<bool>,
-    pub gpus: u32,
-    pub output_tokens_per_s: f64,
-    pub output_tokens_per_s_per_gpu: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_tokens_per_s_per_user: Option<f64>,
-    pub goodput_requests_per_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub good_requests_per_gpu_usd: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usd_per_1m_output_tokens: Option<f64>,
-    /// On the Pareto frontier of per-user against per-GPU output speed.
-    pub pareto: bool,
 }
 
 /// What the points of a sweep share: their source (by index), load kind,
