@@ -137,7 +137,7 @@ fn telemetry_probe(args: crate::cli::ProbeArgs) -> Result<Outcome> {
             ))
         })?;
     write_stdout(&match args.format {
-        crate::cli::OutputFormat::Table => export::telemetry::probe(&t),
+        crate::cli::OutputFormat::Table => export::resources::probe(&t),
         crate::cli::OutputFormat::Json => {
             serde_json::to_string_pretty(&t).expect("telemetry serializes") + "\n"
         }

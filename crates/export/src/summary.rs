@@ -168,7 +168,7 @@ pub fn render(r: &Results, look: Look) -> String {
             out.push('\n');
         }
     }
-    let (telemetry, telemetry_notes) = super::telemetry::points(r);
+    let (telemetry, telemetry_notes) = super::resources::points(r);
     if let Some(table) = telemetry {
         out.push('\n');
         out.push_str(&table);
