@@ -17,7 +17,7 @@ use super::table::{Align, Table};
 use crate::term::Look;
 use infer_bench_judge::compare::tls_insecure_targets;
 use infer_bench_results::PointStatus;
-use infer_bench_spec::results::Results;
+use infer_bench_spec::results::{PointResult, Results};
 
 /// The summary's columns a narrow table leaves out first, in this order,
 /// until it fits: what a person needs at a glance stays (throughput, TTFT,
@@ -67,68 +67,7 @@ pub fn render(r: &Results, look: Look) -> String {
     let mut notes = Vec::new();
     let mut findings = Findings::default();
     for p in &r.points {
-        let s = &p.merged;
-        let ms = |m: &str, q: fn(&infer_bench_results::hist::Summary) -> f64| {
-            s.latency_ms
-                .get(m)
-                .map(|x| f(q(x), 1))
-                .unwrap_or_else(|| "-".into())
-        };
-        let slo = match p.slo_pass {
-            // Narrow: the failed SLOs are named in a note, not the cell.
-            Some(false) if !look.wide => {
-                let failed: Vec<String> = p
-                    .slo
-                    .iter()
-                    .filter(|x| !x.pass)
-                    .map(|x| crate::slo_name(&x.metric, &x.expr))
-                    .collect();
-                if !failed.is_empty() {
-                    findings.add(&p.slug, "SLO failed", &failed.join("; "));
-                }
-                "FAIL".to_string()
-            }
-            _ => crate::report::slo_text(p),
-        };
-        let valid = match (p.status, p.valid) {
-            (PointStatus::Failed, _) => "FAILED",
-            (_, true) => "yes",
-            (_, false) => "INVALID",
-        };
-        t.row(vec![
-            p.slug.clone(),
-            s.requests.succeeded.to_string(),
-            s.requests.failed.to_string(),
-            f(s.request_throughput, 2),
-            f(s.output_tokens_per_s, 0),
-            ms("ttft", |x| x.p50),
-            ms("ttft", |x| x.p99),
-            ms("tpot", |x| x.p50),
-            ms("itl", |x| x.p99),
-            ms("e2e", |x| x.p50),
-            format!("{}%", f(s.goodput_ratio * 100.0, 0)),
-            p.cost
-                .as_ref()
-                .and_then(|c| c.usd_per_1m_output_tokens)
-                .map(|x| f(x, 2))
-                .unwrap_or_else(|| "-".into()),
-            slo,
-            valid.into(),
-        ]);
-        if let Some(fail) = &p.failure {
-            findings.add(&p.slug, "", fail);
-        }
-        for reason in &p.invalid_reasons {
-            if p.status != PointStatus::Failed {
-                findings.add(&p.slug, "INVALID", reason);
-            }
-        }
-        for w in &p.warnings {
-            findings.add(&p.slug, "warning", w);
-        }
-        if !s.errors.is_empty() {
-            findings.add(&p.slug, "failures by class", &crate::failures_text(s));
-        }
+        t.row(row(p, look, &mut findings));
     }
     super::summary_details::findings(r, &mut findings);
     let simulated = r
@@ -206,6 +145,73 @@ pub fn render(r: &Results, look: Look) -> String {
         }
     }
     out
+}
+
+/// A point's row of the summary table; what it found goes to `findings`.
+fn row(p: &PointResult, look: Look, findings: &mut Findings) -> Vec<String> {
+    let s = &p.merged;
+    let ms = |m: &str, q: fn(&infer_bench_results::hist::Summary) -> f64| {
+        s.latency_ms
+            .get(m)
+            .map(|x| f(q(x), 1))
+            .unwrap_or_else(|| "-".into())
+    };
+    let slo = match p.slo_pass {
+        // Narrow: the failed SLOs are named in a note, not the cell.
+        Some(false) if !look.wide => {
+            let failed: Vec<String> = p
+                .slo
+                .iter()
+                .filter(|x| !x.pass)
+                .map(|x| crate::slo_name(&x.metric, &x.expr))
+                .collect();
+            if !failed.is_empty() {
+                findings.add(&p.slug, "SLO failed", &failed.join("; "));
+            }
+            "FAIL".to_string()
+        }
+        _ => crate::report::slo_text(p),
+    };
+    let valid = match (p.status, p.valid) {
+        (PointStatus::Failed, _) => "FAILED",
+        (_, true) => "yes",
+        (_, false) => "INVALID",
+    };
+    let cells = vec![
+        p.slug.clone(),
+        s.requests.succeeded.to_string(),
+        s.requests.failed.to_string(),
+        f(s.request_throughput, 2),
+        f(s.output_tokens_per_s, 0),
+        ms("ttft", |x| x.p50),
+        ms("ttft", |x| x.p99),
+        ms("tpot", |x| x.p50),
+        ms("itl", |x| x.p99),
+        ms("e2e", |x| x.p50),
+        format!("{}%", f(s.goodput_ratio * 100.0, 0)),
+        p.cost
+            .as_ref()
+            .and_then(|c| c.usd_per_1m_output_tokens)
+            .map(|x| f(x, 2))
+            .unwrap_or_else(|| "-".into()),
+        slo,
+        valid.into(),
+    ];
+    if let Some(fail) = &p.failure {
+        findings.add(&p.slug, "", fail);
+    }
+    for reason in &p.invalid_reasons {
+        if p.status != PointStatus::Failed {
+            findings.add(&p.slug, "INVALID", reason);
+        }
+    }
+    for w in &p.warnings {
+        findings.add(&p.slug, "warning", w);
+    }
+    if !s.errors.is_empty() {
+        findings.add(&p.slug, "failures by class", &crate::failures_text(s));
+    }
+    cells
 }
 
 /// A table per ramp: one row per step, each step measured on its own.

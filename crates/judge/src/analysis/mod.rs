@@ -235,6 +235,145 @@ pub struct Analysis {
     pub best: Option<Best>,
 }
 
+impl PointRow {
+    /// The row of point `pi` of source `si`; `many`: the report has
+    /// several sources, so the label names the source.
+    fn of(src: &Source, si: usize, p: &PointResult, pi: usize, many: bool) -> PointRow {
+        let gpus = src.gpus(p);
+        let measured = p.status == PointStatus::Complete;
+        let s = &p.merged;
+        let load = load_of(p);
+        PointRow {
+            source_index: si,
+            point_index: pi,
+            source: src.label.clone(),
+            id: p.id.clone(),
+            slug: p.slug.clone(),
+            label: if many {
+                format!("{}: {}", src.label, p.slug)
+            } else {
+                p.slug.clone()
+            },
+            sweep: None,
+            load_kind: load.map(|l| l.0),
+            load: load.map(|l| l.1),
+            measured,
+            valid: p.valid,
+            slo_pass: p.slo_pass,
+            gpus,
+            output_tokens_per_s: s.output_tokens_per_s,
+            output_tokens_per_s_per_gpu: s.output_tokens_per_s / f64::from(gpus),
+            output_tokens_per_s_per_user: if measured {
+                tokens_per_s_per_user(p)
+            } else {
+                None
+            },
+            goodput_requests_per_s: s.goodput,
+            good_requests_per_gpu_usd: p.cost.as_ref().and_then(|c| c.good_requests_per_gpu_usd),
+            usd_per_1m_output_tokens: p.cost.as_ref().and_then(|c| c.usd_per_1m_output_tokens),
+            pareto: false,
+        }
+    }
+}
+
+impl Sweep {
+    /// The sweep of `rows` (indices into `points`, any order), which share
+    /// `src`, `kind` and the `fixed` axes; `earlier` are the sweeps already
+    /// named, whose names it must not repeat.
+    fn of(
+        src: &Source,
+        points: &[PointRow],
+        kind: LoadKind,
+        fixed: Vec<(String, String)>,
+        mut rows: Vec<usize>,
+        many: bool,
+        earlier: &[Sweep],
+    ) -> Sweep {
+        rows.sort_by(|&a, &b| {
+            points[a]
+                .load
+                .unwrap_or(0.0)
+                .total_cmp(&points[b].load.unwrap_or(0.0))
+        });
+        let axes_text = fixed
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let name = match (many, axes_text.is_empty()) {
+            (_, true) => src.label.clone(),
+            (true, false) => format!("{}: {axes_text}", src.label),
+            (false, false) => axes_text,
+        };
+        let name = if groups_share_name(earlier, &name) {
+            format!("{name} ({})", kind_word(kind))
+        } else {
+            name
+        };
+        // INVALID points are left out of capacity and knee, unless
+        // every measured point of the sweep is INVALID.
+        let from_invalid = !rows.iter().any(|&i| points[i].measured && points[i].valid);
+        let counts = |i: usize| from_invalid || !points[i].measured || points[i].valid;
+        let samples: Vec<LoadSample<'_>> = rows
+            .iter()
+            .filter(|&&i| counts(i))
+            .map(|&i| {
+                let p = &src.results.points[points[i].point_index];
+                LoadSample {
+                    id: &p.id,
+                    load: points[i].load.unwrap_or(0.0),
+                    measured: points[i].measured,
+                    slo: &p.slo,
+                }
+            })
+            .collect();
+        let capacity = capacity(&samples);
+        let curve: Vec<CurvePoint<'_>> = rows
+            .iter()
+            .filter(|&&i| points[i].measured && counts(i))
+            .map(|&i| CurvePoint {
+                id: &points[i].id,
+                load: points[i].load.unwrap_or(0.0),
+                value: points[i].output_tokens_per_s,
+            })
+            .collect();
+        let knee = knee(&curve, KNEE_FRACTION);
+        let best = best(points, &rows);
+        let memory = if kind == LoadKind::Concurrency {
+            let measured: Vec<(f64, &PointResult)> = rows
+                .iter()
+                .filter(|&&i| points[i].measured)
+                .map(|&i| {
+                    (
+                        points[i].load.unwrap_or(0.0),
+                        &src.results.points[points[i].point_index],
+                    )
+                })
+                .collect();
+            memory_growth(&measured)
+        } else {
+            Vec::new()
+        };
+        Sweep {
+            memory,
+            from_invalid,
+            name,
+            source: src.label.clone(),
+            load_kind: kind,
+            fixed_axes: fixed.into_iter().collect(),
+            points: rows.iter().map(|&i| points[i].id.clone()).collect(),
+            loads: rows
+                .iter()
+                .map(|&i| points[i].load.unwrap_or(0.0))
+                .collect(),
+            rows,
+            capacity,
+            knee,
+            best,
+        }
+    }
+}
+
 impl Analysis {
     /// Analyses every point of every source.
     pub fn of(sources: &[Source]) -> Analysis {
@@ -243,46 +382,8 @@ impl Analysis {
         let mut groups: BTreeMap<SweepKey, Vec<usize>> = BTreeMap::new();
         for (si, src) in sources.iter().enumerate() {
             for (pi, p) in src.results.points.iter().enumerate() {
-                let gpus = src.gpus(p);
-                let measured = p.status == PointStatus::Complete;
-                let s = &p.merged;
+                let row = PointRow::of(src, si, p, pi, many);
                 let load = load_of(p);
-                let row = PointRow {
-                    source_index: si,
-                    point_index: pi,
-                    source: src.label.clone(),
-                    id: p.id.clone(),
-                    slug: p.slug.clone(),
-                    label: if many {
-                        format!("{}: {}", src.label, p.slug)
-                    } else {
-                        p.slug.clone()
-                    },
-                    sweep: None,
-                    load_kind: load.map(|l| l.0),
-                    load: load.map(|l| l.1),
-                    measured,
-                    valid: p.valid,
-                    slo_pass: p.slo_pass,
-                    gpus,
-                    output_tokens_per_s: s.output_tokens_per_s,
-                    output_tokens_per_s_per_gpu: s.output_tokens_per_s / f64::from(gpus),
-                    output_tokens_per_s_per_user: if measured {
-                        tokens_per_s_per_user(p)
-                    } else {
-                        None
-                    },
-                    goodput_requests_per_s: s.goodput,
-                    good_requests_per_gpu_usd: p
-                        .cost
-                        .as_ref()
-                        .and_then(|c| c.good_requests_per_gpu_usd),
-                    usd_per_1m_output_tokens: p
-                        .cost
-                        .as_ref()
-                        .and_then(|c| c.usd_per_1m_output_tokens),
-                    pareto: false,
-                };
                 if let Some((kind, _)) = load {
                     let fixed: Vec<(String, String)> = p
                         .axes
@@ -315,90 +416,9 @@ impl Analysis {
         frontier.sort_by(|&a, &b| xy[a].0.total_cmp(&xy[b].0));
 
         let mut sweeps = Vec::new();
-        for ((si, kind, fixed), mut rows) in groups {
-            rows.sort_by(|&a, &b| {
-                points[a]
-                    .load
-                    .unwrap_or(0.0)
-                    .total_cmp(&points[b].load.unwrap_or(0.0))
-            });
-            let src = &sources[si];
-            let axes_text = fixed
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let name = match (many, axes_text.is_empty()) {
-                (_, true) => src.label.clone(),
-                (true, false) => format!("{}: {axes_text}", src.label),
-                (false, false) => axes_text,
-            };
-            let name = if groups_share_name(&sweeps, &name) {
-                format!("{name} ({})", kind_word(kind))
-            } else {
-                name
-            };
-            // INVALID points are left out of capacity and knee, unless
-            // every measured point of the sweep is INVALID.
-            let from_invalid = !rows.iter().any(|&i| points[i].measured && points[i].valid);
-            let counts = |i: usize| from_invalid || !points[i].measured || points[i].valid;
-            let samples: Vec<LoadSample<'_>> = rows
-                .iter()
-                .filter(|&&i| counts(i))
-                .map(|&i| {
-                    let p = &src.results.points[points[i].point_index];
-                    LoadSample {
-                        id: &p.id,
-                        load: points[i].load.unwrap_or(0.0),
-                        measured: points[i].measured,
-                        slo: &p.slo,
-                    }
-                })
-                .collect();
-            let capacity = capacity(&samples);
-            let curve: Vec<CurvePoint<'_>> = rows
-                .iter()
-                .filter(|&&i| points[i].measured && counts(i))
-                .map(|&i| CurvePoint {
-                    id: &points[i].id,
-                    load: points[i].load.unwrap_or(0.0),
-                    value: points[i].output_tokens_per_s,
-                })
-                .collect();
-            let knee = knee(&curve, KNEE_FRACTION);
-            let best = best(&points, &rows);
-            let memory = if kind == LoadKind::Concurrency {
-                let measured: Vec<(f64, &PointResult)> = rows
-                    .iter()
-                    .filter(|&&i| points[i].measured)
-                    .map(|&i| {
-                        (
-                            points[i].load.unwrap_or(0.0),
-                            &src.results.points[points[i].point_index],
-                        )
-                    })
-                    .collect();
-                memory_growth(&measured)
-            } else {
-                Vec::new()
-            };
-            sweeps.push(Sweep {
-                memory,
-                from_invalid,
-                name,
-                source: src.label.clone(),
-                load_kind: kind,
-                fixed_axes: fixed.into_iter().collect(),
-                points: rows.iter().map(|&i| points[i].id.clone()).collect(),
-                loads: rows
-                    .iter()
-                    .map(|&i| points[i].load.unwrap_or(0.0))
-                    .collect(),
-                rows,
-                capacity,
-                knee,
-                best,
-            });
+        for ((si, kind, fixed), rows) in groups {
+            let sweep = Sweep::of(&sources[si], &points, kind, fixed, rows, many, &sweeps);
+            sweeps.push(sweep);
         }
         for s in &sweeps {
             for &i in &s.rows {
