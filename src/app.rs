@@ -4,6 +4,7 @@
 use crate::cli::{Command, PlanFormat, SchemaKind};
 use crate::error::{EXIT_OK, Error, Outcome, Result, Usage};
 use crate::export;
+use crate::inputs::read_results;
 use crate::plan::Plan;
 use crate::spec;
 
@@ -132,7 +133,7 @@ fn telemetry_probe(args: crate::cli::ProbeArgs) -> Result<Outcome> {
     let t = crate::telemetry::probe::probe(&source, ids, args.seconds, args.interval.as_std())
         .map_err(Error::NoGpuToProbe)?;
     write_stdout(&match args.format {
-        crate::cli::OutputFormat::Table => export::telemetry::probe(&t),
+        crate::cli::OutputFormat::Table => export::resources::probe(&t),
         crate::cli::OutputFormat::Json => {
             serde_json::to_string_pretty(&t).expect("telemetry serializes") + "\n"
         }
@@ -227,26 +228,6 @@ fn merge(
 
 fn write_stdout(text: &str) -> Result<()> {
     export::stdout(text).map_err(|e| Error::io("<stdout>", e))
-}
-
-/// A results file given on the command line (`diff`, `bless`, `merge`,
-/// `report`): a path that holds none is a usage error (exit 2) that says
-/// what was expected, not a bare "No such file or directory".
-pub fn read_results(
-    path: &std::path::Path,
-) -> Result<(crate::results::Results, std::path::PathBuf)> {
-    let file = if path.is_dir() {
-        path.join("results.json")
-    } else {
-        path.to_path_buf()
-    };
-    if !file.is_file() {
-        return Err(Usage::NoResults {
-            path: path.to_path_buf(),
-        }
-        .into());
-    }
-    Ok(crate::results::Results::read(path)?)
 }
 
 /// `report`: reads every results file (or run directory), labels them,

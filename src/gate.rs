@@ -28,7 +28,7 @@ use infer_bench_results::now_rfc3339;
 
 /// `bless RESULTS [--points ...] [--baseline FILE]`.
 pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Result<Outcome> {
-    let (results, file) = crate::app::read_results(results)?;
+    let (results, file) = crate::inputs::read_results(results)?;
     let regression = regression_of(&results)?;
     let path = baseline_path(baseline, &regression);
     if baseline.is_none_or(|b| b.as_os_str().is_empty()) {
@@ -72,7 +72,7 @@ pub struct Outputs<'a> {
 
 /// `diff RESULTS [--baseline FILE] [--baseline-ref REF]`.
 pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
-    let (results, file) = crate::app::read_results(&args.results)?;
+    let (results, file) = crate::inputs::read_results(&args.results)?;
     let regression = regression_of(&results)?;
     let (path, baseline) = load_baseline(
         Path::new(&results.spec.path),

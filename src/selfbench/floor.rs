@@ -172,7 +172,7 @@ pub fn run(load: &FloorLoad) -> Result<FloorReport, FloorError> {
     let total = u64::from(load.warmup) + u64::from(load.requests);
     let next = Rc::new(Cell::new(0u64));
     let tally = Rc::new(RefCell::new(Tally::default()));
-    let cpu0 = super::measure::cpu_seconds();
+    let cpu0 = super::cpu::cpu_seconds();
     let t0 = Instant::now();
     rt.block_on(async {
         let local = tokio::task::LocalSet::new();
@@ -212,7 +212,7 @@ pub fn run(load: &FloorLoad) -> Result<FloorReport, FloorError> {
         local.await;
     });
     let wall_s = t0.elapsed().as_secs_f64();
-    let cpu_s = super::measure::cpu_seconds() - cpu0;
+    let cpu_s = super::cpu::cpu_seconds() - cpu0;
     let mut t = tally.take();
     let pct = |v: &mut Vec<u64>, p: f64| {
         v.sort_unstable();

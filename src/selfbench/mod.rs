@@ -28,10 +28,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod checks;
+mod cpu;
 mod floor;
 mod measure;
 mod server;
 
+pub use checks::{
+    FLOOR_RATIO_TARGET, IDLE_BUDGET_PERCENT, IMPOSSIBLE, LAG_BUDGET_MS, tolerance_ms,
+};
 pub use floor::{FloorLoad, FloorReport, Lengths};
 
 use crate::error::{Error, Result, SelfBenchError};
@@ -39,27 +43,6 @@ use crate::export::table::{Align, Table};
 
 /// The checks `self-bench` runs, in order (`--only` picks some).
 pub const CHECKS: &[&str] = &["unpaced", "paced", "floor", "idle", "streams", "rate"];
-
-/// A check that always fails (the server writes every 20 ms, the check
-/// expects 2 ms): for tests of the verdict and the exit status; run only
-/// when named.
-pub const IMPOSSIBLE: &str = "impossible";
-
-/// The most dispatch lag (p99) a row may show, ms.
-pub const LAG_BUDGET_MS: f64 = 1.0;
-
-/// How far the client's TTFT or ITL (p50 and p99) may be from the
-/// script: 1 ms, or 1% of the scripted value where that is more.
-pub fn tolerance_ms(scripted_ms: f64) -> f64 {
-    (scripted_ms * 0.01).max(1.0)
-}
-
-/// The target for the client's CPU per event against the floor's.
-pub const FLOOR_RATIO_TARGET: f64 = 1.3;
-
-/// The idle check's budget: this process's CPU over wall time at 1
-/// request/s, percent of one core.
-pub const IDLE_BUDGET_PERCENT: f64 = 0.5;
 
 /// What `self-bench` found: the table, and whether a check failed.
 pub struct Report {

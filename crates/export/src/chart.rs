@@ -526,7 +526,10 @@ fn dash(stroke: Stroke) -> &'static str {
     }
 }
 
-/// Renders the chart as one `<svg>` element.
+/// Renders the chart as one `<svg>` element: the legend's layout first (it
+/// decides the height), then the frame, title, axes and grid, the
+/// reference lines, the data, the labels placed clear of both, and the
+/// legend.
 pub fn render(c: &Chart) -> String {
     const LEFT: f64 = 70.0;
     const RIGHT: f64 = 20.0;
@@ -534,71 +537,18 @@ pub fn render(c: &Chart) -> String {
     const AXIS_SPACE: f64 = 46.0;
     const LEGEND_ROW: f64 = 18.0;
 
-    // Legend layout first: it decides the height. After the series, a key
-    // to the marker styles that appear: open (fails an SLO) and INVALID.
-    let any = |f: &dyn Fn(&Point) -> bool| {
-        c.series.iter().filter(|s| s.markers).any(|s| {
-            s.points
-                .iter()
-                .any(|p| p.x.is_finite() && p.y.is_finite() && f(p))
-        })
-    };
-    let mut legend: Vec<Key<'_>> = c
-        .series
-        .iter()
-        .filter(|s| s.in_legend)
-        .map(Key::Series)
-        .collect();
-    if any(&|p| p.hollow && p.invalid.is_none()) {
-        legend.push(Key::Hollow);
-    }
-    if any(&|p| p.invalid.is_some()) {
-        legend.push(Key::Invalid);
-    }
-    let mut rows: Vec<Vec<(&Key<'_>, f64)>> = vec![Vec::new()];
-    let mut used = 0.0;
-    let avail = c.width - LEFT - RIGHT;
-    for k in &legend {
-        let w = 34.0 + text_width(k.name(), 12.0) + 14.0;
-        if used + w > avail && !rows.last().expect("non-empty").is_empty() {
-            rows.push(Vec::new());
-            used = 0.0;
-        }
-        rows.last_mut().expect("non-empty").push((k, used));
-        used += w;
-    }
-    if legend.is_empty() {
-        rows.clear();
-    }
+    let rows = legend_rows(c, c.width - LEFT - RIGHT);
     let legend_h = rows.len() as f64 * LEGEND_ROW;
     let height = c.height + legend_h + if rows.is_empty() { 0.0 } else { 6.0 };
-    let plot_w = c.width - LEFT - RIGHT;
-    let plot_h = c.height - TOP - AXIS_SPACE;
-    let (x0, y0) = (LEFT, TOP);
-
-    let mut xs: Vec<f64> = c
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.x))
-        .collect();
-    let mut ys: Vec<f64> = c
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.y))
-        .collect();
-    for l in &c.lines {
-        if l.vertical {
-            xs.push(l.value);
-        } else {
-            ys.push(l.value);
-        }
-    }
-    let mx = Mapping::new(&c.x, &xs);
-    let my = Mapping::new(&c.y, &ys);
-    let px = |v: f64| mx.frac(v).map(|f| x0 + f * plot_w);
-    let py = |v: f64| my.frac(v).map(|f| y0 + plot_h - f * plot_h);
-    let inside =
-        |x: f64, y: f64| (x0..=x0 + plot_w).contains(&x) && (y0..=y0 + plot_h).contains(&y);
+    let f = Frame::new(
+        c,
+        LEFT,
+        TOP,
+        c.width - LEFT - RIGHT,
+        c.height - TOP - AXIS_SPACE,
+    );
+    let (x0, y0, plot_w, plot_h) = (f.x0, f.y0, f.w, f.h);
+    let (mx, my) = (&f.mx, &f.my);
 
     let mut s = String::with_capacity(8192);
     let _ = write!(
@@ -623,6 +573,131 @@ pub fn render(c: &Chart) -> String {
         escape(&c.title)
     );
 
+    axes(&mut s, c, &f);
+
+    let clip = format!("{}-plot", escape(&c.id));
+    let _ = write!(
+        s,
+        "<defs><clipPath id=\"{clip}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
+        n(x0 - 5.0),
+        n(y0 - 5.0),
+        n(plot_w + 10.0),
+        n(plot_h + 10.0)
+    );
+
+    let mut placer = placer(c, &f);
+    let mut labels = String::new();
+    reference_lines(&mut s, &mut labels, c, &f, &mut placer);
+    for series in &c.series {
+        draw_series(&mut s, &mut labels, series, &f, &mut placer, &clip);
+    }
+    // Labels above the data, unclipped.
+    s.push_str(&labels);
+    legend(&mut s, &rows, x0, c.height + 10.0, LEGEND_ROW);
+    s.push_str("</g></svg>");
+    s
+}
+
+/// Where the plot area lies in the SVG, and how values map into it.
+struct Frame {
+    x0: f64,
+    y0: f64,
+    w: f64,
+    h: f64,
+    mx: Mapping,
+    my: Mapping,
+}
+
+impl Frame {
+    /// The plot area at (`x0`, `y0`), `w` by `h`, its axes scaled to every
+    /// series' points and every reference line.
+    fn new(c: &Chart, x0: f64, y0: f64, w: f64, h: f64) -> Frame {
+        let mut xs: Vec<f64> = c
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.x))
+            .collect();
+        let mut ys: Vec<f64> = c
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.y))
+            .collect();
+        for l in &c.lines {
+            if l.vertical {
+                xs.push(l.value);
+            } else {
+                ys.push(l.value);
+            }
+        }
+        Frame {
+            x0,
+            y0,
+            w,
+            h,
+            mx: Mapping::new(&c.x, &xs),
+            my: Mapping::new(&c.y, &ys),
+        }
+    }
+
+    fn px(&self, v: f64) -> Option<f64> {
+        self.mx.frac(v).map(|f| self.x0 + f * self.w)
+    }
+
+    fn py(&self, v: f64) -> Option<f64> {
+        self.my.frac(v).map(|f| self.y0 + self.h - f * self.h)
+    }
+
+    fn inside(&self, x: f64, y: f64) -> bool {
+        (self.x0..=self.x0 + self.w).contains(&x) && (self.y0..=self.y0 + self.h).contains(&y)
+    }
+}
+
+/// The legend's keys in rows that fit `avail`, each with its offset from
+/// the left. After the series, a key to the marker styles that appear:
+/// open (fails an SLO) and INVALID.
+fn legend_rows(c: &Chart, avail: f64) -> Vec<Vec<(Key<'_>, f64)>> {
+    let any = |f: &dyn Fn(&Point) -> bool| {
+        c.series.iter().filter(|s| s.markers).any(|s| {
+            s.points
+                .iter()
+                .any(|p| p.x.is_finite() && p.y.is_finite() && f(p))
+        })
+    };
+    let mut legend: Vec<Key<'_>> = c
+        .series
+        .iter()
+        .filter(|s| s.in_legend)
+        .map(Key::Series)
+        .collect();
+    if any(&|p| p.hollow && p.invalid.is_none()) {
+        legend.push(Key::Hollow);
+    }
+    if any(&|p| p.invalid.is_some()) {
+        legend.push(Key::Invalid);
+    }
+    if legend.is_empty() {
+        return Vec::new();
+    }
+    let mut rows: Vec<Vec<(Key<'_>, f64)>> = vec![Vec::new()];
+    let mut used = 0.0;
+    for k in legend {
+        let w = 34.0 + text_width(k.name(), 12.0) + 14.0;
+        if used + w > avail && !rows.last().expect("non-empty").is_empty() {
+            rows.push(Vec::new());
+            used = 0.0;
+        }
+        rows.last_mut().expect("non-empty").push((k, used));
+        used += w;
+    }
+    rows
+}
+
+/// The grid, the tick labels that fit, the axis lines and their labels.
+fn axes(s: &mut String, c: &Chart, f: &Frame) {
+    let (x0, y0, plot_w, plot_h) = (f.x0, f.y0, f.w, f.h);
+    let px = |v: f64| f.px(v);
+    let py = |v: f64| f.py(v);
+    let (mx, my) = (&f.mx, &f.my);
     // Ticks that fit: a label too close to the one before it is left out
     // (the grid line stays).
     let mut yticks: Vec<(f64, &str)> = Vec::new();
@@ -709,17 +784,14 @@ pub fn render(c: &Chart) -> String {
             ""
         }
     );
+}
 
-    let clip = format!("{}-plot", escape(&c.id));
-    let _ = write!(
-        s,
-        "<defs><clipPath id=\"{clip}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
-        n(x0 - 5.0),
-        n(y0 - 5.0),
-        n(plot_w + 10.0),
-        n(plot_h + 10.0)
-    );
-
+/// A placer for labels, with every marker and reference line as an
+/// obstacle.
+fn placer(c: &Chart, f: &Frame) -> Placer {
+    let (x0, y0, plot_w, plot_h) = (f.x0, f.y0, f.w, f.h);
+    let px = |v: f64| f.px(v);
+    let py = |v: f64| f.py(v);
     // Labels are placed greedily, away from markers, lines and each other:
     // reference lines' first, then the points'.
     let mut placer = Placer::new(Rect {
@@ -760,9 +832,14 @@ pub fn render(c: &Chart) -> String {
             placer.obstacle(r);
         }
     }
-    let mut labels = String::new();
+    placer
+}
 
-    // Reference lines under the data.
+/// The reference lines, under the data; their labels go to `labels`.
+fn reference_lines(s: &mut String, labels: &mut String, c: &Chart, f: &Frame, placer: &mut Placer) {
+    let (x0, y0, plot_w, plot_h) = (f.x0, f.y0, f.w, f.h);
+    let px = |v: f64| f.px(v);
+    let py = |v: f64| f.py(v);
     for l in &c.lines {
         let col = l.color.map(color).unwrap_or(SLO_COLOR);
         let tip = escape(l.tip.as_deref().unwrap_or(&l.label));
@@ -843,119 +920,128 @@ pub fn render(c: &Chart) -> String {
             }
         }
     }
+}
 
-    // Data.
-    for series in &c.series {
-        let col = color(series.color);
-        let shade = if series.shade < 1.0 {
-            format!(" opacity=\"{:.2}\"", series.shade)
-        } else {
-            String::new()
+/// One series: its line (one polyline per run of drawable points) and its
+/// markers; their labels go to `labels`.
+fn draw_series(
+    s: &mut String,
+    labels: &mut String,
+    series: &Series,
+    f: &Frame,
+    placer: &mut Placer,
+    clip: &str,
+) {
+    let px = |v: f64| f.px(v);
+    let py = |v: f64| f.py(v);
+    let col = color(series.color);
+    let shade = if series.shade < 1.0 {
+        format!(" opacity=\"{:.2}\"", series.shade)
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        s,
+        "<g class=\"series\" clip-path=\"url(#{clip})\"{shade}><title>{}</title>",
+        escape(&series.name)
+    );
+    if series.stroke != Stroke::None {
+        // One polyline per run of drawable points.
+        let mut seg: Vec<String> = Vec::new();
+        let flush = |seg: &mut Vec<String>, s: &mut String| {
+            if seg.len() >= 2 {
+                let _ = write!(
+                    s,
+                    "<polyline points=\"{}\" fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" stroke-linejoin=\"round\" stroke-linecap=\"round\"{}/>",
+                    seg.join(" "),
+                    dash(series.stroke)
+                );
+            }
+            seg.clear();
         };
-        let _ = write!(
-            s,
-            "<g class=\"series\" clip-path=\"url(#{clip})\"{shade}><title>{}</title>",
-            escape(&series.name)
-        );
-        if series.stroke != Stroke::None {
-            // One polyline per run of drawable points.
-            let mut seg: Vec<String> = Vec::new();
-            let flush = |seg: &mut Vec<String>, s: &mut String| {
-                if seg.len() >= 2 {
-                    let _ = write!(
-                        s,
-                        "<polyline points=\"{}\" fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" stroke-linejoin=\"round\" stroke-linecap=\"round\"{}/>",
-                        seg.join(" "),
-                        dash(series.stroke)
-                    );
-                }
-                seg.clear();
-            };
-            for p in &series.points {
-                match (px(p.x), py(p.y)) {
-                    (Some(x), Some(y)) => seg.push(format!("{},{}", n(x), n(y))),
-                    _ => flush(&mut seg, &mut s),
-                }
-            }
-            flush(&mut seg, &mut s);
-        }
-        if series.markers {
-            for p in &series.points {
-                let (Some(x), Some(y)) = (px(p.x), py(p.y)) else {
-                    continue;
-                };
-                let mut tip = p.tip.clone().unwrap_or_default();
-                if let Some(why) = &p.invalid {
-                    let _ = write!(
-                        s,
-                        "<circle class=\"invalid\" cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"#ffffff\" stroke=\"{INVALID_COLOR}\" stroke-width=\"2\" stroke-dasharray=\"2 1.5\">",
-                        n(x),
-                        n(y)
-                    );
-                    if !tip.is_empty() {
-                        tip.push('\n');
-                    }
-                    tip.push_str("INVALID: ");
-                    tip.push_str(why);
-                } else {
-                    let fill = if p.hollow { "#ffffff" } else { col };
-                    let _ = write!(
-                        s,
-                        "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{fill}\" stroke=\"{col}\" stroke-width=\"2\">",
-                        n(x),
-                        n(y)
-                    );
-                }
-                if !tip.is_empty() {
-                    let _ = write!(s, "<title>{}</title>", escape(&tip));
-                }
-                s.push_str("</circle>");
-                let (Some(label), true) = (&p.label, inside(x, y)) else {
-                    continue;
-                };
-                let w = text_width(label, 11.0);
-                let cands = [
-                    (x + 7.0, y - 18.0),
-                    (x - 7.0 - w, y - 18.0),
-                    (x + 7.0, y + 6.0),
-                    (x - 7.0 - w, y + 6.0),
-                    (x + 8.0, y - 6.0),
-                    (x - 8.0 - w, y - 6.0),
-                    (x - w / 2.0, y - 22.0),
-                    (x - w / 2.0, y + 10.0),
-                    (x + 7.0, y - 32.0),
-                    (x - 7.0 - w, y - 32.0),
-                    (x + 7.0, y + 20.0),
-                    (x - 7.0 - w, y + 20.0),
-                ]
-                .map(|(lx, ty)| Rect {
-                    x: lx,
-                    y: ty,
-                    w,
-                    h: 12.0,
-                });
-                if let Some(i) = placer.place(&cands) {
-                    let r = cands[i];
-                    let _ = write!(
-                        labels,
-                        "<text class=\"lbl\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#1b1f24\">{}</text>",
-                        n(r.x),
-                        n(r.y + 10.0),
-                        escape(label)
-                    );
-                }
+        for p in &series.points {
+            match (px(p.x), py(p.y)) {
+                (Some(x), Some(y)) => seg.push(format!("{},{}", n(x), n(y))),
+                _ => flush(&mut seg, &mut *s),
             }
         }
-        s.push_str("</g>");
+        flush(&mut seg, &mut *s);
     }
-    // Labels above the data, unclipped.
-    s.push_str(&labels);
+    if series.markers {
+        for p in &series.points {
+            let (Some(x), Some(y)) = (px(p.x), py(p.y)) else {
+                continue;
+            };
+            let mut tip = p.tip.clone().unwrap_or_default();
+            if let Some(why) = &p.invalid {
+                let _ = write!(
+                    s,
+                    "<circle class=\"invalid\" cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"#ffffff\" stroke=\"{INVALID_COLOR}\" stroke-width=\"2\" stroke-dasharray=\"2 1.5\">",
+                    n(x),
+                    n(y)
+                );
+                if !tip.is_empty() {
+                    tip.push('\n');
+                }
+                tip.push_str("INVALID: ");
+                tip.push_str(why);
+            } else {
+                let fill = if p.hollow { "#ffffff" } else { col };
+                let _ = write!(
+                    s,
+                    "<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{fill}\" stroke=\"{col}\" stroke-width=\"2\">",
+                    n(x),
+                    n(y)
+                );
+            }
+            if !tip.is_empty() {
+                let _ = write!(s, "<title>{}</title>", escape(&tip));
+            }
+            s.push_str("</circle>");
+            let (Some(label), true) = (&p.label, f.inside(x, y)) else {
+                continue;
+            };
+            let w = text_width(label, 11.0);
+            let cands = [
+                (x + 7.0, y - 18.0),
+                (x - 7.0 - w, y - 18.0),
+                (x + 7.0, y + 6.0),
+                (x - 7.0 - w, y + 6.0),
+                (x + 8.0, y - 6.0),
+                (x - 8.0 - w, y - 6.0),
+                (x - w / 2.0, y - 22.0),
+                (x - w / 2.0, y + 10.0),
+                (x + 7.0, y - 32.0),
+                (x - 7.0 - w, y - 32.0),
+                (x + 7.0, y + 20.0),
+                (x - 7.0 - w, y + 20.0),
+            ]
+            .map(|(lx, ty)| Rect {
+                x: lx,
+                y: ty,
+                w,
+                h: 12.0,
+            });
+            if let Some(i) = placer.place(&cands) {
+                let r = cands[i];
+                let _ = write!(
+                    labels,
+                    "<text class=\"lbl\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#1b1f24\">{}</text>",
+                    n(r.x),
+                    n(r.y + 10.0),
+                    escape(label)
+                );
+            }
+        }
+    }
+    s.push_str("</g>");
+}
 
-    // Legend.
-    let ly0 = c.height + 10.0;
+/// The legend's rows, from (`x0`, `ly0`), `row_h` apart.
+fn legend(s: &mut String, rows: &[Vec<(Key<'_>, f64)>], x0: f64, ly0: f64, row_h: f64) {
     s.push_str("<g class=\"legend\">");
     for (r, row) in rows.iter().enumerate() {
-        let y = ly0 + r as f64 * LEGEND_ROW;
+        let y = ly0 + r as f64 * row_h;
         for (key, off) in row {
             let x = x0 + off;
             match key {
@@ -1013,8 +1099,6 @@ pub fn render(c: &Chart) -> String {
             );
         }
     }
-    s.push_str("</g></svg>");
-    s
 }
 
 /// One entry of a chart's legend.

@@ -3,12 +3,13 @@
 
 pub mod capacity;
 pub mod chart;
+mod findings;
 pub mod plan;
 pub mod report;
+pub mod resources;
 pub mod summary;
 pub mod summary_details;
 pub mod table;
-pub mod telemetry;
 pub mod term;
 pub mod verdict;
 pub mod xml;

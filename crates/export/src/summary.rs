@@ -12,11 +12,12 @@
 //! says FAIL and a note names the SLOs that failed; in a wide table the
 //! cell names them itself.
 
+use super::findings::Findings;
 use super::table::{Align, Table};
 use crate::term::Look;
 use infer_bench_judge::compare::tls_insecure_targets;
 use infer_bench_results::PointStatus;
-use infer_bench_spec::results::Results;
+use infer_bench_spec::results::{PointResult, Results};
 
 /// The summary's columns a narrow table leaves out first, in this order,
 /// until it fits: what a person needs at a glance stays (throughput, TTFT,
@@ -30,92 +31,6 @@ pub const NARROW_DROPS: &[&str] = &[
     "err",
     "out tok/s",
 ];
-
-/// Findings gathered over the points, each once with the points it was
-/// found at, in the order first seen. Findings of one kind are one when
-/// their keys are equal: the message itself, or a pre-flight check's name
-/// (its message carries figures that differ point to point, e.g. how busy
-/// the machine was); the line then quotes the first point's message.
-#[derive(Default)]
-pub(crate) struct Findings {
-    seen: Vec<Finding>,
-}
-
-struct Finding {
-    kind: String,
-    key: String,
-    message: String,
-    slugs: Vec<String>,
-    /// Another point's message (same key) said other figures.
-    differs: bool,
-}
-
-impl Findings {
-    /// `kind` is what the line says before the message ("pre-flight",
-    /// "hint", ...; "" for none).
-    pub(crate) fn add(&mut self, slug: &str, kind: &str, message: &str) {
-        self.add_keyed(slug, kind, message, message);
-    }
-
-    /// As `add`, one with every finding of `kind` whose `key` is equal.
-    pub(crate) fn add_keyed(&mut self, slug: &str, kind: &str, key: &str, message: &str) {
-        match self
-            .seen
-            .iter_mut()
-            .find(|f| f.kind == kind && f.key == key)
-        {
-            Some(f) => {
-                if !f.slugs.iter().any(|s| s == slug) {
-                    f.slugs.push(slug.to_string());
-                }
-                f.differs |= f.message != message;
-            }
-            None => self.seen.push(Finding {
-                kind: kind.into(),
-                key: key.into(),
-                message: message.into(),
-                slugs: vec![slug.to_string()],
-                differs: false,
-            }),
-        }
-    }
-
-    /// One line per finding: "slug: kind: message" for one point, "all N
-    /// points: ..." or "N points (a, b, c and 2 more): ..." for several.
-    pub(crate) fn lines(&self, points: usize) -> Vec<String> {
-        const NAMES: usize = 3;
-        self.seen
-            .iter()
-            .map(|f| {
-                let slugs = &f.slugs;
-                let who = match slugs.len() {
-                    1 => slugs[0].clone(),
-                    n if n == points => format!("all {n} points"),
-                    n if n <= NAMES => format!("{n} points ({})", slugs.join(", ")),
-                    n => format!(
-                        "{n} points ({} and {} more)",
-                        slugs[..NAMES].join(", "),
-                        n - NAMES
-                    ),
-                };
-                let message = if f.differs {
-                    format!(
-                        "{} (figures of {}; each point's are in results.json)",
-                        f.message, slugs[0]
-                    )
-                } else {
-                    f.message.clone()
-                };
-                match f.kind.as_str() {
-                    "" => format!("{who}: {message}"),
-                    "INVALID" if slugs.len() == 1 => format!("{who} is INVALID: {message}"),
-                    "INVALID" => format!("{who} are INVALID: {message}"),
-                    k => format!("{who}: {k}: {message}"),
-                }
-            })
-            .collect()
-    }
-}
 
 fn f(x: f64, digits: usize) -> String {
     if x.is_finite() {
@@ -152,68 +67,7 @@ pub fn render(r: &Results, look: Look) -> String {
     let mut notes = Vec::new();
     let mut findings = Findings::default();
     for p in &r.points {
-        let s = &p.merged;
-        let ms = |m: &str, q: fn(&infer_bench_results::hist::Summary) -> f64| {
-            s.latency_ms
-                .get(m)
-                .map(|x| f(q(x), 1))
-                .unwrap_or_else(|| "-".into())
-        };
-        let slo = match p.slo_pass {
-            // Narrow: the failed SLOs are named in a note, not the cell.
-            Some(false) if !look.wide => {
-                let failed: Vec<String> = p
-                    .slo
-                    .iter()
-                    .filter(|x| !x.pass)
-                    .map(|x| crate::slo_name(&x.metric, &x.expr))
-                    .collect();
-                if !failed.is_empty() {
-                    findings.add(&p.slug, "SLO failed", &failed.join("; "));
-                }
-                "FAIL".to_string()
-            }
-            _ => crate::report::slo_text(p),
-        };
-        let valid = match (p.status, p.valid) {
-            (PointStatus::Failed, _) => "FAILED",
-            (_, true) => "yes",
-            (_, false) => "INVALID",
-        };
-        t.row(vec![
-            p.slug.clone(),
-            s.requests.succeeded.to_string(),
-            s.requests.failed.to_string(),
-            f(s.request_throughput, 2),
-            f(s.output_tokens_per_s, 0),
-            ms("ttft", |x| x.p50),
-            ms("ttft", |x| x.p99),
-            ms("tpot", |x| x.p50),
-            ms("itl", |x| x.p99),
-            ms("e2e", |x| x.p50),
-            format!("{}%", f(s.goodput_ratio * 100.0, 0)),
-            p.cost
-                .as_ref()
-                .and_then(|c| c.usd_per_1m_output_tokens)
-                .map(|x| f(x, 2))
-                .unwrap_or_else(|| "-".into()),
-            slo,
-            valid.into(),
-        ]);
-        if let Some(fail) = &p.failure {
-            findings.add(&p.slug, "", fail);
-        }
-        for reason in &p.invalid_reasons {
-            if p.status != PointStatus::Failed {
-                findings.add(&p.slug, "INVALID", &reason.message);
-            }
-        }
-        for w in &p.warnings {
-            findings.add(&p.slug, "warning", &w.message);
-        }
-        if !s.errors.is_empty() {
-            findings.add(&p.slug, "failures by class", &crate::failures_text(s));
-        }
+        t.row(row(p, look, &mut findings));
     }
     super::summary_details::findings(r, &mut findings);
     let simulated = r
@@ -253,7 +107,7 @@ pub fn render(r: &Results, look: Look) -> String {
             out.push('\n');
         }
     }
-    let (telemetry, telemetry_notes) = super::telemetry::points(r);
+    let (telemetry, telemetry_notes) = super::resources::points(r);
     if let Some(table) = telemetry {
         out.push('\n');
         out.push_str(&table);
@@ -291,6 +145,73 @@ pub fn render(r: &Results, look: Look) -> String {
         }
     }
     out
+}
+
+/// A point's row of the summary table; what it found goes to `findings`.
+fn row(p: &PointResult, look: Look, findings: &mut Findings) -> Vec<String> {
+    let s = &p.merged;
+    let ms = |m: &str, q: fn(&infer_bench_results::hist::Summary) -> f64| {
+        s.latency_ms
+            .get(m)
+            .map(|x| f(q(x), 1))
+            .unwrap_or_else(|| "-".into())
+    };
+    let slo = match p.slo_pass {
+        // Narrow: the failed SLOs are named in a note, not the cell.
+        Some(false) if !look.wide => {
+            let failed: Vec<String> = p
+                .slo
+                .iter()
+                .filter(|x| !x.pass)
+                .map(|x| crate::slo_name(&x.metric, &x.expr))
+                .collect();
+            if !failed.is_empty() {
+                findings.add(&p.slug, "SLO failed", &failed.join("; "));
+            }
+            "FAIL".to_string()
+        }
+        _ => crate::report::slo_text(p),
+    };
+    let valid = match (p.status, p.valid) {
+        (PointStatus::Failed, _) => "FAILED",
+        (_, true) => "yes",
+        (_, false) => "INVALID",
+    };
+    let cells = vec![
+        p.slug.clone(),
+        s.requests.succeeded.to_string(),
+        s.requests.failed.to_string(),
+        f(s.request_throughput, 2),
+        f(s.output_tokens_per_s, 0),
+        ms("ttft", |x| x.p50),
+        ms("ttft", |x| x.p99),
+        ms("tpot", |x| x.p50),
+        ms("itl", |x| x.p99),
+        ms("e2e", |x| x.p50),
+        format!("{}%", f(s.goodput_ratio * 100.0, 0)),
+        p.cost
+            .as_ref()
+            .and_then(|c| c.usd_per_1m_output_tokens)
+            .map(|x| f(x, 2))
+            .unwrap_or_else(|| "-".into()),
+        slo,
+        valid.into(),
+    ];
+    if let Some(fail) = &p.failure {
+        findings.add(&p.slug, "", fail);
+    }
+    for reason in &p.invalid_reasons {
+        if p.status != PointStatus::Failed {
+            findings.add(&p.slug, "INVALID", &reason.message);
+        }
+    }
+    for w in &p.warnings {
+        findings.add(&p.slug, "warning", &w.message);
+    }
+    if !s.errors.is_empty() {
+        findings.add(&p.slug, "failures by class", &crate::failures_text(s));
+    }
+    cells
 }
 
 /// A table per ramp: one row per step, each step measured on its own.

@@ -3,6 +3,7 @@
 //! memory by phase, and the points' pre-flight findings and bottleneck
 //! hints (said once each by the summary's notes).
 
+use super::findings::Findings;
 use super::table::{Align, Table};
 use infer_bench_spec::results::Results;
 
@@ -149,7 +150,7 @@ pub fn memory_table(r: &Results, look: crate::term::Look) -> Option<String> {
 
 /// Every point's pre-flight findings and hints, into `out` (which says
 /// each once, with the points it was found at).
-pub(crate) fn findings(r: &Results, out: &mut super::summary::Findings) {
+pub(crate) fn findings(r: &Results, out: &mut Findings) {
     for p in &r.points {
         for f in &p.preflight {
             let key = format!("{}/{:?}", f.check, f.gpu);

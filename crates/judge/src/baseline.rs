@@ -235,7 +235,7 @@ pub fn schema_text() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{plan, point, results};
+    use infer_bench_testkit::fixtures::{plan, point, results};
 
     fn blessed() -> (Baseline, Results) {
         let (_, plan) = plan(16, "");

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use super::baseline::{Baseline, BaselinePoint};
 use super::fingerprint::{Mismatch, mismatches, point_environment, with_implied_keys};
-use super::rules::{Rules, RulesSource};
+use super::rules::{Rules, RulesSource, gate_label};
 use super::stats::{self, Judgement, Verdict};
 use infer_bench_results::exit::{EXIT_FAILED, EXIT_INFRA, EXIT_OK, EXIT_UNJUDGED};
 use infer_bench_results::metric::{Kind, Metric};
@@ -986,14 +986,6 @@ struct Sides<'a> {
     within_run: bool,
 }
 
-/// The label of a gate: "ttft p99", "output_tokens_per_s".
-pub fn gate_label(metric: Metric, stat: Option<&Stat>) -> String {
-    match stat {
-        Some(s) => format!("{metric} {}", s.name()),
-        None => metric.to_string(),
-    }
-}
-
 fn judge_gate(
     gate: &Gate,
     sides: &Sides,
@@ -1217,7 +1209,16 @@ pub fn tls_insecure_targets(r: &Results) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::*;
+    use crate::baseline::{Baseline, Bless};
+    use infer_bench_testkit::fixtures::*;
+
+    /// A baseline blessed from `r` by the judge under test (the test kit's
+    /// `baseline_of` returns its own copy of the judge's `Baseline`).
+    fn baseline_of(r: &infer_bench_spec::results::Results) -> Baseline {
+        let mut b = Baseline::new("unit");
+        b.bless(r, &[], "2026-01-01T00:00:00Z").unwrap();
+        b
+    }
 
     fn settings(spec: &infer_bench_spec::Spec) -> Settings {
         Settings::from_regression(&spec.regression)

@@ -180,8 +180,8 @@ mod tests {
 
     #[test]
     fn a_virtual_time_point_is_fingerprinted_without_the_machine() {
-        let (_, plan) = crate::fixtures::plan(32, "");
-        let mut p = crate::fixtures::point(&plan, &[10.0], &[]);
+        let (_, plan) = infer_bench_testkit::fixtures::plan(32, "");
+        let mut p = infer_bench_testkit::fixtures::point(&plan, &[10.0], &[]);
         let global = env(&[("client_class", "x86_64-2cpu"), ("gpu_model", "none")]);
         let real = point_environment(&global, &p);
         assert_eq!(real.identity["sim_clock"], "real");
@@ -206,8 +206,8 @@ mod tests {
 
     #[test]
     fn a_simulated_point_carries_its_model_version_and_profile() {
-        let (_, plan) = crate::fixtures::plan(32, "");
-        let mut p = crate::fixtures::point(&plan, &[10.0], &[]);
+        let (_, plan) = infer_bench_testkit::fixtures::plan(32, "");
+        let mut p = infer_bench_testkit::fixtures::point(&plan, &[10.0], &[]);
         let global = env(&[("client_class", "x86_64-2cpu")]);
         // Written before profiles: no profile, model version 1.
         let old = point_environment(&global, &p);

@@ -2,8 +2,8 @@
 //! metric and statistic, whether performance REGRESSED, IMPROVED, stayed
 //! UNCHANGED, cannot be told apart yet (INCONCLUSIVE), may not be compared
 //! (INCOMPARABLE) or lacks the data (INSUFFICIENT). `docs/regression.md`
-//! describes the rule for users; `design/REGRESSION.md` is where it came
-//! from.
+//! describes the rule for users, and its "Design notes" how it differs
+//! from the proposal it was built from.
 //!
 //! - [`stats`]: the statistics (Hodges-Lehmann shift, its distribution-free
 //!   confidence interval, the noise band and the data-driven verdict). Pure
@@ -12,12 +12,20 @@
 //! - [`fingerprint`]: a point's environment fingerprint and which of its
 //!   keys must match.
 //! - [`drift`]: the text diff shown when a point's configuration changed.
-//! - [`rules`]: the judging rules a baseline pins, and how a spec's differ.
+//! - [`rules`]: the judging rules a baseline pins, how a spec's differ, and
+//!   the label of a gate.
 //! - [`compare`]: the decisions, as a plain-data [`compare::Report`] that
 //!   the exporters render.
 //! - [`error`]: why a comparison or a bless cannot be made.
+//! - [`capacity`]: the capacity a search found, against the baseline's.
 //! - [`power`]: the power study of the gate (how often a real slowdown is
 //!   REGRESSED, and an unchanged server too); the `power` example prints it.
+//! - [`analysis`]: the reading of a sweep for reports (capacity at SLO,
+//!   knee, Pareto front, best configuration); it judges against no
+//!   baseline.
+//!
+//! It works on results and baselines already read (plain data), never on
+//! a live run, and does no I/O of its own.
 
 pub mod analysis;
 pub mod baseline;
@@ -26,8 +34,6 @@ pub mod compare;
 pub mod drift;
 pub mod error;
 pub mod fingerprint;
-#[cfg(any(test, feature = "test-fixtures"))]
-pub mod fixtures;
 pub mod power;
 pub mod rules;
 pub mod stats;

@@ -5,13 +5,15 @@
 //! not be judged and pass. When the pull request's rules differ, the
 //! differences are listed (rule drift) and the check fails until the new
 //! rules are blessed. A version-1 baseline has no rules: the spec's judge,
-//! and the report says so.
+//! and the report says so. A gate is named by [`gate_label`] here and in
+//! the comparison's reports.
 
 use serde::Serialize;
 
 use super::baseline::Baseline;
 use super::fingerprint::Mismatch;
-use infer_bench_spec::{Gate, Regression};
+use infer_bench_results::metric::Metric;
+use infer_bench_spec::{Gate, Regression, Stat};
 
 /// Where the rules a report judged by came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -98,7 +100,7 @@ pub fn changes(old: &Regression, new: &Regression) -> Vec<Mismatch> {
         old.allow_unjudged.to_string(),
         new.allow_unjudged.to_string(),
     );
-    let label = |g: &Gate| super::compare::gate_label(g.metric, g.stat.as_ref());
+    let label = |g: &Gate| gate_label(g.metric, g.stat.as_ref());
     for g in &old.gates {
         match new.gates.iter().find(|n| label(n) == label(g)) {
             Some(n) if n.noise != g.noise => out.push(Mismatch {
@@ -124,6 +126,14 @@ pub fn changes(old: &Regression, new: &Regression) -> Vec<Mismatch> {
         }
     }
     out
+}
+
+/// The label of a gate: "ttft p99", "output_tokens_per_s".
+pub fn gate_label(metric: Metric, stat: Option<&Stat>) -> String {
+    match stat {
+        Some(s) => format!("{metric} {}", s.name()),
+        None => metric.to_string(),
+    }
 }
 
 fn enum_name<T: Serialize>(v: &T) -> String {

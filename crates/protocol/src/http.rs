@@ -256,6 +256,11 @@ impl HttpBackend {
         }
     }
 
+    /// Reads an event stream into `rec` until it ends, fails or times out.
+    /// One function because the read loop's state (the parser, the moving
+    /// deadline and its timer, the reply, whether it finished, what went
+    /// wrong) is shared by every arm of the loop, and every exit stamps the
+    /// record's end and class here, in one place.
     async fn read_stream(
         &self,
         mut response: reqwest::Response,

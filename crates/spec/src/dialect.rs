@@ -3,35 +3,11 @@
 //! Face `transformers serve`) reject a body with a field they do not know
 //! (HTTP 422), so a field is sent only to a dialect that carries it.
 //!
-//! This module owns the table; the compiler checks a spec against a
+//! This module owns the table (the names a spec may write are `raw`'s,
+//! with the rest of the TOML); the compiler checks a spec against a
 //! target's declared dialect, and the OpenAI backend builds bodies with it.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-/// How a target's server speaks the OpenAI API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Dialect {
-    /// The OpenAI API only: no field it does not define.
-    #[serde(rename = "openai")]
-    Openai,
-    /// vLLM: `ignore_eos`, `top_k`, `min_p`, `repetition_penalty`.
-    #[serde(rename = "vllm")]
-    Vllm,
-    /// SGLang: as vLLM.
-    #[serde(rename = "sglang")]
-    Sglang,
-    /// Hugging Face TGI's OpenAI routes: the OpenAI fields only.
-    #[serde(rename = "tgi")]
-    Tgi,
-    /// llama.cpp's `llama-server`: `ignore_eos`, `top_k`, `min_p`, and
-    /// `repeat_penalty` for `repetition_penalty`.
-    #[serde(rename = "llama.cpp")]
-    LlamaCpp,
-    /// TensorRT-LLM's `trtllm-serve`: as vLLM.
-    #[serde(rename = "trtllm")]
-    Trtllm,
-}
+pub use crate::raw::Dialect;
 
 /// The request fields a spec can set that the OpenAI API does not define
 /// (`workloads.*.ignore_eos` and the `sampling` keys below).

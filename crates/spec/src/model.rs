@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{
-    Api, Arrival, DatasetFormat, GpuMode, OnEnvMismatch, RawSampling, SimAdmission, SimClock,
-    SimMemoryBasis, SimProfile, SimScheduler, TargetKind,
+    Api, Arrival, DatasetFormat, Dialect, GpuMode, OnEnvMismatch, RawSampling, SimAdmission,
+    SimClock, SimMemoryBasis, SimProfile, SimScheduler, TargetKind, TraceFormat,
 };
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
 use infer_bench_results::metric::Metric;
@@ -41,7 +41,7 @@ pub struct Target {
     /// The server's dialect as the spec declares it; `None`: asked of the
     /// server when the run starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dialect: Option<crate::dialect::Dialect>,
+    pub dialect: Option<Dialect>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -312,7 +312,7 @@ pub struct Trace {
     pub file: String,
     /// SHA-256 of the file's bytes, so a changed trace is a changed point.
     pub sha256: String,
-    pub format: crate::trace::TraceFormat,
+    pub format: TraceFormat,
     pub speedup: f64,
     pub start: Duration,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -93,7 +93,7 @@ pub struct RawTarget {
     pub ca_cert: Option<String>,
     /// openai: which fields beyond the OpenAI API the server accepts ("openai", "vllm", "sglang", "tgi", "llama.cpp", "trtllm"). Absent: asked of the server (`GET /v1/models`, `owned_by`) when the run starts, and plain "openai" when it does not say.
     #[serde(default)]
-    pub dialect: Option<crate::dialect::Dialect>,
+    pub dialect: Option<Dialect>,
     /// openai: start and stop the server per (model, precision) group.
     #[serde(default)]
     pub launch: Option<RawLaunch>,
@@ -128,6 +128,30 @@ pub struct RawTarget {
     /// different amounts).
     #[serde(default)]
     pub gpu_hour_usd: Option<f64>,
+}
+
+/// How a target's server speaks the OpenAI API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Dialect {
+    /// The OpenAI API only: no field it does not define.
+    #[serde(rename = "openai")]
+    Openai,
+    /// vLLM: `ignore_eos`, `top_k`, `min_p`, `repetition_penalty`.
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// SGLang: as vLLM.
+    #[serde(rename = "sglang")]
+    Sglang,
+    /// Hugging Face TGI's OpenAI routes: the OpenAI fields only.
+    #[serde(rename = "tgi")]
+    Tgi,
+    /// llama.cpp's `llama-server`: `ignore_eos`, `top_k`, `min_p`, and
+    /// `repeat_penalty` for `repetition_penalty`.
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    /// TensorRT-LLM's `trtllm-serve`: as vLLM.
+    #[serde(rename = "trtllm")]
+    Trtllm,
 }
 
 /// Tuning of the simulator's performance model and scheduler.
@@ -433,7 +457,7 @@ pub struct RawTrace {
     /// Path, relative to the spec.
     pub file: String,
     /// mooncake, azure or jsonl (see docs/workloads.md).
-    pub format: crate::trace::TraceFormat,
+    pub format: TraceFormat,
     /// Replay this many times faster than the trace's clock. Default 1.
     #[serde(default)]
     pub speedup: Option<f64>,
@@ -447,6 +471,18 @@ pub struct RawTrace {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub block_tokens: Option<u32>,
+}
+
+/// A trace file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// Mooncake's JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
+    Mooncake,
+    /// The Azure LLM inference traces' CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`.
+    Azure,
+    /// infer-bench's JSONL: `offset_ms`, `input_tokens`, `output_tokens`, optional `hash_ids`.
+    Jsonl,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -22,24 +22,13 @@
 //! so memory is bounded by the window, not the file. Messages name the
 //! line (and column) and quote at most a short excerpt of the file.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+pub use crate::raw::TraceFormat;
+
+use serde::Deserialize;
 
 use crate::dataset::DatasetError;
 use crate::files::{describe_token, sanitize_message};
 use crate::limits::{MAX_TOKENS, MAX_TRACE_REQUESTS};
-
-/// A trace file's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TraceFormat {
-    /// Mooncake's JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
-    Mooncake,
-    /// The Azure LLM inference traces' CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`.
-    Azure,
-    /// infer-bench's JSONL: `offset_ms`, `input_tokens`, `output_tokens`, optional `hash_ids`.
-    Jsonl,
-}
 
 /// One request of a trace, placed on the replay's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -498,6 +498,10 @@ pub fn summarize_gpus(
     }
 }
 
+/// One GPU's telemetry from its readings. Long because it is mostly a
+/// table: every field of a reading becomes a column, its statistics over
+/// the windows and its thinned series; energy, throttle reasons and
+/// processes are the only logic, each a few lines.
 fn device(info: &GpuInfo, t_s: &[f64], r: &[GpuReading], windows: &[Span]) -> GpuDeviceTelemetry {
     let col =
         |f: &dyn Fn(&GpuReading) -> Option<f64>| -> Vec<Option<f64>> { r.iter().map(f).collect() };

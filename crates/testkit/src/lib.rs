@@ -5,11 +5,18 @@
 //! dcgm-exporter serving scripted GPU readings, git in a scratch
 //! repository, the processes in /proc, a hostile server that answers with
 //! endless or malformed responses (or a cycle of error statuses), a server that resets
-//! connections before answering, and a relay that counts the connections a
-//! client opens.
+//! connections before answering, a relay that counts the connections a
+//! client opens, a raw HTTP/1.1 client that keeps the bytes and frames as
+//! they arrived ([`wire`]), and the plans, points, results and baselines
+//! that tests of the judge and of its renderings start from ([`fixtures`]).
+//!
+//! It sits above every crate of the workspace and may use any of them;
+//! product crates take it as a dev-dependency only, so `cargo tree -e
+//! normal -p infer-bench` never shows it.
 
 pub mod dcgm;
 pub mod error;
+pub mod fixtures;
 pub mod git;
 pub mod hostile;
 pub mod procs;
@@ -17,6 +24,7 @@ pub mod proxy;
 pub mod reset;
 pub mod scripted;
 pub mod timing;
+pub mod wire;
 
 /// The runtime a test drives the engine and its servers on: two workers,
 /// as on the 2-core machines the suite runs on, timers and I/O enabled.

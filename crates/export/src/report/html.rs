@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use super::telemetry;
+use super::time_series;
 use super::{
     POINT_COLUMNS, best_sentence, environments, fmt_sig, notes, plural, point_cells, servers,
     tested, verdicts,
@@ -1195,13 +1195,13 @@ fn telemetry_charts(a: &Analysis, sources: &[Source]) -> Vec<(Chart, String)> {
 /// Charts of utilization, memory and power over time, from each point's
 /// label and telemetry.
 fn telemetry_charts_of(points: &[(String, serde_json::Value)]) -> Vec<(Chart, String)> {
-    let mut by_kind: Vec<(telemetry::Kind, Vec<Series>)> = telemetry::Kind::ALL
+    let mut by_kind: Vec<(time_series::Kind, Vec<Series>)> = time_series::Kind::ALL
         .iter()
         .map(|k| (*k, Vec::new()))
         .collect();
     let mut left_out = 0usize;
     for (label, t) in points {
-        for ts in telemetry::series(t) {
+        for ts in time_series::series(t) {
             let slot = by_kind
                 .iter_mut()
                 .find(|(k, _)| *k == ts.kind)

@@ -9,7 +9,7 @@ pub mod csv;
 pub mod html;
 pub mod markdown;
 pub mod reading;
-pub mod telemetry;
+pub mod time_series;
 
 use std::collections::BTreeMap;
 

@@ -455,231 +455,258 @@ pub fn section(h: &mut String, a: &Analysis, sources: &[Source]) {
     let rows: Vec<(usize, &PointResult)> = (0..a.points.len())
         .map(|i| (i, a.point(sources, i)))
         .collect();
+    let rows = rows.as_slice();
     let has = |f: &dyn Fn(&PointResult) -> bool| rows.iter().any(|(_, p)| f(p));
     let any_memory = a.sweeps.iter().any(|s| !s.memory.is_empty());
     h.push_str("<section id=\"reading\"><h2>Reading the run</h2>");
     if has(&|p| !p.hints.is_empty() || !p.preflight.is_empty()) {
-        h.push_str("<h3>Hints and pre-flight findings</h3><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th class=\"l\">kind</th><th class=\"l\">what the numbers suggest</th><th class=\"l\">numbers</th></tr></thead><tbody>");
-        for (i, p) in &rows {
-            let label = escape(&a.points[*i].label);
-            for f in &p.preflight {
-                let _ = write!(
-                    h,
-                    "<tr><td class=\"l\">{label}</td><td class=\"l\">pre-flight: {}</td><td class=\"l wrap\">{}</td><td></td></tr>",
-                    escape(&f.check),
-                    escape(&f.message)
-                );
-            }
-            for x in &p.hints {
-                let ev: Vec<String> = x
-                    .evidence
-                    .iter()
-                    .map(|(k, v)| format!("{k} = {v}"))
-                    .collect();
-                let _ = write!(
-                    h,
-                    "<tr><td class=\"l\">{label}</td><td class=\"l\">{}</td><td class=\"l wrap\">{}</td><td class=\"l wrap muted\">{}</td></tr>",
-                    escape(&x.kind),
-                    escape(&x.message),
-                    escape(&ev.join(", "))
-                );
-            }
-        }
-        h.push_str("</tbody></table></div>");
+        hints_table(h, a, rows);
     }
     if has(&|p| !p.mix.is_empty()) {
-        h.push_str("<h3>Workloads of each mix</h3><p class=\"lead\">One arrival process, several kinds of traffic: each part's own latencies show how they contend for the KV cache and compute. Rates over the point's whole window.</p><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th class=\"l\">workload</th><th>weight</th><th>share</th><th>ok</th><th>err</th><th>in tok p50</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th><th>E2E p50</th><th>out tok/s</th></tr></thead><tbody>");
-        for (i, p) in &rows {
-            for m in &p.mix {
-                let s = &m.stats;
-                let l = |k: &str, q: f64| {
-                    opt(
-                        s.latency_ms
-                            .get(k)
-                            .map(|x| if q > 90.0 { x.p99 } else { x.p50 }),
-                        1,
-                    )
-                };
-                let _ = write!(
-                    h,
-                    "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}%</td><td>{:.0}%</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td></tr>",
-                    escape(&a.points[*i].label),
-                    escape(&m.workload),
-                    m.weight * 100.0,
-                    m.share * 100.0,
-                    s.requests.succeeded,
-                    s.requests.failed,
-                    s.tokens.input.p50,
-                    l("ttft", 50.0),
-                    l("ttft", 99.0),
-                    l("tpot", 50.0),
-                    l("e2e", 50.0),
-                    s.output_tokens_per_s
-                );
-            }
-        }
-        h.push_str("</tbody></table></div>");
+        mix_table(h, a, rows);
     }
     if has(&|p| {
         p.memory
             .as_ref()
             .is_some_and(|m| m.kv_cache.is_some() || !m.gpus.is_empty())
     }) {
-        h.push_str("<h3>Memory by phase</h3><p class=\"lead\">Each 100 ms of the measurement is prefill-heavy when more of its in-flight request time was prefill (sent, no output yet) than over the whole point, else decode-heavy; samples are attributed to the interval they fall in.</p><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>prefill share</th><th>prefill-heavy s</th><th>decode-heavy s</th><th>KV peak prefill</th><th>KV peak decode</th><th>GPU</th><th>GiB before server</th><th>GiB after load</th><th>GiB peak prefill</th><th>GiB peak decode</th>");
-        // DCGM's activity by phase, where any GPU has it: prefill should
-        // be math (tensor), decode memory traffic (DRAM).
-        let act = rows.iter().any(|(_, p)| {
-            p.memory.as_ref().is_some_and(|m| {
-                m.gpus.iter().any(|g| {
-                    g.sm_active.is_some() || g.tensor_active.is_some() || g.dram_active.is_some()
-                })
-            })
-        });
-        h.push_str("<th class=\"l\">source</th>");
-        if act {
-            h.push_str("<th>SM / tensor / DRAM % prefill</th><th>SM / tensor / DRAM % decode</th>");
-        }
-        h.push_str("</tr></thead><tbody>");
-        for (i, p) in &rows {
-            let Some(m) = &p.memory else { continue };
-            let kv = m.kv_cache.as_ref();
-            let pct = |x: Option<f64>| opt(x.map(|v| v * 100.0), 1) + "%";
-            let head = format!(
-                "<td class=\"l\">{}</td><td>{:.0}%</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td>",
-                escape(&a.points[*i].label),
-                m.prefill_share * 100.0,
-                m.prefill_heavy_s,
-                m.decode_heavy_s,
-                pct(kv.and_then(|k| k.prefill_peak)),
-                pct(kv.and_then(|k| k.decode_peak))
-            );
-            let blank = if act { "<td></td><td></td>" } else { "" };
-            if m.gpus.is_empty() {
-                let _ = write!(
-                    h,
-                    "<tr>{head}<td class=\"muted\">not sampled</td><td></td><td></td><td></td><td></td><td></td>{blank}</tr>"
-                );
-            }
-            let devices = p.telemetry.as_ref().map(|t| (&t.gpu.devices, t.gpu.source));
-            for g in &m.gpus {
-                let gb = |b: Option<f64>| opt(b.map(|b| b / GIB), 1);
-                let source = devices.map(|(ds, top)| {
-                    source_name(
-                        ds.iter()
-                            .find(|d| d.index == g.index)
-                            .and_then(|d| d.source)
-                            .or(top),
-                    )
-                });
-                let by_phase =
-                    |pick: fn(&infer_bench_results::insight::PhasePeaks) -> Option<f64>| {
-                        [&g.sm_active, &g.tensor_active, &g.dram_active]
-                            .map(|x| frac(x.as_ref().and_then(pick)))
-                            .join(" / ")
-                    };
-                let cells = if act {
-                    format!(
-                        "<td>{}</td><td>{}</td>",
-                        by_phase(|x| x.prefill_mean),
-                        by_phase(|x| x.decode_mean)
-                    )
-                } else {
-                    String::new()
-                };
-                let _ = write!(
-                    h,
-                    "<tr>{head}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{cells}</tr>",
-                    g.index,
-                    gb(g.before_server_bytes.map(|b| b as f64)),
-                    gb(g.after_load_bytes.map(|b| b as f64)),
-                    gb(g.used.prefill_peak),
-                    gb(g.used.decode_peak),
-                    source.unwrap_or("-")
-                );
-            }
-        }
-        h.push_str("</tbody></table></div>");
+        memory_table(h, a, rows);
     }
     if any_memory {
-        h.push_str("<h3>Memory growth over concurrency</h3><p class=\"lead\">A straight line through each concurrency sweep's peak memory against its concurrency, and where it would reach its limit. vLLM and SGLang reserve their KV cache up front, so their GPU memory stays flat; their KV-cache usage is what grows.</p><ul>");
-        for s in &a.sweeps {
-            for m in &s.memory {
-                let (per, limit) = if m.what == "kv_cache" {
-                    (
-                        format!("{:.3}% of the KV cache", m.per_request * 100.0),
-                        "the KV cache is full".to_string(),
-                    )
-                } else {
-                    (
-                        format!(
-                            "{:.1} MiB of {}",
-                            m.per_request / (1u64 << 20) as f64,
-                            m.what
-                        ),
-                        format!("{} is out of memory ({:.0} GiB)", m.what, m.limit / GIB),
-                    )
-                };
-                let at = match m.runs_out_at {
-                    Some(c) => format!("{limit} at about {:.0} concurrent requests", c),
-                    None => "no growth with concurrency".into(),
-                };
-                let _ = write!(
-                    h,
-                    "<li><b>{}</b>: {per} per concurrent request; {at} (fit over {} points, r² {:.2})</li>",
-                    escape(&s.name),
-                    m.points,
-                    m.r2
-                );
-            }
-        }
-        h.push_str("</ul>");
+        memory_growth(h, a);
     }
-    // Several GPUs, or DCGM's activity fields (which NVML's summary table
-    // has no room for): one row per GPU.
-    let shown = |p: &PointResult| {
-        p.telemetry
-            .as_ref()
-            .is_some_and(|t| t.gpu.devices.len() > 1 || activity(p).is_some())
-    };
-    if has(&shown) {
-        let act = rows.iter().any(|(_, p)| activity(p).is_some());
-        h.push_str("<h3>Per GPU</h3><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>GPU</th><th class=\"l\">source</th><th>util %</th><th>mem bw %</th>");
-        if act {
-            h.push_str("<th>SM active %</th><th>SM occupancy %</th><th>tensor active %</th><th>DRAM active %</th>");
-        }
-        h.push_str("<th>GiB peak</th><th>W mean</th><th>SM MHz</th><th>PCIe rx/tx MB/s</th><th>NVLink rx/tx GB/s</th></tr></thead><tbody>");
-        for (i, p) in &rows {
-            let Some(t) = p.telemetry.as_ref().filter(|_| shown(p)) else {
-                continue;
-            };
-            for d in &t.gpu.devices {
-                let s = &d.stats;
-                let cells = if act {
-                    [s.sm_active, s.sm_occupancy, s.tensor_active, s.dram_active]
-                        .map(|x| format!("<td>{}</td>", frac(x.map(|x| x.mean))))
-                        .concat()
-                } else {
-                    String::new()
-                };
-                let _ = write!(
-                    h,
-                    "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{cells}<td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
-                    escape(&a.points[*i].label),
-                    d.index,
-                    source_name(d.source.or(t.gpu.source)),
-                    opt(s.utilization_pct.map(|x| x.mean), 0),
-                    opt(s.memory_bandwidth_utilization_pct.map(|x| x.mean), 0),
-                    opt(s.memory_used_bytes.map(|x| x.max / GIB), 1),
-                    opt(s.power_w.map(|x| x.mean), 0),
-                    opt(s.sm_clock_mhz.map(|x| x.mean), 0),
-                    opt(s.pcie_rx_bytes_per_s.map(|x| x.mean / 1e6), 0),
-                    opt(s.pcie_tx_bytes_per_s.map(|x| x.mean / 1e6), 0),
-                    opt(s.nvlink_rx_bytes_per_s.map(|x| x.mean / 1e9), 1),
-                    opt(s.nvlink_tx_bytes_per_s.map(|x| x.mean / 1e9), 1),
-                );
-            }
-        }
-        h.push_str("</tbody></table></div>");
+    if has(&per_gpu_shown) {
+        per_gpu_table(h, a, rows);
     }
     h.push_str("</section>\n");
+}
+
+/// Hints and pre-flight findings, one row each.
+fn hints_table(h: &mut String, a: &Analysis, rows: &[(usize, &PointResult)]) {
+    h.push_str("<h3>Hints and pre-flight findings</h3><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th class=\"l\">kind</th><th class=\"l\">what the numbers suggest</th><th class=\"l\">numbers</th></tr></thead><tbody>");
+    for (i, p) in rows {
+        let label = escape(&a.points[*i].label);
+        for f in &p.preflight {
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{label}</td><td class=\"l\">pre-flight: {}</td><td class=\"l wrap\">{}</td><td></td></tr>",
+                escape(&f.check),
+                escape(&f.message)
+            );
+        }
+        for x in &p.hints {
+            let ev: Vec<String> = x
+                .evidence
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect();
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{label}</td><td class=\"l\">{}</td><td class=\"l wrap\">{}</td><td class=\"l wrap muted\">{}</td></tr>",
+                escape(&x.kind),
+                escape(&x.message),
+                escape(&ev.join(", "))
+            );
+        }
+    }
+    h.push_str("</tbody></table></div>");
+}
+
+/// The workloads of each mix, one row per part.
+fn mix_table(h: &mut String, a: &Analysis, rows: &[(usize, &PointResult)]) {
+    h.push_str("<h3>Workloads of each mix</h3><p class=\"lead\">One arrival process, several kinds of traffic: each part's own latencies show how they contend for the KV cache and compute. Rates over the point's whole window.</p><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th class=\"l\">workload</th><th>weight</th><th>share</th><th>ok</th><th>err</th><th>in tok p50</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th><th>E2E p50</th><th>out tok/s</th></tr></thead><tbody>");
+    for (i, p) in rows {
+        for m in &p.mix {
+            let s = &m.stats;
+            let l = |k: &str, q: f64| {
+                opt(
+                    s.latency_ms
+                        .get(k)
+                        .map(|x| if q > 90.0 { x.p99 } else { x.p50 }),
+                    1,
+                )
+            };
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}%</td><td>{:.0}%</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td></tr>",
+                escape(&a.points[*i].label),
+                escape(&m.workload),
+                m.weight * 100.0,
+                m.share * 100.0,
+                s.requests.succeeded,
+                s.requests.failed,
+                s.tokens.input.p50,
+                l("ttft", 50.0),
+                l("ttft", 99.0),
+                l("tpot", 50.0),
+                l("e2e", 50.0),
+                s.output_tokens_per_s
+            );
+        }
+    }
+    h.push_str("</tbody></table></div>");
+}
+
+/// Memory by phase of the request timeline, one row per GPU (or per point
+/// where no GPU was sampled).
+fn memory_table(h: &mut String, a: &Analysis, rows: &[(usize, &PointResult)]) {
+    h.push_str("<h3>Memory by phase</h3><p class=\"lead\">Each 100 ms of the measurement is prefill-heavy when more of its in-flight request time was prefill (sent, no output yet) than over the whole point, else decode-heavy; samples are attributed to the interval they fall in.</p><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>prefill share</th><th>prefill-heavy s</th><th>decode-heavy s</th><th>KV peak prefill</th><th>KV peak decode</th><th>GPU</th><th>GiB before server</th><th>GiB after load</th><th>GiB peak prefill</th><th>GiB peak decode</th>");
+    // DCGM's activity by phase, where any GPU has it: prefill should
+    // be math (tensor), decode memory traffic (DRAM).
+    let act = rows.iter().any(|(_, p)| {
+        p.memory.as_ref().is_some_and(|m| {
+            m.gpus.iter().any(|g| {
+                g.sm_active.is_some() || g.tensor_active.is_some() || g.dram_active.is_some()
+            })
+        })
+    });
+    h.push_str("<th class=\"l\">source</th>");
+    if act {
+        h.push_str("<th>SM / tensor / DRAM % prefill</th><th>SM / tensor / DRAM % decode</th>");
+    }
+    h.push_str("</tr></thead><tbody>");
+    for (i, p) in rows {
+        let Some(m) = &p.memory else { continue };
+        let kv = m.kv_cache.as_ref();
+        let pct = |x: Option<f64>| opt(x.map(|v| v * 100.0), 1) + "%";
+        let head = format!(
+            "<td class=\"l\">{}</td><td>{:.0}%</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td>",
+            escape(&a.points[*i].label),
+            m.prefill_share * 100.0,
+            m.prefill_heavy_s,
+            m.decode_heavy_s,
+            pct(kv.and_then(|k| k.prefill_peak)),
+            pct(kv.and_then(|k| k.decode_peak))
+        );
+        let blank = if act { "<td></td><td></td>" } else { "" };
+        if m.gpus.is_empty() {
+            let _ = write!(
+                h,
+                "<tr>{head}<td class=\"muted\">not sampled</td><td></td><td></td><td></td><td></td><td></td>{blank}</tr>"
+            );
+        }
+        let devices = p.telemetry.as_ref().map(|t| (&t.gpu.devices, t.gpu.source));
+        for g in &m.gpus {
+            let gb = |b: Option<f64>| opt(b.map(|b| b / GIB), 1);
+            let source = devices.map(|(ds, top)| {
+                source_name(
+                    ds.iter()
+                        .find(|d| d.index == g.index)
+                        .and_then(|d| d.source)
+                        .or(top),
+                )
+            });
+            let by_phase = |pick: fn(&infer_bench_results::insight::PhasePeaks) -> Option<f64>| {
+                [&g.sm_active, &g.tensor_active, &g.dram_active]
+                    .map(|x| frac(x.as_ref().and_then(pick)))
+                    .join(" / ")
+            };
+            let cells = if act {
+                format!(
+                    "<td>{}</td><td>{}</td>",
+                    by_phase(|x| x.prefill_mean),
+                    by_phase(|x| x.decode_mean)
+                )
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                h,
+                "<tr>{head}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{cells}</tr>",
+                g.index,
+                gb(g.before_server_bytes.map(|b| b as f64)),
+                gb(g.after_load_bytes.map(|b| b as f64)),
+                gb(g.used.prefill_peak),
+                gb(g.used.decode_peak),
+                source.unwrap_or("-")
+            );
+        }
+    }
+    h.push_str("</tbody></table></div>");
+}
+
+/// How memory grows over each concurrency sweep, and where it runs out.
+fn memory_growth(h: &mut String, a: &Analysis) {
+    h.push_str("<h3>Memory growth over concurrency</h3><p class=\"lead\">A straight line through each concurrency sweep's peak memory against its concurrency, and where it would reach its limit. vLLM and SGLang reserve their KV cache up front, so their GPU memory stays flat; their KV-cache usage is what grows.</p><ul>");
+    for s in &a.sweeps {
+        for m in &s.memory {
+            let (per, limit) = if m.what == "kv_cache" {
+                (
+                    format!("{:.3}% of the KV cache", m.per_request * 100.0),
+                    "the KV cache is full".to_string(),
+                )
+            } else {
+                (
+                    format!(
+                        "{:.1} MiB of {}",
+                        m.per_request / (1u64 << 20) as f64,
+                        m.what
+                    ),
+                    format!("{} is out of memory ({:.0} GiB)", m.what, m.limit / GIB),
+                )
+            };
+            let at = match m.runs_out_at {
+                Some(c) => format!("{limit} at about {:.0} concurrent requests", c),
+                None => "no growth with concurrency".into(),
+            };
+            let _ = write!(
+                h,
+                "<li><b>{}</b>: {per} per concurrent request; {at} (fit over {} points, r² {:.2})</li>",
+                escape(&s.name),
+                m.points,
+                m.r2
+            );
+        }
+    }
+    h.push_str("</ul>");
+}
+
+/// Whether the per-GPU table shows a point: several GPUs, or DCGM's
+/// activity fields (which NVML's summary table has no room for).
+fn per_gpu_shown(p: &PointResult) -> bool {
+    p.telemetry
+        .as_ref()
+        .is_some_and(|t| t.gpu.devices.len() > 1 || activity(p).is_some())
+}
+
+/// One row per GPU of the points [`per_gpu_shown`] picks.
+fn per_gpu_table(h: &mut String, a: &Analysis, rows: &[(usize, &PointResult)]) {
+    let act = rows.iter().any(|(_, p)| activity(p).is_some());
+    h.push_str("<h3>Per GPU</h3><div class=\"table-wrap\"><table><thead><tr><th class=\"l\">point</th><th>GPU</th><th class=\"l\">source</th><th>util %</th><th>mem bw %</th>");
+    if act {
+        h.push_str("<th>SM active %</th><th>SM occupancy %</th><th>tensor active %</th><th>DRAM active %</th>");
+    }
+    h.push_str("<th>GiB peak</th><th>W mean</th><th>SM MHz</th><th>PCIe rx/tx MB/s</th><th>NVLink rx/tx GB/s</th></tr></thead><tbody>");
+    for (i, p) in rows {
+        let Some(t) = p.telemetry.as_ref().filter(|_| per_gpu_shown(p)) else {
+            continue;
+        };
+        for d in &t.gpu.devices {
+            let s = &d.stats;
+            let cells = if act {
+                [s.sm_active, s.sm_occupancy, s.tensor_active, s.dram_active]
+                    .map(|x| format!("<td>{}</td>", frac(x.map(|x| x.mean))))
+                    .concat()
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{cells}<td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{} / {}</td></tr>",
+                escape(&a.points[*i].label),
+                d.index,
+                source_name(d.source.or(t.gpu.source)),
+                opt(s.utilization_pct.map(|x| x.mean), 0),
+                opt(s.memory_bandwidth_utilization_pct.map(|x| x.mean), 0),
+                opt(s.memory_used_bytes.map(|x| x.max / GIB), 1),
+                opt(s.power_w.map(|x| x.mean), 0),
+                opt(s.sm_clock_mhz.map(|x| x.mean), 0),
+                opt(s.pcie_rx_bytes_per_s.map(|x| x.mean / 1e6), 0),
+                opt(s.pcie_tx_bytes_per_s.map(|x| x.mean / 1e6), 0),
+                opt(s.nvlink_rx_bytes_per_s.map(|x| x.mean / 1e9), 1),
+                opt(s.nvlink_tx_bytes_per_s.map(|x| x.mean / 1e9), 1),
+            );
+        }
+    }
+    h.push_str("</tbody></table></div>");
 }

@@ -290,7 +290,7 @@ mod tests {
     use super::*;
 
     use infer_bench_judge::compare::{Settings, compare};
-    use infer_bench_judge::fixtures::{baseline_of, plan, point, results};
+    use infer_bench_testkit::fixtures::{baseline_of, plan, point, results};
 
     /// One regressed point with a failed SLO, one INCONCLUSIVE point, one
     /// new point: failures are the regression and the SLO; the

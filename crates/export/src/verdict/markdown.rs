@@ -641,7 +641,7 @@ mod tests {
     use crate::verdict::testkit::{self, GATES};
     use crate::xml::escape;
     use infer_bench_judge::compare::{Settings, compare};
-    use infer_bench_judge::fixtures::{baseline_of, plan, point, results};
+    use infer_bench_testkit::fixtures::{baseline_of, plan, point, results};
 
     /// `count` points named p0000.., each with baseline TPOT 100 and the
     /// new TPOT `new(i)` in all three runs.

@@ -486,9 +486,9 @@ fn num(x: f64) -> String {
 #[cfg(test)]
 pub(crate) mod testkit {
     use infer_bench_judge::compare::{Report, Settings, compare};
-    use infer_bench_judge::fixtures::{baseline_of, plan, point, results};
     use infer_bench_spec::plan::Plan;
     use infer_bench_spec::results::PointResult;
+    use infer_bench_testkit::fixtures::{baseline_of, plan, point, results};
 
     /// One gate, TPOT p50 with a 5% band; min_runs 3.
     pub const GATES: &str =

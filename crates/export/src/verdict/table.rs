@@ -25,7 +25,10 @@ pub fn table(r: &Report) -> String {
 }
 
 /// The report as text; colour from `look` on the verdict cells (every
-/// column is shown: a gate's row is read whole).
+/// column is shown: a gate's row is read whole). One function because it
+/// is the page read top to bottom: each section (gates, what could not be
+/// judged, notes, the summary line) appends to the text in the order it
+/// prints, and the helpers it calls hold the logic.
 pub fn render(r: &Report, look: crate::term::Look) -> String {
     let mut out = format!(
         "{}: judged against {} (recorded {}), confidence {}, min_runs {}{}{}\n",

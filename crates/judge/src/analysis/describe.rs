@@ -1,13 +1,10 @@
-//! The sweep analysis in words: SLO expressions as people read them
-//! ([`expr_text`]), how loads are written ("c=32", "rate=4/s"), what the
-//! best configuration is best at, one-sentence readings of a capacity and a
-//! knee, and the sentences the rules store in their results (which reach
-//! the analysis JSON, so their wording is part of its output). Nothing is
-//! decided here: the rules live in `rules.rs`.
+//! The sweep analysis read for people: how loads are written ("c=32",
+//! "rate=4/s"), what the best configuration is best at, and one-sentence
+//! readings of a capacity and a knee, for the reports. Nothing is decided
+//! here (that is `decide.rs`), and nothing here reaches the analysis JSON
+//! (the words the decisions store are `wording.rs`'s).
 
-use infer_bench_spec::{SloExpr, Threshold};
-
-use super::{BestBasis, Capacity, Knee, LoadKind, LoadSample};
+use super::decide::{BestBasis, Capacity, Knee, LoadKind};
 
 impl LoadKind {
     /// The axis label with its unit.
@@ -33,27 +30,6 @@ impl BestBasis {
             BestBasis::GoodRequestsPerGpuUsd => "good requests per GPU-dollar",
             BestBasis::GoodputPerGpu => "good requests/s per GPU (no cost data)",
         }
-    }
-}
-
-/// An SLO expression for people and charts: durations in milliseconds,
-/// the unit latencies are reported in ("p50 < 17.1ms" where the spec's
-/// canonical form is "p50 < 17100us"); it parses back to the same gate.
-pub fn expr_text(expr: &str) -> String {
-    // A stored expression that does not parse is shown as it was written.
-    let Ok(e) = expr.parse::<SloExpr>() else {
-        return expr.to_string();
-    };
-    let t = match e.threshold {
-        Threshold::Duration(d) => format!(
-            "{}ms",
-            infer_bench_spec::fmt_number((d.as_millis_f64() * 1e6).round() / 1e6)
-        ),
-        other => other.to_string(),
-    };
-    match e.stat {
-        Some(stat) => format!("{stat} {} {t}", e.cmp.symbol()),
-        None => format!("{} {t}", e.cmp.symbol()),
     }
 }
 
@@ -126,63 +102,9 @@ pub fn round_sig(x: f64, digits: i32) -> f64 {
     (x * m).round() / m
 }
 
-// The sentences the rules store in their results.
-
-/// The SLOs a load level fails ("tpot p50 < 10ms"), or why it could not
-/// be judged (`Capacity::NonePass::failing`).
-pub(super) fn failing_slos(s: &LoadSample<'_>) -> Vec<String> {
-    if !s.measured {
-        return vec!["the point could not be measured".into()];
-    }
-    s.slo
-        .iter()
-        .filter(|x| !x.pass)
-        .map(|x| format!("{} {}", x.metric, expr_text(&x.expr)))
-        .collect()
-}
-
-/// Capacity note: the first failing point was not measured.
-pub(super) fn unmeasured_failure(id: &str) -> String {
-    format!("{id} could not be measured; the capacity is taken at the last passing load")
-}
-
-/// Capacity note: no failing SLO has values at both bracketing points.
-pub(super) fn nothing_to_interpolate(id: &str) -> String {
-    format!(
-        "no failing SLO of {id} has values on both sides to interpolate; the capacity is taken at the last passing load"
-    )
-}
-
-/// Capacity note: the sweep passes again above its first failure.
-pub(super) fn passes_again(id: &str) -> String {
-    format!("{id} passes again at a higher load; the capacity is taken below the first failure")
-}
-
-/// Why there is no knee: too few measured loads.
-pub(super) fn too_few_loads(n: usize) -> String {
-    format!("{n} measured load level(s); a knee needs two or more")
-}
-
-/// Why there is no knee: nothing to take the initial slope from.
-pub(super) const NO_INITIAL_THROUGHPUT: &str = "no throughput at the lowest load";
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn expressions_read_in_milliseconds_and_parse_back() {
-        for (text, want) in [
-            ("p50 < 17100us", "p50 < 17.1ms"),
-            ("p99 <= 2s", "p99 <= 2000ms"),
-            ("< 1%", "< 1%"),
-            ("mean > 20/s", "mean > 20/s"),
-        ] {
-            let e: SloExpr = text.parse().unwrap();
-            assert_eq!(expr_text(&e.to_string()), want);
-            assert_eq!(want.parse::<SloExpr>().unwrap(), e);
-        }
-    }
 
     #[test]
     fn round_sig_rounds() {

@@ -5,32 +5,39 @@
 //!
 //! It reads results (plain data) and knows nothing of how reports look;
 //! the exporters in `export::report` draw and print what it finds. Every
-//! rule is described in `docs/reports.md`. Three files, whose public items
-//! are all re-exported here (`analysis::capacity`, `analysis::expr_text`):
+//! rule is described in `docs/reports.md`. Four files, whose public items
+//! are all re-exported here (`analysis::capacity`, `analysis::expr_text`),
+//! each using only the ones below it:
 //!
 //! - this one owns the assembly: the sources (results files) and their
-//!   labels, a row per point, the grouping of points into sweeps, and the
-//!   [`Analysis`] with its JSON (`report --format json`);
-//! - `rules.rs` owns the decision rules, small pure functions on plain
-//!   numbers and plain data (`capacity`, `knee`, `pareto_front`, `best`,
-//!   `memory_growth`), tested on hand-made numbers;
-//! - `describe.rs` owns the words: SLO expressions as people read them,
-//!   one-sentence readings of a capacity and a knee, and the sentences the
-//!   rules store in their results.
+//!   labels, the grouping of points into sweeps, and the [`Analysis`] with
+//!   its JSON (`report --format json`);
+//! - `describe.rs` owns the readings for people: how loads are written,
+//!   one-sentence readings of a capacity and a knee;
+//! - `decide.rs` owns a row per point and its load kind, and the decisions
+//!   on them: small pure functions on plain numbers and plain data
+//!   (`capacity`, `knee`, `pareto_front`, `best`, `memory_growth`), tested
+//!   on hand-made numbers;
+//! - `wording.rs` owns the words the decisions store in their results
+//!   (SLO expressions as people read them, notes, reasons), which are part
+//!   of the analysis JSON.
 //!
 //! A **sweep** is the points of one results file that differ only in load
 //! level (the `concurrency` or `rate` axis): grouped by every other axis
 //! and by load kind, sorted by load. Points with a ramp carry their own
 //! staircase and belong to no sweep.
 
+mod decide;
 mod describe;
-mod rules;
+mod wording;
 
-pub use describe::{describe_capacity, describe_knee, expr_text, round_sig};
-pub use rules::{
-    Best, BestBasis, Binding, Bracket, Capacity, CurvePoint, KNEE_FRACTION, Knee, LoadSample,
-    MemoryGrowth, best, capacity, fit_line, knee, memory_growth, pareto_front, threshold_value,
+pub use decide::{
+    Best, BestBasis, Binding, Bracket, Capacity, CurvePoint, KNEE_FRACTION, Knee, LoadKind,
+    LoadSample, MemoryGrowth, PointRow, best, capacity, fit_line, knee, memory_growth,
+    pareto_front, threshold_value,
 };
+pub use describe::{describe_capacity, describe_knee, round_sig};
+pub use wording::expr_text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,15 +135,6 @@ pub fn label_sources(inputs: Vec<(PathBuf, Results)>) -> Vec<Source> {
         .collect()
 }
 
-/// Closed-loop concurrency or open-loop request rate (how its loads are
-/// written is in `describe.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadKind {
-    Concurrency,
-    Rate,
-}
-
 /// The load level of a steady point; `None` for a ramp.
 pub fn load_of(p: &PointResult) -> Option<(LoadKind, f64)> {
     if p.config.load.ramp.is_some() {
@@ -167,48 +165,6 @@ pub fn tokens_per_s_per_user_of(tpot_p50_ms: Option<f64>, s: &Stats) -> Option<f
     }
     (s.concurrency_mean > 0.0 && s.output_tokens_per_s > 0.0)
         .then(|| s.output_tokens_per_s / s.concurrency_mean)
-}
-
-/// One point as the analysis sees it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PointRow {
-    /// Index of the source (results file) among the report's inputs.
-    #[serde(skip)]
-    pub source_index: usize,
-    /// Index of the point in its results file.
-    #[serde(skip)]
-    pub point_index: usize,
-    /// The source's label.
-    pub source: String,
-    pub id: String,
-    pub slug: String,
-    /// How charts and tables name the point: the slug, prefixed with the
-    /// source's label when the report has several sources.
-    pub label: String,
-    /// The sweep the point belongs to (absent for ramps).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_kind: Option<LoadKind>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load: Option<f64>,
-    /// The point was measured (status complete).
-    pub measured: bool,
-    pub valid: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slo_pass: Option<bool>,
-    pub gpus: u32,
-    pub output_tokens_per_s: f64,
-    pub output_tokens_per_s_per_gpu: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_tokens_per_s_per_user: Option<f64>,
-    pub goodput_requests_per_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub good_requests_per_gpu_usd: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usd_per_1m_output_tokens: Option<f64>,
-    /// On the Pareto frontier of per-user against per-GPU output speed.
-    pub pareto: bool,
 }
 
 /// What the points of a sweep share: their source (by index), load kind,
@@ -279,6 +235,145 @@ pub struct Analysis {
     pub best: Option<Best>,
 }
 
+impl PointRow {
+    /// The row of point `pi` of source `si`; `many`: the report has
+    /// several sources, so the label names the source.
+    fn of(src: &Source, si: usize, p: &PointResult, pi: usize, many: bool) -> PointRow {
+        let gpus = src.gpus(p);
+        let measured = p.status == PointStatus::Complete;
+        let s = &p.merged;
+        let load = load_of(p);
+        PointRow {
+            source_index: si,
+            point_index: pi,
+            source: src.label.clone(),
+            id: p.id.clone(),
+            slug: p.slug.clone(),
+            label: if many {
+                format!("{}: {}", src.label, p.slug)
+            } else {
+                p.slug.clone()
+            },
+            sweep: None,
+            load_kind: load.map(|l| l.0),
+            load: load.map(|l| l.1),
+            measured,
+            valid: p.valid,
+            slo_pass: p.slo_pass,
+            gpus,
+            output_tokens_per_s: s.output_tokens_per_s,
+            output_tokens_per_s_per_gpu: s.output_tokens_per_s / f64::from(gpus),
+            output_tokens_per_s_per_user: if measured {
+                tokens_per_s_per_user(p)
+            } else {
+                None
+            },
+            goodput_requests_per_s: s.goodput,
+            good_requests_per_gpu_usd: p.cost.as_ref().and_then(|c| c.good_requests_per_gpu_usd),
+            usd_per_1m_output_tokens: p.cost.as_ref().and_then(|c| c.usd_per_1m_output_tokens),
+            pareto: false,
+        }
+    }
+}
+
+impl Sweep {
+    /// The sweep of `rows` (indices into `points`, any order), which share
+    /// `src`, `kind` and the `fixed` axes; `earlier` are the sweeps already
+    /// named, whose names it must not repeat.
+    fn of(
+        src: &Source,
+        points: &[PointRow],
+        kind: LoadKind,
+        fixed: Vec<(String, String)>,
+        mut rows: Vec<usize>,
+        many: bool,
+        earlier: &[Sweep],
+    ) -> Sweep {
+        rows.sort_by(|&a, &b| {
+            points[a]
+                .load
+                .unwrap_or(0.0)
+                .total_cmp(&points[b].load.unwrap_or(0.0))
+        });
+        let axes_text = fixed
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let name = match (many, axes_text.is_empty()) {
+            (_, true) => src.label.clone(),
+            (true, false) => format!("{}: {axes_text}", src.label),
+            (false, false) => axes_text,
+        };
+        let name = if groups_share_name(earlier, &name) {
+            format!("{name} ({})", kind_word(kind))
+        } else {
+            name
+        };
+        // INVALID points are left out of capacity and knee, unless
+        // every measured point of the sweep is INVALID.
+        let from_invalid = !rows.iter().any(|&i| points[i].measured && points[i].valid);
+        let counts = |i: usize| from_invalid || !points[i].measured || points[i].valid;
+        let samples: Vec<LoadSample<'_>> = rows
+            .iter()
+            .filter(|&&i| counts(i))
+            .map(|&i| {
+                let p = &src.results.points[points[i].point_index];
+                LoadSample {
+                    id: &p.id,
+                    load: points[i].load.unwrap_or(0.0),
+                    measured: points[i].measured,
+                    slo: &p.slo,
+                }
+            })
+            .collect();
+        let capacity = capacity(&samples);
+        let curve: Vec<CurvePoint<'_>> = rows
+            .iter()
+            .filter(|&&i| points[i].measured && counts(i))
+            .map(|&i| CurvePoint {
+                id: &points[i].id,
+                load: points[i].load.unwrap_or(0.0),
+                value: points[i].output_tokens_per_s,
+            })
+            .collect();
+        let knee = knee(&curve, KNEE_FRACTION);
+        let best = best(points, &rows);
+        let memory = if kind == LoadKind::Concurrency {
+            let measured: Vec<(f64, &PointResult)> = rows
+                .iter()
+                .filter(|&&i| points[i].measured)
+                .map(|&i| {
+                    (
+                        points[i].load.unwrap_or(0.0),
+                        &src.results.points[points[i].point_index],
+                    )
+                })
+                .collect();
+            memory_growth(&measured)
+        } else {
+            Vec::new()
+        };
+        Sweep {
+            memory,
+            from_invalid,
+            name,
+            source: src.label.clone(),
+            load_kind: kind,
+            fixed_axes: fixed.into_iter().collect(),
+            points: rows.iter().map(|&i| points[i].id.clone()).collect(),
+            loads: rows
+                .iter()
+                .map(|&i| points[i].load.unwrap_or(0.0))
+                .collect(),
+            rows,
+            capacity,
+            knee,
+            best,
+        }
+    }
+}
+
 impl Analysis {
     /// Analyses every point of every source.
     pub fn of(sources: &[Source]) -> Analysis {
@@ -287,46 +382,8 @@ impl Analysis {
         let mut groups: BTreeMap<SweepKey, Vec<usize>> = BTreeMap::new();
         for (si, src) in sources.iter().enumerate() {
             for (pi, p) in src.results.points.iter().enumerate() {
-                let gpus = src.gpus(p);
-                let measured = p.status == PointStatus::Complete;
-                let s = &p.merged;
+                let row = PointRow::of(src, si, p, pi, many);
                 let load = load_of(p);
-                let row = PointRow {
-                    source_index: si,
-                    point_index: pi,
-                    source: src.label.clone(),
-                    id: p.id.clone(),
-                    slug: p.slug.clone(),
-                    label: if many {
-                        format!("{}: {}", src.label, p.slug)
-                    } else {
-                        p.slug.clone()
-                    },
-                    sweep: None,
-                    load_kind: load.map(|l| l.0),
-                    load: load.map(|l| l.1),
-                    measured,
-                    valid: p.valid,
-                    slo_pass: p.slo_pass,
-                    gpus,
-                    output_tokens_per_s: s.output_tokens_per_s,
-                    output_tokens_per_s_per_gpu: s.output_tokens_per_s / f64::from(gpus),
-                    output_tokens_per_s_per_user: if measured {
-                        tokens_per_s_per_user(p)
-                    } else {
-                        None
-                    },
-                    goodput_requests_per_s: s.goodput,
-                    good_requests_per_gpu_usd: p
-                        .cost
-                        .as_ref()
-                        .and_then(|c| c.good_requests_per_gpu_usd),
-                    usd_per_1m_output_tokens: p
-                        .cost
-                        .as_ref()
-                        .and_then(|c| c.usd_per_1m_output_tokens),
-                    pareto: false,
-                };
                 if let Some((kind, _)) = load {
                     let fixed: Vec<(String, String)> = p
                         .axes
@@ -359,90 +416,9 @@ impl Analysis {
         frontier.sort_by(|&a, &b| xy[a].0.total_cmp(&xy[b].0));
 
         let mut sweeps = Vec::new();
-        for ((si, kind, fixed), mut rows) in groups {
-            rows.sort_by(|&a, &b| {
-                points[a]
-                    .load
-                    .unwrap_or(0.0)
-                    .total_cmp(&points[b].load.unwrap_or(0.0))
-            });
-            let src = &sources[si];
-            let axes_text = fixed
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let name = match (many, axes_text.is_empty()) {
-                (_, true) => src.label.clone(),
-                (true, false) => format!("{}: {axes_text}", src.label),
-                (false, false) => axes_text,
-            };
-            let name = if groups_share_name(&sweeps, &name) {
-                format!("{name} ({})", kind_word(kind))
-            } else {
-                name
-            };
-            // INVALID points are left out of capacity and knee, unless
-            // every measured point of the sweep is INVALID.
-            let from_invalid = !rows.iter().any(|&i| points[i].measured && points[i].valid);
-            let counts = |i: usize| from_invalid || !points[i].measured || points[i].valid;
-            let samples: Vec<LoadSample<'_>> = rows
-                .iter()
-                .filter(|&&i| counts(i))
-                .map(|&i| {
-                    let p = &src.results.points[points[i].point_index];
-                    LoadSample {
-                        id: &p.id,
-                        load: points[i].load.unwrap_or(0.0),
-                        measured: points[i].measured,
-                        slo: &p.slo,
-                    }
-                })
-                .collect();
-            let capacity = capacity(&samples);
-            let curve: Vec<CurvePoint<'_>> = rows
-                .iter()
-                .filter(|&&i| points[i].measured && counts(i))
-                .map(|&i| CurvePoint {
-                    id: &points[i].id,
-                    load: points[i].load.unwrap_or(0.0),
-                    value: points[i].output_tokens_per_s,
-                })
-                .collect();
-            let knee = knee(&curve, KNEE_FRACTION);
-            let best = best(&points, &rows);
-            let memory = if kind == LoadKind::Concurrency {
-                let measured: Vec<(f64, &PointResult)> = rows
-                    .iter()
-                    .filter(|&&i| points[i].measured)
-                    .map(|&i| {
-                        (
-                            points[i].load.unwrap_or(0.0),
-                            &src.results.points[points[i].point_index],
-                        )
-                    })
-                    .collect();
-                memory_growth(&measured)
-            } else {
-                Vec::new()
-            };
-            sweeps.push(Sweep {
-                memory,
-                from_invalid,
-                name,
-                source: src.label.clone(),
-                load_kind: kind,
-                fixed_axes: fixed.into_iter().collect(),
-                points: rows.iter().map(|&i| points[i].id.clone()).collect(),
-                loads: rows
-                    .iter()
-                    .map(|&i| points[i].load.unwrap_or(0.0))
-                    .collect(),
-                rows,
-                capacity,
-                knee,
-                best,
-            });
+        for ((si, kind, fixed), rows) in groups {
+            let sweep = Sweep::of(&sources[si], &points, kind, fixed, rows, many, &sweeps);
+            sweeps.push(sweep);
         }
         for s in &sweeps {
             for &i in &s.rows {

@@ -9,6 +9,10 @@ use crate::model::*;
 use crate::raw::*;
 
 impl Cx<'_> {
+    /// Checks `[matrix]` and builds its axes, `include` and `exclude`
+    /// against the declared targets, models and workloads. One function for
+    /// the reason [`Cx::target`] is: the table's keys in the file's order,
+    /// each adding to one error list.
     pub(super) fn matrix(
         &mut self,
         m: RawMatrix,

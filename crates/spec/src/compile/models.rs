@@ -11,6 +11,9 @@ use crate::model::*;
 use crate::raw::*;
 
 impl Cx<'_> {
+    /// Checks `[models.NAME]` and its precisions. One function for the
+    /// reason [`Cx::target`] is: the table's keys in order, each adding to
+    /// one error list.
     pub(super) fn model(
         &mut self,
         name: &str,

@@ -42,6 +42,12 @@ pub fn placeholders(s: &str) -> Vec<&str> {
     out
 }
 impl Cx<'_> {
+    /// Checks `[targets.NAME]` and builds its [`Target`]. One function, as
+    /// each section's check is (see `compile/mod.rs`): it reads the table's
+    /// keys top to bottom, each a few lines that add to the one error list,
+    /// and the keys of one target kind depend on each other (a launched
+    /// server's port is its base URL's), so pieces would pass the half-built
+    /// target and the error list through every call.
     pub(super) fn target(&mut self, name: &str, t: RawTarget) -> Option<Target> {
         let k = |f: &str| format!("targets.{name}.{f}");
         if !is_slug(name) {

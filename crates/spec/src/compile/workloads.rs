@@ -13,6 +13,9 @@ use crate::raw::*;
 use crate::{Dist, Duration};
 
 impl Cx<'_> {
+    /// Checks `[workloads.NAME]` and builds its [`Workload`]. One function
+    /// for the reason [`Cx::target`] is: the table's keys in order, each
+    /// adding to one error list.
     pub(super) fn workload(&mut self, name: &str, w: RawWorkload) -> Option<Workload> {
         let before = self.errors.len();
         let k = |f: &str| format!("workloads.{name}.{f}");

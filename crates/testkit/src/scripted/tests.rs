@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::*;
-use infer_bench_sim::http::testing::{Wire, find, request};
+use crate::wire::{Wire, find, request};
 
 /// From `completions-stream.sse` (llama-server): two content events, the
 /// final event with usage (its `timings` object dropped), `[DONE]`.

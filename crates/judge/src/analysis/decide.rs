@@ -1,9 +1,11 @@
 //! The decision rules of the sweep analysis, on plain numbers and plain
-//! data: the capacity of a sweep at its SLOs and the SLO that binds it, the
-//! knee of a throughput curve, the Pareto front, the best configuration,
-//! and memory growth along a concurrency sweep. Each is a small pure
-//! function tested on hand-made numbers; the sentences the rules store in
-//! their results (notes, reasons, the failing SLOs) come from `describe.rs`.
+//! data (a row per point, [`PointRow`], and its [`LoadKind`], which the
+//! assembly in `mod.rs` fills): the capacity of a sweep at its SLOs and the
+//! SLO that binds it, the knee of a throughput curve, the Pareto front, the
+//! best configuration, and memory growth along a concurrency sweep. Each is
+//! a small pure function tested on hand-made numbers; the sentences the
+//! rules store in their results (notes, reasons, the failing SLOs) come
+//! from `wording.rs`.
 //!
 //! - **Capacity at SLO**: the highest load at which every SLO holds.
 //!   Walking up the sweep, the first point that fails an SLO (or could not
@@ -35,8 +37,58 @@ use infer_bench_spec::results::PointResult;
 use infer_bench_results::SloResult;
 use infer_bench_spec::{SloExpr, Threshold};
 
-use super::PointRow;
-use super::describe;
+use super::wording;
+
+/// Closed-loop concurrency or open-loop request rate (how its loads are
+/// written is in `describe.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadKind {
+    Concurrency,
+    Rate,
+}
+
+/// One point as the analysis sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PointRow {
+    /// Index of the source (results file) among the report's inputs.
+    #[serde(skip)]
+    pub source_index: usize,
+    /// Index of the point in its results file.
+    #[serde(skip)]
+    pub point_index: usize,
+    /// The source's label.
+    pub source: String,
+    pub id: String,
+    pub slug: String,
+    /// How charts and tables name the point: the slug, prefixed with the
+    /// source's label when the report has several sources.
+    pub label: String,
+    /// The sweep the point belongs to (absent for ramps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_kind: Option<LoadKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
+    /// The point was measured (status complete).
+    pub measured: bool,
+    pub valid: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo_pass: Option<bool>,
+    pub gpus: u32,
+    pub output_tokens_per_s: f64,
+    pub output_tokens_per_s_per_gpu: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s_per_user: Option<f64>,
+    pub goodput_requests_per_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub good_requests_per_gpu_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_output_tokens: Option<f64>,
+    /// On the Pareto frontier of per-user against per-GPU output speed.
+    pub pareto: bool,
+}
 
 /// The knee is where the marginal throughput gain per unit load drops
 /// below this fraction of the initial slope.
@@ -117,6 +169,19 @@ impl LoadSample<'_> {
     }
 }
 
+/// The SLOs a load level fails ("tpot p50 < 10ms"), or why it could not
+/// be judged (`Capacity::NonePass::failing`).
+pub(super) fn failing_slos(s: &LoadSample<'_>) -> Vec<String> {
+    if !s.measured {
+        return vec!["the point could not be measured".into()];
+    }
+    s.slo
+        .iter()
+        .filter(|x| !x.pass)
+        .map(|x| format!("{} {}", x.metric, wording::expr_text(&x.expr)))
+        .collect()
+}
+
 /// The load where `value` crosses `threshold` on the line through
 /// (l0, v0) and (l1, v1), clamped to [l0, l1].
 fn crossing(l0: f64, v0: f64, l1: f64, v1: f64, threshold: f64) -> f64 {
@@ -148,7 +213,7 @@ pub fn capacity(samples: &[LoadSample<'_>]) -> Capacity {
         return Capacity::NonePass {
             below: fail.load,
             lowest: bracket(fail),
-            failing: describe::failing_slos(fail),
+            failing: failing_slos(fail),
         };
     }
     let pass = &samples[k - 1];
@@ -174,7 +239,7 @@ pub fn capacity(samples: &[LoadSample<'_>]) -> Capacity {
                     at,
                     Binding {
                         metric: f.metric.clone(),
-                        expr: describe::expr_text(&f.expr),
+                        expr: wording::expr_text(&f.expr),
                         threshold,
                         value_at_last_pass: v0,
                         value_at_first_fail: v1,
@@ -185,12 +250,12 @@ pub fn capacity(samples: &[LoadSample<'_>]) -> Capacity {
     }
     let mut notes = Vec::new();
     if !fail.measured {
-        notes.push(describe::unmeasured_failure(fail.id));
+        notes.push(wording::unmeasured_failure(fail.id));
     } else if binding.is_none() {
-        notes.push(describe::nothing_to_interpolate(fail.id));
+        notes.push(wording::nothing_to_interpolate(fail.id));
     }
     if let Some(again) = samples[k + 1..].iter().find(|s| s.passes()) {
-        notes.push(describe::passes_again(again.id));
+        notes.push(wording::passes_again(again.id));
     }
     let (capacity, binding) = match binding {
         Some((at, b)) => (at, Some(b)),
@@ -242,7 +307,7 @@ pub struct CurvePoint<'a> {
 pub fn knee(curve: &[CurvePoint<'_>], fraction: f64) -> Knee {
     if curve.len() < 2 {
         return Knee::Undefined {
-            reason: describe::too_few_loads(curve.len()),
+            reason: wording::too_few_loads(curve.len()),
         };
     }
     let first = curve[0];
@@ -254,7 +319,7 @@ pub fn knee(curve: &[CurvePoint<'_>], fraction: f64) -> Knee {
     };
     if !(initial.is_finite() && initial > 0.0) {
         return Knee::Undefined {
-            reason: describe::NO_INITIAL_THROUGHPUT.into(),
+            reason: wording::NO_INITIAL_THROUGHPUT.into(),
         };
     }
     let mut last_slope = initial;
@@ -467,7 +532,7 @@ pub fn memory_growth(points: &[(f64, &PointResult)]) -> Vec<MemoryGrowth> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{LoadKind, describe_knee};
+    use crate::analysis::describe_knee;
 
     fn slo(metric: &str, expr: &str, value: Option<f64>) -> SloResult {
         let expr: SloExpr = expr.parse().unwrap();

@@ -1,7 +1,8 @@
-//! Telemetry as text: the per-point table under the run summary (GPU
-//! utilization, peak memory, mean power, energy, tokens per joule; the
-//! server's KV-cache usage and preemptions) with notes on what was not
-//! sampled, and the report of `telemetry-probe`.
+//! GPU and server resources as text, from a point's telemetry: the
+//! per-point table under the run summary (GPU utilization, peak memory,
+//! mean power, energy, tokens per joule; the server's KV-cache usage and
+//! preemptions) with notes on what was not sampled, and the report of
+//! `telemetry-probe`.
 
 use super::table::{Align, Table};
 use infer_bench_results::telemetry::{

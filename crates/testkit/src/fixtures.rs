@@ -1,15 +1,17 @@
 //! Fixtures for tests of the judge and of what renders its verdicts: a
 //! one-point simulator plan, points with chosen run and window statistics,
-//! and a baseline blessed from them. Compiled for the judge's own tests
-//! and, through the `test-fixtures` feature, for other crates' tests only;
-//! never part of the release binary.
+//! and a baseline blessed from them.
+//!
+//! The judge's own unit tests use these too; the test kit links its own
+//! copy of the judge, so [`baseline_of`] returns that copy's `Baseline`
+//! and those tests bless with the judge under test instead.
 
 use infer_bench_results::hist::Summary;
 use infer_bench_results::{Environment, PointStatus, RunResult, Stats, WindowStats};
 use infer_bench_spec::plan::Plan;
 use infer_bench_spec::results::{PointResult, Results};
 
-use crate::baseline::{Baseline, Bless};
+use infer_bench_judge::baseline::{Baseline, Bless};
 
 /// A spec with one simulator point and the given `[regression]` table.
 pub fn plan(output_tokens: u32, regression: &str) -> (infer_bench_spec::Spec, Plan) {
