@@ -61,10 +61,9 @@ pub enum Error {
     Signals(#[source] std::io::Error),
     #[error("error: cannot render the manual page: {0}")]
     Manual(#[source] std::io::Error),
-    /// `sim-server`: the simulator could not start (its reason is its own
-    /// sentence: `crates/sim` still says why in words).
+    /// `sim-server`: the simulator could not start.
     #[error("error: cannot start the simulator: {0}")]
-    Simulator(String),
+    Simulator(#[source] infer_bench_sim::Error),
     /// `telemetry-probe`: no GPU.
     #[error(
         "error: there is no GPU to probe: {0}\n  hint: run this on a machine with an NVIDIA GPU and its driver"
@@ -469,7 +468,7 @@ mod tests {
         walk(&root.join("src"), &mut out);
         for krate in std::fs::read_dir(root.join("crates")).unwrap() {
             let krate = krate.unwrap().path();
-            if krate.file_name().is_some_and(|n| n != "sim") && krate.join("src").is_dir() {
+            if krate.join("src").is_dir() {
                 walk(&krate.join("src"), &mut out);
             }
         }

@@ -64,14 +64,31 @@ impl From<MergeError> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Why a point could not be measured at all; recorded as its failure,
+/// never fatal to the run.
+#[derive(Debug, thiserror::Error)]
+pub enum PointError {
+    /// The target's CA certificate changed since the spec was compiled.
+    #[error("cannot read the CA certificate {path}: {source}")]
+    CaCert {
+        path: String,
+        #[source]
+        source: infer_bench_spec::files::ReadError,
+    },
+    /// The point's HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] infer_bench_protocol::Error),
+    /// The simulator of a virtual-time run refused the point.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+}
+
 /// Why a point's server could not be started, or stopped being there.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    /// The simulator refused the point's configuration or could not start;
-    /// its reason is its own sentence (`crates/sim` still says why in
-    /// words).
-    #[error("{0}")]
-    Simulator(String),
+    /// The simulator refused the point's configuration or could not start.
+    #[error(transparent)]
+    Simulator(#[from] infer_bench_sim::Error),
     /// A server the target's `launch` block starts.
     #[error(transparent)]
     Launch(#[from] LaunchError),

@@ -316,31 +316,7 @@ fn merge_agents(
     inputs: &[(PathBuf, Results)],
 ) -> Result<PointResult> {
     let file = |i: usize| inputs[i].0.clone();
-    let mut by_agent: BTreeMap<u32, (usize, &PointResult)> = BTreeMap::new();
-    for &(i, pr) in list {
-        let k = inputs[i].1.agent.as_ref().map(|a| a.k).unwrap_or(0);
-        if let Some((j, _)) = by_agent.insert(k, (i, pr)) {
-            return Err(MergeError::TwoShares {
-                id: p.id.clone(),
-                k,
-                n,
-                first: file(j),
-                second: file(i),
-            }
-            .into());
-        }
-    }
-    let missing: Vec<u32> = (1..=n).filter(|k| !by_agent.contains_key(k)).collect();
-    if !missing.is_empty() {
-        return Err(MergeError::MissingShares {
-            id: p.id.clone(),
-            n,
-            missing,
-        }
-        .into());
-    }
-    let parts: Vec<(u32, usize, &PointResult)> =
-        by_agent.iter().map(|(k, (i, pr))| (*k, *i, *pr)).collect();
+    let parts = shares(p, list, n, inputs)?;
     let lead = parts[0].2;
     // A share that could not be measured fails the point.
     if let Some((k, _, failed)) = parts
@@ -463,6 +439,44 @@ fn merge_agents(
     }
     pr.agents = agent_shares(&parts);
     Ok(pr)
+}
+
+/// Each agent's share of a point, in agent order: `(k, input, result)`;
+/// an agent that gave two shares, or none, refuses the merge.
+fn shares<'a>(
+    p: &Point,
+    list: &[(usize, &'a PointResult)],
+    n: u32,
+    inputs: &[(PathBuf, Results)],
+) -> Result<Vec<(u32, usize, &'a PointResult)>> {
+    let file = |i: usize| inputs[i].0.clone();
+    let mut by_agent: BTreeMap<u32, (usize, &PointResult)> = BTreeMap::new();
+    for &(i, pr) in list {
+        let k = inputs[i].1.agent.as_ref().map(|a| a.k).unwrap_or(0);
+        if let Some((j, _)) = by_agent.insert(k, (i, pr)) {
+            return Err(MergeError::TwoShares {
+                id: p.id.clone(),
+                k,
+                n,
+                first: file(j),
+                second: file(i),
+            }
+            .into());
+        }
+    }
+    let missing: Vec<u32> = (1..=n).filter(|k| !by_agent.contains_key(k)).collect();
+    if !missing.is_empty() {
+        return Err(MergeError::MissingShares {
+            id: p.id.clone(),
+            n,
+            missing,
+        }
+        .into());
+    }
+    Ok(by_agent
+        .into_iter()
+        .map(|(k, (i, pr))| (k, i, pr))
+        .collect())
 }
 
 /// What each agent did for a point: when it began, how late it sent.

@@ -10,9 +10,12 @@
 
 pub mod cluster;
 pub mod engine;
+pub mod error;
 pub mod gpu;
 pub mod http;
 pub mod perf;
 pub mod profile;
 pub mod request;
 pub mod server;
+
+pub use error::Error;

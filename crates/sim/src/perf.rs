@@ -9,6 +9,7 @@
 //! `docs/simulator.md` gives every formula, constant and source.
 
 use super::profile::EngineConfig;
+use crate::error::Error;
 use infer_bench_spec::catalog::Gpu;
 use infer_bench_spec::model::{Architecture, DType};
 use infer_bench_spec::raw::SimMemoryBasis;
@@ -170,46 +171,43 @@ impl PerfModel {
         config: &EngineConfig,
         arch: &Architecture,
         weights: DType,
-    ) -> Result<PerfModel, String> {
+    ) -> Result<PerfModel, Error> {
         validate(config, arch)?;
         let gpu = &config.gpu;
         let model = PerfModel::build(config, arch, weights);
         let name = arch.preset.as_deref().unwrap_or("the model");
         let usable_bytes = usable_bytes(config);
         if model.weight_bytes > usable_bytes {
-            let hint = match gpus_needed(config, arch, weights) {
-                Some(n) => format!("use more GPUs (gpus = {n} fits), "),
-                None => "use more GPUs, ".to_string(),
-            };
-            return Err(format!(
-                "{name} does not fit: its weights need {:.1} GiB ({} B parameters × {} bytes at {}), but {} × {} ({} GiB each) at memory_fraction {} allow {:.1} GiB; {hint}a smaller number format (fp8, int4) or a GPU with more memory",
-                model.weight_bytes / GIB_BYTES,
-                arch.params_b,
-                weights.bytes(),
-                dtype_name(weights),
-                config.gpus,
-                gpu.id,
-                gpu.memory_gb,
-                weight_fraction(config),
-                usable_bytes / GIB_BYTES,
-            ));
+            return Err(Error::WeightsDoNotFit {
+                model: name.to_string(),
+                weights_gib: model.weight_bytes / GIB_BYTES,
+                params_b: arch.params_b,
+                bytes: weights.bytes(),
+                dtype: dtype_name(weights),
+                gpus: config.gpus,
+                gpu: gpu.id,
+                memory_gb: gpu.memory_gb,
+                fraction: weight_fraction(config),
+                usable_gib: usable_bytes / GIB_BYTES,
+                fits_on: gpus_needed(config, arch, weights),
+            });
         }
         if config.kv_cache_tokens.is_none() && model.kv_capacity_tokens < MIN_KV_CACHE_TOKENS {
-            return Err(format!(
-                "{name} leaves no room for a KV cache: {:.1} GiB of weights and {:.1} GiB of runtime and activation reserve against {:.1} GiB usable on {} × {} at memory_fraction {}; use more GPUs, a smaller number format, a higher memory_fraction or a smaller max_batched_tokens",
-                model.weight_bytes / GIB_BYTES,
-                reserve_bytes(config, arch) / GIB_BYTES,
-                usable_bytes / GIB_BYTES,
-                config.gpus,
-                gpu.id,
-                weight_fraction(config),
-            ));
+            return Err(Error::NoKvRoom {
+                model: name.to_string(),
+                weights_gib: model.weight_bytes / GIB_BYTES,
+                reserve_gib: reserve_bytes(config, arch) / GIB_BYTES,
+                usable_gib: usable_bytes / GIB_BYTES,
+                gpus: config.gpus,
+                gpu: gpu.id,
+                fraction: weight_fraction(config),
+            });
         }
         if model.kv_capacity_tokens < MIN_KV_CACHE_TOKENS {
-            return Err(format!(
-                "kv_cache_tokens = {} is below one KV block; expected at least {MIN_KV_CACHE_TOKENS}",
-                model.kv_capacity_tokens
-            ));
+            return Err(Error::KvCacheTooSmall {
+                tokens: model.kv_capacity_tokens,
+                min: MIN_KV_CACHE_TOKENS,
+            });
         }
         Ok(model)
     }
@@ -500,9 +498,9 @@ fn dtype_name(d: DType) -> &'static str {
 
 /// Rejects settings the formulas cannot use (the spec compiler checks most
 /// of them too, but a config can also be built or deserialized directly).
-fn validate(config: &EngineConfig, arch: &Architecture) -> Result<(), String> {
+fn validate(config: &EngineConfig, arch: &Architecture) -> Result<(), Error> {
     if config.gpus == 0 {
-        return Err("expected at least 1 GPU, found gpus = 0".into());
+        return Err(Error::setting("gpus", ">= 1", 0));
     }
     for (name, v) in [
         ("memory_fraction", config.memory_fraction),
@@ -510,11 +508,11 @@ fn validate(config: &EngineConfig, arch: &Architecture) -> Result<(), String> {
         ("bandwidth_efficiency", config.bandwidth_efficiency),
     ] {
         if !(v > 0.0 && v <= 1.0) {
-            return Err(format!("expected {name} in (0, 1], found {v}"));
+            return Err(Error::setting(name, "in (0, 1]", v));
         }
     }
     if !(config.slowdown > 0.0 && config.slowdown.is_finite()) {
-        return Err(format!("expected slowdown > 0, found {}", config.slowdown));
+        return Err(Error::setting("slowdown", "> 0", config.slowdown));
     }
     for (name, v) in [
         ("step_overhead", config.step_overhead_s),
@@ -522,27 +520,28 @@ fn validate(config: &EngineConfig, arch: &Architecture) -> Result<(), String> {
         ("request_overhead", config.request_overhead_s),
     ] {
         if !(v >= 0.0 && v.is_finite()) {
-            return Err(format!("expected {name} >= 0, found {v}"));
+            return Err(Error::setting(name, ">= 0", v));
         }
     }
     if !(arch.params_b > 0.0 && arch.params_b.is_finite()) {
-        return Err(format!("expected params_b > 0, found {}", arch.params_b));
+        return Err(Error::setting("params_b", "> 0", arch.params_b));
     }
     if !(arch.active_params_b > 0.0 && arch.active_params_b <= arch.params_b) {
-        return Err(format!(
-            "expected active_params_b in (0, params_b = {}], found {}",
-            arch.params_b, arch.active_params_b
+        return Err(Error::setting(
+            "active_params_b",
+            format!("in (0, params_b = {}]", arch.params_b),
+            arch.active_params_b,
         ));
     }
     for (name, v) in [
-        ("layers", arch.layers),
-        ("hidden", arch.hidden),
-        ("heads", arch.heads),
-        ("kv_heads", arch.kv_heads),
-        ("head_dim", arch.head_dim),
+        ("architecture layers", arch.layers),
+        ("architecture hidden", arch.hidden),
+        ("architecture heads", arch.heads),
+        ("architecture kv_heads", arch.kv_heads),
+        ("architecture head_dim", arch.head_dim),
     ] {
         if v == 0 {
-            return Err(format!("expected architecture {name} > 0, found 0"));
+            return Err(Error::setting(name, "> 0", 0));
         }
     }
     Ok(())
@@ -708,7 +707,7 @@ pub(crate) mod tests {
         let err = PerfModel::new(&target("h100-sxm", 1), &arch("llama-3.1-70b"), DType::Bf16)
             .unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "llama-3.1-70b does not fit: its weights need 131.5 GiB (70.6 B parameters × 2 bytes at bf16), \
              but 1 × h100-sxm (80 GiB each) at memory_fraction 0.9 allow 72.0 GiB; use more GPUs \
              (gpus = 2 fits), a smaller number format (fp8, int4) or a GPU with more memory"
@@ -717,17 +716,18 @@ pub(crate) mod tests {
         let mut t = target("h100-sxm", 1);
         t.memory_fraction = 0.2;
         let err = PerfModel::new(&t, &arch("llama-3.1-8b"), DType::Bf16).unwrap_err();
-        assert!(err.contains("leaves no room for a KV cache"), "{err}");
+        assert!(matches!(err, Error::NoKvRoom { .. }), "{err}");
     }
 
     #[test]
     fn bad_settings_are_errors_not_panics() {
         let a = arch("llama-3.1-8b");
+        let err = profile::resolve(&sim_target("h100", 1), &a, DType::Bf16, None).unwrap_err();
         assert!(
-            profile::resolve(&sim_target("h100", 1), &a, DType::Bf16, None)
-                .unwrap_err()
-                .starts_with("unknown GPU \"h100\"")
+            matches!(&err, Error::UnknownGpu { gpu, .. } if gpu == "h100"),
+            "{err}"
         );
+        assert!(err.to_string().starts_with("unknown GPU \"h100\""), "{err}");
         let cases: Vec<(EngineConfig, Architecture)> = vec![
             (
                 EngineConfig {

@@ -10,6 +10,7 @@
 //! 32K), which is why they are resolved here and not in the spec compiler.
 //! Pure: no I/O. `docs/simulator.md` gives every value and its source.
 
+use crate::error::Error;
 use infer_bench_spec::catalog::{self, Gpu};
 use infer_bench_spec::model::{Architecture, DType, SimTarget};
 use infer_bench_spec::raw::{SimAdmission, SimMemoryBasis, SimProfile, SimScheduler};
@@ -194,14 +195,14 @@ pub fn resolve(
     arch: &Architecture,
     weights: DType,
     kv: Option<DType>,
-) -> Result<EngineConfig, String> {
-    let gpu = catalog::gpu(&target.gpu).ok_or_else(|| {
-        let ids: Vec<&str> = catalog::GPUS.iter().map(|g| g.id).collect();
-        format!(
-            "unknown GPU \"{}\"; the simulator knows: {}",
-            target.gpu,
-            ids.join(", ")
-        )
+) -> Result<EngineConfig, Error> {
+    let gpu = catalog::gpu(&target.gpu).ok_or_else(|| Error::UnknownGpu {
+        gpu: target.gpu.clone(),
+        known: catalog::GPUS
+            .iter()
+            .map(|g| g.id)
+            .collect::<Vec<_>>()
+            .join(", "),
     })?;
     let profile = target.profile.unwrap_or_default();
     let context = context_tokens(arch);

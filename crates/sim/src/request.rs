@@ -6,6 +6,7 @@
 //! Also here: the simulator's setup from a point ([`Setup`]), the run's
 //! speed factor, and the text the simulated model "generates".
 
+use crate::error::Error;
 use serde::Deserialize;
 
 use super::cluster::Cluster;
@@ -195,18 +196,13 @@ pub struct Setup {
 
 impl Setup {
     /// The simulator of a point's target, model and precision.
-    pub fn of(cfg: &PointConfig) -> Result<Setup, String> {
-        let sim = cfg
-            .target
-            .sim
+    pub fn of(cfg: &PointConfig) -> Result<Setup, Error> {
+        let sim = cfg.target.sim.as_ref().ok_or(Error::NoSimSettings)?;
+        let arch = cfg
+            .model
+            .architecture
             .as_ref()
-            .ok_or("the target has no simulator settings")?;
-        let arch = cfg.model.architecture.as_ref().ok_or_else(|| {
-            format!(
-                "model `{}` has no architecture for the simulator",
-                cfg.model.name
-            )
-        })?;
+            .ok_or_else(|| Error::NoArchitecture(cfg.model.name.clone()))?;
         let weights = cfg
             .precision
             .as_ref()

@@ -9,6 +9,7 @@
 //! with its GPUs' modelled activity and memory under dcgm-exporter's names
 //! (`gpu.rs`).
 
+use crate::error::Error;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,12 +88,12 @@ struct Ctx {
 
 impl SimServer {
     /// Starts the simulator for a point's target, model and precision.
-    pub fn start(cfg: &PointConfig) -> Result<SimServer, String> {
+    pub fn start(cfg: &PointConfig) -> Result<SimServer, Error> {
         SimServer::start_on(cfg, 0)
     }
 
     /// `start` on a given port of 127.0.0.1 (0: one the OS picks).
-    pub fn start_on(cfg: &PointConfig, port: u16) -> Result<SimServer, String> {
+    pub fn start_on(cfg: &PointConfig, port: u16) -> Result<SimServer, Error> {
         let Setup {
             engine,
             served,
@@ -120,14 +121,14 @@ impl SimServer {
             std::thread::Builder::new()
                 .name("sim-engine".into())
                 .spawn(move || drive(engine, rx, shared, stop, speed))
-                .map_err(|e| format!("cannot start the simulator's engine thread: {e}"))?
+                .map_err(Error::Thread)?
         };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("sim-http")
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the simulator's runtime: {e}"))?;
+            .map_err(Error::Runtime)?;
         let ctx = Arc::new(Ctx {
             cmds: cmds.clone(),
             next_id: AtomicU64::new(1),
@@ -142,7 +143,7 @@ impl SimServer {
                 let ctx = ctx.clone();
                 async move { handle(ctx, req).await }
             }))
-            .map_err(|e| format!("cannot bind the simulator's port: {e}"))?;
+            .map_err(Error::Bind)?;
         Ok(SimServer {
             rt: Some(rt),
             handle: Some(handle),

@@ -28,10 +28,26 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
     if pr.status == PointStatus::Failed {
         return;
     }
+    let reasons = invalid_reasons(spec, pr);
+    let warnings = warnings(pr);
+    pr.valid = reasons.is_empty();
+    pr.invalid_reasons = reasons;
+    pr.warnings.extend(warnings);
+    pr.slo = slos(spec, pr);
+    pr.slo_pass = (!pr.slo.is_empty()).then(|| pr.slo.iter().all(|s| s.pass));
+    pr.hints = crate::insight::hints(pr, &spec.validity);
+    let energy_j = pr.telemetry.as_ref().and_then(|t| t.gpu.energy_j);
+    let gpus = crate::cost::gpus(&spec.cost, &pr.config);
+    let cost = crate::cost::for_target(&spec.cost, &pr.config);
+    pr.cost = crate::cost::compute(&cost, gpus, &pr.merged, energy_j);
+}
+
+/// Why the point's numbers cannot be trusted (empty when they can): too
+/// short, too few requests or samples, a rate not offered, a late client,
+/// requests unfinished or failed by this machine, a simulator behind.
+fn invalid_reasons(spec: &Spec, pr: &PointResult) -> Vec<Reason> {
     let v = &spec.validity;
-    let cfg = &pr.config;
     let mut reasons = Vec::new();
-    let mut warnings = Vec::new();
     for r in &pr.runs {
         let s = &r.stats;
         let tag = if pr.runs.len() > 1 {
@@ -121,6 +137,14 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
             }
         }
     }
+    reasons
+}
+
+/// What the reader should know that does not invalidate the point: token
+/// counts off what was asked, re-sent requests, counts from events.
+fn warnings(pr: &PointResult) -> Vec<Reason> {
+    let cfg = &pr.config;
+    let mut warnings = Vec::new();
     let t = &pr.merged.tokens;
     if let Some(rep) = t.reported_input_mean {
         if t.requested_input_mean > 0.0 {
@@ -151,11 +175,12 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
     if t.output_source.contains_key("events") {
         warnings.push(Reason::new(ReasonKind::CountedFromEvents, "some output token counts were counted from events (the server sent no usage): approximate"));
     }
-    pr.valid = reasons.is_empty();
-    pr.invalid_reasons = reasons;
-    pr.warnings.extend(warnings);
-    pr.slo = spec
-        .slo
+    warnings
+}
+
+/// Each of the spec's SLOs, held or not by the point's merged numbers.
+fn slos(spec: &Spec, pr: &PointResult) -> Vec<SloResult> {
+    spec.slo
         .iter()
         .map(|g| {
             let value = pr.value(g.metric, g.expr.stat.as_ref());
@@ -174,13 +199,7 @@ pub fn assess(spec: &Spec, pr: &mut PointResult) {
                 note: value.is_none().then(|| "no data".to_string()),
             }
         })
-        .collect();
-    pr.slo_pass = (!pr.slo.is_empty()).then(|| pr.slo.iter().all(|s| s.pass));
-    pr.hints = crate::insight::hints(pr, &spec.validity);
-    let energy_j = pr.telemetry.as_ref().and_then(|t| t.gpu.energy_j);
-    let gpus = crate::cost::gpus(&spec.cost, &pr.config);
-    let cost = crate::cost::for_target(&spec.cost, &pr.config);
-    pr.cost = crate::cost::compute(&cost, gpus, &pr.merged, energy_j);
+        .collect()
 }
 
 /// Requests needed before a percentile means something: the smallest n

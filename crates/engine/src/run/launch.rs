@@ -299,66 +299,13 @@ impl Launched {
             path: log.clone(),
             source,
         })?;
-        let (program, rest) = args.split_first().ok_or(LaunchError::EmptyCommand)?;
-        let mut cmd = Command::new(program);
-        cmd.args(rest)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        for (k, v) in &launch.env {
-            cmd.env(k, fill(v, &values, false)?);
-        }
-        if let Some(dir) = &launch.cwd {
-            cmd.current_dir(spec_dir.join(fill(dir, &values, false)?));
-        }
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to
-        // kill the server if this thread (the run's main thread) dies.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
-        // The server's output reaches its log through the redactor: servers
-        // print their arguments and environment (vLLM its --api-key).
-        let log_file = Arc::new(Mutex::new(log_file));
-        let mut child = child;
-        for stream in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let to = log_file.clone();
-            std::thread::Builder::new()
-                .name("server-log".into())
-                .spawn(move || copy_redacted(stream, &to))
-                .map_err(LaunchError::LogWriter)?;
-        }
+        let child = spawn(launch, &args, &values, spec_dir, log_file)?;
         let (watchdog, watchdog_error) =
             match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std()) {
                 Ok(w) => (Some(w), None),
                 Err(e) => (None, Some(e.to_string())),
             };
-        let mut server = Launched {
+        let server = Launched {
             child: Some(child),
             watchdog,
             watchdog_error,
@@ -372,15 +319,31 @@ impl Launched {
             },
             grace: launch.stop_grace.as_std(),
         };
-        let ready_url = format!("http://127.0.0.1:{port}{}", launch.ready);
-        let deadline = Instant::now() + launch.startup_timeout.as_std();
         let client = infer_bench_protocol::client::control_client(Duration::from_secs(2))?;
+        let mut server = server.wait_ready(launch, handle, interrupt, &client)?;
+        server.info.log = Some(server.log.display().to_string());
+        server.identify(handle, &client);
+        Ok(server)
+    }
+
+    /// Asks the server's ready path until it answers 200, it dies, the
+    /// startup timeout passes or the run is interrupted; the server is
+    /// stopped on every way out but the first.
+    fn wait_ready(
+        mut self,
+        launch: &infer_bench_spec::Launch,
+        handle: &tokio::runtime::Handle,
+        interrupt: &Interrupt,
+        client: &reqwest::Client,
+    ) -> Result<Launched, LaunchError> {
+        let ready_url = format!("http://127.0.0.1:{}{}", self.port, launch.ready);
+        let deadline = Instant::now() + launch.startup_timeout.as_std();
         loop {
             if interrupt.is_set() {
-                server.stop(handle);
+                self.stop(handle);
                 return Err(LaunchError::Interrupted);
             }
-            server.check_alive()?;
+            self.check_alive()?;
             let ok = handle.block_on(async {
                 client
                     .get(&ready_url)
@@ -390,22 +353,19 @@ impl Launched {
                     .unwrap_or(false)
             });
             if ok {
-                break;
+                return Ok(self);
             }
             if Instant::now() >= deadline {
                 let e = LaunchError::NotReady {
                     url: ready_url,
                     timeout: launch.startup_timeout,
-                    log: tail_of(&server.log),
+                    log: tail_of(&self.log),
                 };
-                server.stop(handle);
+                self.stop(handle);
                 return Err(e);
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        server.info.log = Some(server.log.display().to_string());
-        server.identify(handle, &client);
-        Ok(server)
     }
 
     /// Asks the server what it is: `/v1/models` (model and owner), the
@@ -623,6 +583,73 @@ impl Drop for Launched {
     fn drop(&mut self) {
         self.terminate();
     }
+}
+
+/// Starts the launch command in a process group of its own (killed with
+/// this thread), its output copied through the redactor into `log_file`:
+/// servers print their arguments and environment (vLLM its --api-key).
+fn spawn(
+    launch: &infer_bench_spec::Launch,
+    args: &[String],
+    values: &[(String, Option<String>)],
+    spec_dir: &Path,
+    log_file: File,
+) -> Result<Child, LaunchError> {
+    let (program, rest) = args.split_first().ok_or(LaunchError::EmptyCommand)?;
+    let mut cmd = Command::new(program);
+    cmd.args(rest)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for (k, v) in &launch.env {
+        cmd.env(k, fill(v, values, false)?);
+    }
+    if let Some(dir) = &launch.cwd {
+        cmd.current_dir(spec_dir.join(fill(dir, values, false)?));
+    }
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to
+    // kill the server if this thread (the run's main thread) dies.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    // The server's output reaches its log through the redactor: servers
+    // print their arguments and environment (vLLM its --api-key).
+    let log_file = Arc::new(Mutex::new(log_file));
+    let mut child = child;
+    for stream in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let to = log_file.clone();
+        std::thread::Builder::new()
+            .name("server-log".into())
+            .spawn(move || copy_redacted(stream, &to))
+            .map_err(LaunchError::LogWriter)?;
+    }
+    Ok(child)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use super::pacer::run_once;
 use super::recorder::Tally;
 use super::requests::{LineOptions, RequestLog, RunClock, request_line};
 use super::servers::Server;
+use crate::error::PointError;
 use infer_bench_protocol::{Backend, ClientOptions, HttpBackend, Reading, RequestRecord, openai};
 use infer_bench_results::{
     ClientLoad, PhaseTimeline, PointStatus, Reason, ReasonKind, RunResult, now_rfc3339,
@@ -125,7 +126,7 @@ pub(super) fn run_point(job: PointJob<'_>, server: &mut Server, env: &PlanEnv<'_
     }
     let client = match Client::open(&job, server, env) {
         Ok(c) => c,
-        Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e))),
+        Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e.to_string()))),
     };
     let fingerprint =
         super::schedule::workload_fingerprint(&*client.backend, cfg, &p.hash, &job.material);
@@ -141,7 +142,9 @@ pub(super) fn run_point(job: PointJob<'_>, server: &mut Server, env: &PlanEnv<'_
             Ok(Next::Go) => {}
             Ok(Next::Stop) => break,
             Err(Abandon::Interrupted) => return PointOutcome::Interrupted,
-            Err(Abandon::Failed(e)) => return PointOutcome::Done(Box::new(failed_point(p, e))),
+            Err(Abandon::Failed(e)) => {
+                return PointOutcome::Done(Box::new(failed_point(p, e.to_string())));
+            }
         }
     }
     runs.finish(&job, &client, server, env, fingerprint, findings)
@@ -152,7 +155,7 @@ enum Abandon {
     /// Ctrl-C.
     Interrupted,
     /// Its run could not be set up (the simulator refused the point).
-    Failed(String),
+    Failed(PointError),
 }
 
 /// Whether a point's next run goes ahead.
@@ -176,7 +179,7 @@ impl Client {
     /// The client of a point on `server`: its TLS roots and headers from
     /// the target, its pool sized to the load, and its dialect as the spec
     /// declares it, else as the server names it (`/v1/models`).
-    fn open(job: &PointJob<'_>, server: &Server, env: &PlanEnv<'_>) -> Result<Client, String> {
+    fn open(job: &PointJob<'_>, server: &Server, env: &PlanEnv<'_>) -> Result<Client, PointError> {
         let cfg = &job.point.config;
         let api_key = cfg
             .target
@@ -192,7 +195,10 @@ impl Client {
                     std::path::Path::new(path),
                     infer_bench_spec::files::MAX_CA_CERT_BYTES,
                 )
-                .map_err(|e| format!("cannot read the CA certificate {path}: {e}"))?,
+                .map_err(|source| PointError::CaCert {
+                    path: path.clone(),
+                    source,
+                })?,
             ),
             None => None,
         };
@@ -228,7 +234,7 @@ impl Client {
                 limits: cfg.load.limits,
                 keep_reply: cfg.workload.conversation.is_some(),
             };
-            HttpBackend::new(&options, protocol, reading).map_err(|e| e.to_string())?
+            HttpBackend::new(&options, protocol, reading)?
         };
         // Undeclared: the server is asked (its connection stays in the pool).
         let (dialect, from) = match declared {
@@ -236,7 +242,7 @@ impl Client {
             None => match rt.block_on(openai::identify(&backend)) {
                 Some(d) => {
                     let protocol = openai::for_workload(&cfg.workload, cfg.served_name(), d);
-                    backend.set_protocol(protocol).map_err(|e| e.to_string())?;
+                    backend.set_protocol(protocol)?;
                     (d, DialectFrom::Server)
                 }
                 None => (Dialect::Openai, DialectFrom::Default),
@@ -466,7 +472,7 @@ impl Runs {
         client: &Client,
         run_env: &RunEnv,
         env: &PlanEnv<'_>,
-    ) -> Result<RunOutcome, String> {
+    ) -> Result<RunOutcome, PointError> {
         let p = job.point;
         if !self.virtual_time {
             return Ok(run_once(
@@ -491,8 +497,7 @@ impl Runs {
             run,
             run_env,
             sampling,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         self.virtual_next = Some(v.ended + Duration::from_secs(1));
         if let Some(s) = sampling.filter(|s| s.metrics) {
             self.telemetry
