@@ -19,6 +19,7 @@ pub mod finite;
 pub mod hist;
 pub mod insight;
 pub mod metric;
+pub mod outside;
 pub mod redact;
 pub mod requests;
 pub mod search;
