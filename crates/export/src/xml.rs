@@ -1,28 +1,10 @@
 //! The one escaper for markup the exporters write: HTML pages, SVG charts,
 //! JUnit XML, and the few HTML tags inside Markdown.
 
-/// Escapes text for HTML and XML 1.0, in element content and in
-/// attribute values (single- or double-quoted): `&`, `<`, `>`, `"` and
-/// `'` become references (`'` as `&#39;`, which HTML 4 reads as well as
-/// XML). Characters XML 1.0 cannot carry at all, the control characters
-/// other than tab, line feed and carriage return and U+FFFE/U+FFFF, are
-/// dropped; HTML does not allow them either.
+/// Escapes text for HTML and XML 1.0 (the one escaper, shared with
+/// outside text: [`infer_bench_results::outside::markup`]).
 pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 => {}
-            '\u{FFFE}' | '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
+    infer_bench_results::outside::markup(s)
 }
 
 #[cfg(test)]

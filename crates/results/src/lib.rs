@@ -20,6 +20,7 @@ pub mod finite;
 pub mod hist;
 pub mod insight;
 pub mod metric;
+pub mod outside;
 pub mod reason;
 pub mod redact;
 pub mod requests;
