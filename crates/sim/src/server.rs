@@ -422,8 +422,12 @@ pub struct Lag {
 /// serves it; a virtual-time run reads the same text at each simulated
 /// scrape.
 pub fn exposition(model: &str, s: &EngineStats, steps: u64, lag: Lag) -> String {
-    let model = model.replace('"', "");
-    let l = format!("{{model_name=\"{model}\"}}");
+    // The label's value is the served name, which a spec chooses: escaped
+    // as the text format defines, so no name ends its label or its line.
+    let l = format!(
+        "{{model_name=\"{}\"}}",
+        infer_bench_results::outside::prom_label(model)
+    );
     let late = lag.late_steps;
     let lag_max = lag.max_s;
     let lag_sum = lag.sum_s;

@@ -406,6 +406,39 @@ pub fn render(samples: &[Sample]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 36, finding 6: a served name with a backslash, a quote or a
+    /// line break broke the simulator's exposition, and every scrape of it
+    /// failed. Escaped as the text format defines, it parses, and the
+    /// label reads back as the name.
+    #[test]
+    fn a_served_name_of_any_text_survives_the_simulators_exposition() {
+        for name in [
+            "plain",
+            "a\\b",
+            "say \"hi\"",
+            "two\nlines",
+            "x\\\"}\n# TYPE y gauge\ny 1",
+        ] {
+            let text = infer_bench_sim::server::exposition(
+                name,
+                &Default::default(),
+                3,
+                Default::default(),
+            );
+            let parsed = parse(&text).unwrap_or_else(|e| panic!("{name:?}: {e}\n{text}"));
+            let running = parsed
+                .samples
+                .iter()
+                .find(|s| s.name == "vllm:num_requests_running")
+                .expect("the running gauge");
+            assert_eq!(
+                running.labels,
+                vec![("model_name".to_string(), name.to_string())]
+            );
+            assert!(parsed.samples.iter().all(|s| s.name != "y"), "{text}");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 
