@@ -162,7 +162,7 @@ fn sim_server(path: &std::path::Path, select: &crate::cli::Select, port: u16) ->
         server.base_url(),
         server.metrics_url()
     ))?;
-    eprintln!(
+    say!(
         "sim-server: {} ({}) at {}; Ctrl-C stops it",
         point.slug,
         server.info().model.unwrap_or_default(),
@@ -206,11 +206,11 @@ fn merge(
         crate::cli::OutputFormat::Json => merged.to_json(),
     };
     write_stdout(&text)?;
-    eprintln!("results: {}", path.display());
+    say!("results: {}", path.display());
     if !merged.complete && !allow_partial {
         let shown: Vec<&str> = merged.pending.iter().take(8).map(String::as_str).collect();
         let more = merged.pending.len().saturating_sub(shown.len());
-        eprintln!(
+        say!(
             "error: the merged results are incomplete: {} point(s) pending{}{}{}; merge every shard of the split, or pass --allow-partial to accept what finished",
             merged.pending.len(),
             if shown.is_empty() { "" } else { " (" },
@@ -254,7 +254,7 @@ fn report(
         Some(out) => {
             infer_bench_results::write_atomic(out, text.as_bytes())
                 .map_err(|e| Error::io(out, e))?;
-            eprintln!("report: {}", out.display());
+            say!("report: {}", out.display());
         }
         None => write_stdout(&text)?,
     }
@@ -283,7 +283,7 @@ fn validate(paths: &[std::path::PathBuf]) -> Result<Outcome> {
         }
     }
     for line in &ok {
-        eprintln!("{line}");
+        say!("{line}");
     }
     if all.is_empty() {
         Ok(Outcome(EXIT_OK))
@@ -325,7 +325,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     }
     if let Some(part) = args.select.partition.filter(|_| plan.points.is_empty()) {
         if !args.quiet {
-            eprintln!(
+            say!(
                 "--partition {part}: this share holds no point of the plan, so nothing runs; its results file records the share, for merge"
             );
         }
@@ -350,7 +350,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     crate::run::raise_fd_limit();
     if args.baseline.is_some() || args.baseline_ref.is_some() {
         for w in spec::judgeable::warnings(&spec, &plan) {
-            eprintln!("{}: warning: {w}", args.spec.display());
+            say!("{}: warning: {w}", args.spec.display());
         }
     }
     let gate = match (&args.baseline, &args.baseline_ref) {
@@ -384,7 +384,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         };
         rt.spawn(async move {
             let name = signals.next().await;
-            eprintln!(
+            say!(
                 "\ninterrupted ({name}): finishing up; finished points are kept (a second Ctrl-C or SIGTERM quits at once)"
             );
             intr.trigger();
@@ -431,11 +431,11 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         };
         write_stdout(&text)?;
         if !args.quiet {
-            eprintln!("results: {}", crate::run::results_path(&out_dir).display());
+            say!("results: {}", crate::run::results_path(&out_dir).display());
         }
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
         if args.strict && results.points.iter().any(|p| !p.preflight.is_empty()) {
-            eprintln!("--strict: a pre-flight check found something (see each point's findings)");
+            say!("--strict: a pre-flight check found something (see each point's findings)");
             return Ok(Outcome(crate::error::EXIT_INFRA));
         }
         return Ok(Outcome(report.exit_code));
@@ -446,7 +446,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     };
     write_stdout(&text)?;
     if !args.quiet {
-        eprintln!("results: {}", crate::run::results_path(&out_dir).display());
+        say!("results: {}", crate::run::results_path(&out_dir).display());
     }
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     if results.interrupted {

@@ -47,7 +47,7 @@ pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Resu
         })?;
     rules::pin(&mut base, &regression, &results.spec.sha256);
     base.write(&path)?;
-    eprintln!(
+    say!(
         "blessed {} point(s) into {} ({} kept{})",
         blessed.written.len(),
         path.display(),
@@ -178,7 +178,7 @@ impl RunGate {
             if ids.is_empty() || interrupt.is_set() {
                 break;
             }
-            eprintln!(
+            say!(
                 "confirming {} regressed point(s): re-run {round} of {}",
                 ids.len(),
                 confirm.max(1)
@@ -237,10 +237,10 @@ fn baseline_path(arg: Option<&Path>, regression: &Regression) -> PathBuf {
 fn settings_for(baseline: &Baseline, spec: &Regression, allow_unjudged: bool) -> Result<Settings> {
     let resolved = rules::resolve(baseline, spec)?;
     match resolved.source {
-        RulesSource::Spec => eprintln!(
+        RulesSource::Spec => say!(
             "note: the baseline pins no rules (it predates them): judging by the spec's [regression] table; bless it again to pin them"
         ),
-        RulesSource::Baseline if !resolved.changes.is_empty() => eprintln!(
+        RulesSource::Baseline if !resolved.changes.is_empty() => say!(
             "warning: the spec's [regression] rules differ from the baseline's; judging by the baseline's, and failing until the new rules are blessed:\n{}",
             resolved
                 .changes
@@ -260,7 +260,7 @@ fn settings_for(baseline: &Baseline, spec: &Regression, allow_unjudged: bool) ->
 /// renamed spec is fine; the wrong file usually is not).
 fn warn_if_other_spec(baseline: &Baseline, path: &str, spec: &str) {
     if !baseline.points.is_empty() && baseline.spec != spec {
-        eprintln!(
+        say!(
             "warning: {path} was recorded for spec \"{}\", these results come from \"{spec}\"",
             baseline.spec
         );
@@ -297,7 +297,7 @@ fn load_baseline(
                 PathBuf::from(named.baseline)
             }
             Err(crate::git::GitError::Missing(_)) => {
-                eprintln!(
+                say!(
                     "note: {} is not in {rev}: the baseline is the one this spec names",
                     spec_path.display()
                 );

@@ -10,6 +10,16 @@
 //! re-exported under their old module names so that tests and scripts have
 //! one path to each.
 
+/// `eprintln!` through the terminal's last guard
+/// ([`infer_bench_export::stderr_line`]): every line the command line says
+/// on stderr, none of them able to carry an escape or a workflow command
+/// from text it quotes.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::export::stderr_line(&format!($($arg)*))
+    };
+}
+
 pub mod app;
 pub mod cli;
 pub mod consent;

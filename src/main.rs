@@ -2,7 +2,8 @@
 //! terminal is drawn from it), runs the command
 //! through the library, maps the outcome to an exit code. Everything else
 //! is in the library. An error is printed through the run's redactor: a
-//! connect error may quote a URL, a server's reply may quote the key.
+//! connect error may quote a URL, a server's reply may quote the key;
+//! and through the terminal's guard, as all it prints on stderr.
 
 use std::process::ExitCode;
 
@@ -14,9 +15,8 @@ fn main() -> ExitCode {
     match infer_bench::app::execute(cli.command) {
         Ok(outcome) => outcome.into(),
         Err(e) => {
-            eprintln!(
-                "{}",
-                infer_bench_results::redact::global().text(&e.to_string())
+            infer_bench::export::stderr_line(
+                &infer_bench_results::redact::global().text(&e.to_string()),
             );
             infer_bench::error::Outcome::of(&e).into()
         }

@@ -70,18 +70,18 @@ fn red(s: &str) -> String {
 impl Observer for Terminal {
     fn event(&self, event: &Event<'_>) {
         match event {
-            Event::TlsInsecure { target } => eprintln!(
+            Event::TlsInsecure { target } => say!(
                 "warning: TLS certificate verification is off for target {target} (tls_insecure = true): \
                  anyone between this machine and the server can read and change the traffic, API key included"
             ),
             Event::ServerFailed { group, message } | Event::ServerDied { group, message } => {
-                eprintln!("error: {group}: {}", red(message))
+                say!("error: {group}: {}", red(message))
             }
-            Event::NoWatchdog { message } => eprintln!(
+            Event::NoWatchdog { message } => say!(
                 "warning: cannot start the watchdog that stops the server if infer-bench is killed: {message}"
             ),
             Event::NotScraping { target, url, why } => {
-                eprintln!("warning: {target}: not scraping {}: {}", red(url), red(why))
+                say!("warning: {target}: not scraping {}: {}", red(url), red(why))
             }
             Event::ServerReady {
                 group,
@@ -109,10 +109,10 @@ impl Observer for Terminal {
                     })
                     .unwrap_or_default();
                 match url {
-                    None => eprintln!(
+                    None => say!(
                         "{group}: simulated in virtual time: no server, no sockets, an ideal client{kv}"
                     ),
-                    Some(url) => eprintln!(
+                    Some(url) => say!(
                         "{group}: server ready in {:.1}s at {}{kv}",
                         after.as_secs_f64(),
                         red(url)
@@ -121,7 +121,7 @@ impl Observer for Terminal {
             }
             Event::Preflight { label, finding } => {
                 if self.verbose {
-                    eprintln!("{label}: pre-flight: {}", finding.message);
+                    say!("{label}: pre-flight: {}", finding.message);
                 }
             }
             Event::Dialect {
@@ -136,7 +136,7 @@ impl Observer for Terminal {
                         DialectFrom::Server => "named by the server's /v1/models",
                         DialectFrom::Default => "the server did not name one",
                     };
-                    eprintln!("{label}: requests in the {dialect} dialect ({how})");
+                    say!("{label}: requests in the {dialect} dialect ({how})");
                 }
             }
             Event::Warmed {
@@ -147,7 +147,7 @@ impl Observer for Terminal {
                 failed,
             } => {
                 if self.verbose {
-                    eprintln!(
+                    say!(
                         "{label}: run {}: {connections} connections opened before the clock in {:.1} ms{}",
                         run + 1,
                         took.as_secs_f64() * 1e3,
@@ -180,7 +180,7 @@ impl Observer for Terminal {
                         .map(|(k, v)| format!("{k} {v}"))
                         .collect::<Vec<_>>()
                         .join(", ");
-                    eprintln!(
+                    say!(
                         "{label}: run {}: window {:.2} s, {} sent, {} ok, {} failed{}, {:.2} req/s, {:.0} output tok/s",
                         run + 1,
                         stats.window_s,
@@ -199,12 +199,12 @@ impl Observer for Terminal {
             }
             Event::PointDone { label, point } => {
                 if self.shows_progress() {
-                    eprintln!("{}", red(&summary_line(label, point)));
+                    say!("{}", red(&summary_line(label, point)));
                 }
             }
             Event::SearchDone { label, answer } => {
                 if self.shows_progress() {
-                    eprintln!(
+                    say!(
                         "{label}: capacity ({}, {}): {}",
                         answer.target,
                         answer.outcome.name(),

@@ -69,7 +69,7 @@ pub fn markdown(sources: &[Source]) -> String {
     let mut out = String::from(
         "## Capacity searches\n\nThe highest load that met the target: at least the last pass, below the first failure.\n\n| search | target | capacity | last pass | first failure | width | probes | outcome |\n|---|---|---|---|---|--:|--:|---|\n",
     );
-    let cell = |s: &str| s.replace('|', "\\|");
+    let cell = |s: &str| infer_bench_results::outside::markdown_text(s);
     for (name, s) in rows {
         let _ = writeln!(
             out,

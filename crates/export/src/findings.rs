@@ -78,6 +78,10 @@ impl Findings {
                 } else {
                     f.message.clone()
                 };
+                // Messages quote servers and specs: one line each, no
+                // escape sequence, no workflow command.
+                let who = infer_bench_results::outside::terminal(&who);
+                let message = infer_bench_results::outside::terminal(&message);
                 match f.kind.as_str() {
                     "" => format!("{who}: {message}"),
                     "INVALID" if slugs.len() == 1 => format!("{who} is INVALID: {message}"),

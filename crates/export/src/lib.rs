@@ -67,13 +67,29 @@ pub(crate) fn failures_text(s: &infer_bench_results::Stats) -> String {
     }
 }
 
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
+/// Writes to stdout; a closed pipe (`| head`) is not an error. The text
+/// passes the terminal's last guard on its way
+/// ([`infer_bench_results::outside::terminal_page`]): colours only if we
+/// draw them, no other control character, no line that a CI log reads as
+/// a workflow command.
 pub fn stdout(text: &str) -> std::io::Result<()> {
+    let text = infer_bench_results::outside::terminal_page(text, term::current().color);
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }
+}
+
+/// Writes one line to stderr, through the terminal's last guard as
+/// [`stdout`] does (stderr gets no colour of ours). Everything the command
+/// line says on stderr goes through here.
+pub fn stderr_line(text: &str) {
+    let text = infer_bench_results::outside::terminal_page(text, false);
+    let mut err = std::io::stderr().lock();
+    let _ = err
+        .write_all(text.as_bytes())
+        .and_then(|_| err.write_all(b"\n"));
 }
 
 /// The simulator's catalogue as text.

@@ -23,8 +23,17 @@ impl Table {
         }
     }
 
+    /// Adds a row. A cell may hold outside text (a point's label from a
+    /// spec, a server's name): each is kept to one line with its control
+    /// characters shown as escapes, so no cell breaks the table or carries
+    /// an escape sequence.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| infer_bench_results::outside::terminal(&c).into_owned())
+                .collect(),
+        );
     }
 
     pub fn is_empty(&self) -> bool {

@@ -145,6 +145,99 @@ pub fn terminal(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A page we composed for a terminal or a CI log, checked as it is
+/// written: the last guard behind the encoders, for text that holds
+/// outside text we did not encode. Line breaks and tabs are kept; every
+/// other control character is shown as an escape, ESC included unless it
+/// begins a colour (SGR: `ESC [ digits and ; m`) and `keep_colour` is set;
+/// and a line that begins with `::` begins with `\x3a:`, so nothing we
+/// print is read as a GitHub workflow command. Borrowed when there is
+/// nothing to change.
+pub fn terminal_page(s: &str, keep_colour: bool) -> Cow<'_, str> {
+    let clean = !s.starts_with("::")
+        && !s.contains("\n::")
+        && !s.chars().any(|c| c != '\n' && c != '\t' && hidden(c));
+    if clean {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for (i, line) in s.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let mut rest = line;
+        if let Some(after) = line.strip_prefix(':').filter(|a| a.starts_with(':')) {
+            out.push_str("\\x3a");
+            rest = after;
+        }
+        let mut chars = rest.char_indices().peekable();
+        while let Some((at, c)) = chars.next() {
+            if c == '\u{1b}' && keep_colour {
+                if let Some(len) = sgr_len(&rest[at..]) {
+                    out.push_str(&rest[at..at + len]);
+                    while chars.peek().is_some_and(|&(k, _)| k < at + len) {
+                        chars.next();
+                    }
+                    continue;
+                }
+            }
+            if c != '\t' && hidden(c) {
+                show(c, &mut out);
+            } else {
+                out.push(c);
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The length of the colour sequence (`ESC [ 0-9 ; ... m`) that `s`
+/// begins with, if it begins with one.
+fn sgr_len(s: &str) -> Option<usize> {
+    let body = s.strip_prefix("\u{1b}[")?;
+    let params = body
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b';')
+        .count();
+    (body.as_bytes().get(params) == Some(&b'm')).then_some(2 + params + 1)
+}
+
+/// Text for Markdown prose or a table cell that reads as the characters
+/// it holds: every ASCII punctuation character is escaped with a
+/// backslash (so no emphasis, link, image, heading, list, table column or
+/// HTML is built from it), control characters are shown as escapes
+/// ([`terminal`]), and the forms GitHub turns into links or notifications
+/// without any punctuation (`@name`, `#123`, `http://`, `https://`,
+/// `www.`) are broken with a word joiner (U+2060), which shows nothing.
+/// Unlike [`markdown_code`], the text keeps its prose look.
+pub fn markdown_text(s: &str) -> String {
+    let s = terminal(s);
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut prev = ' ';
+    let mut ws = 0;
+    for c in s.chars() {
+        ws = if c.eq_ignore_ascii_case(&'w') {
+            ws + 1
+        } else {
+            0
+        };
+        if c.is_ascii_punctuation() {
+            out.push('\\');
+            out.push(c);
+            if matches!(c, '@' | '#') || (c == ':' && prev.is_ascii_alphabetic()) {
+                out.push('\u{2060}');
+            }
+        } else {
+            out.push(c);
+            if ws == 3 {
+                out.push('\u{2060}');
+            }
+        }
+        prev = c;
+    }
+    out
+}
+
 /// The text as a Markdown code span, for prose: inside a code span
 /// Markdown builds nothing (no emphasis, link, image, autolink, HTML or
 /// mention), so the reader sees the characters as they came. Control
@@ -259,6 +352,40 @@ pub fn prom_label(s: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_page_keeps_our_lines_and_colours_and_nothing_else() {
+        let page = "ok \u{1b}[31mred\u{1b}[0m\n::error::x\n\tok\u{1b}]52;c;QQ==\u{7}\r";
+        assert_eq!(
+            terminal_page(page, true),
+            "ok \u{1b}[31mred\u{1b}[0m\n\\x3a:error::x\n\tok\\x1b]52;c;QQ==\\x07\\r"
+        );
+        assert_eq!(
+            terminal_page(page, false),
+            "ok \\x1b[31mred\\x1b[0m\n\\x3a:error::x\n\tok\\x1b]52;c;QQ==\\x07\\r"
+        );
+        assert!(matches!(
+            terminal_page("plain\nlines", false),
+            Cow::Borrowed(_)
+        ));
+        // A colour cut short is not a colour.
+        assert_eq!(terminal_page("\u{1b}[31", true), "\\x1b[31");
+    }
+
+    #[test]
+    fn markdown_text_builds_nothing_and_notifies_no_one() {
+        assert_eq!(markdown_text("a_b *c*"), "a\\_b \\*c\\*");
+        assert_eq!(markdown_text("<img src=x>"), "\\<img src\\=x\\>");
+        assert_eq!(
+            markdown_text("@octocat #12"),
+            "\\@\u{2060}octocat \\#\u{2060}12"
+        );
+        assert_eq!(
+            markdown_text("see https://x.io or www.x.io"),
+            "see https\\:\u{2060}\\/\\/x\\.io or www\u{2060}\\.x\\.io"
+        );
+        assert_eq!(markdown_text("two\nlines\u{1b}"), "two\\\\nlines\\\\x1b");
+    }
+
     use super::*;
 
     #[test]

@@ -8,9 +8,13 @@ use super::{
 };
 use infer_bench_judge::analysis::{Analysis, Source, describe_knee};
 
-/// A table cell: pipes escaped, on one line.
+/// Text for a cell, a heading or a line of prose: labels, descriptions,
+/// server names and notes quote specs and servers, so every piece is
+/// written as the characters it holds
+/// ([`infer_bench_results::outside::markdown_text`]): on one line, no
+/// Markdown or HTML built from it, no link, no mention.
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+    infer_bench_results::outside::markdown_text(s)
 }
 
 /// A table; columns for which `right` holds are right-aligned.
@@ -166,7 +170,7 @@ pub fn render(sources: &[Source]) -> String {
     if !notes.is_empty() {
         out.push_str("\n## Notes\n\n");
         for n in notes {
-            out.push_str(&format!("- {}\n", n.replace('\n', " ")));
+            out.push_str(&format!("- {}\n", cell(&n)));
         }
     }
     out

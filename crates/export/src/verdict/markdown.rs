@@ -22,6 +22,7 @@ use crate::slo_name;
 use infer_bench_judge::compare::{Decision, GateReport, Match, PointReport, Report, Scale};
 use infer_bench_judge::fingerprint::Mismatch;
 use infer_bench_judge::rules::RulesSource;
+use infer_bench_results::outside;
 
 /// The most bytes [`markdown`] writes: under GitHub's 65,536-character
 /// comment limit, with room for a heading a workflow may add.
@@ -47,8 +48,8 @@ const DETAIL_CHARS: usize = 240;
 pub fn markdown(r: &Report, max_bytes: usize) -> String {
     let mut w = Writer::new(max_bytes.saturating_sub(RESERVE_BYTES));
     w.force(&format!(
-        "## infer-bench: `{}` {}\n\n{}\n\n",
-        r.spec,
+        "## infer-bench: {} {}\n\n{}\n\n",
+        code(&r.spec),
         headline(r),
         summary_line(r)
     ));
@@ -56,10 +57,10 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
         w.force(&format!("{n}\n\n"));
     }
     let mut how = format!(
-        "Baseline `{}` (recorded {}), results `{}`; confidence {}, min_runs {}",
-        dash(&r.baseline.path),
-        dash(&r.baseline.recorded_at),
-        dash(&r.results.path),
+        "Baseline {} (recorded {}), results {}; confidence {}, min_runs {}",
+        code(dash(&r.baseline.path)),
+        quote(dash(&r.baseline.recorded_at)),
+        code(dash(&r.results.path)),
         percent(r.confidence),
         r.min_runs
     );
@@ -105,8 +106,8 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
         for p in slo_failed {
             for s in p.slo.iter().filter(|s| !s.pass) {
                 w.row(&format!(
-                    "| `{}` | {} | {} |\n",
-                    p.slug,
+                    "| {} | {} | {} |\n",
+                    code_cell(&p.slug),
                     cell(&slo_name(&s.metric, &s.expr)),
                     slo_value(&s.metric, s.value)
                 ));
@@ -119,11 +120,7 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
     if !failed.is_empty() {
         w.section("### Could not be measured\n\n");
         for p in failed {
-            w.push(&format!(
-                "- `{}`: {}\n",
-                p.slug,
-                short(&one_line(&p.failure()))
-            ));
+            w.push(&format!("- {}: {}\n", code(&p.slug), quote(&p.failure())));
         }
         w.push("\n");
     }
@@ -208,8 +205,8 @@ fn notices(r: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for name in &r.tls_insecure {
         out.push(format!(
-            "> ⚠ **TLS verification was off for target `{}`** (`tls_insecure = true`): its certificate was not checked.",
-            name.replace('`', "'")
+            "> ⚠ **TLS verification was off for target {}** (`tls_insecure = true`): its certificate was not checked.",
+            code(name)
         ));
     }
     match r.rules {
@@ -239,19 +236,19 @@ fn notices(r: &Report) -> Vec<String> {
 /// "min_runs 3 → 9; tpot p50 noise 5% → 1000%", or with `code`
 /// "`model.served_name`: `a` → `b`".
 fn changes(list: &[Mismatch], code: bool) -> String {
-    let text = |v: &str| short(&one_line(v));
-    let code_text = |v: &str| format!("`{}`", text(v).replace('`', "'"));
+    let text = |v: &str| quote(v);
+    let code_text = |v: &str| outside::markdown_code(&short(&one_line(v)));
     list.iter()
         .map(|m| {
             if code {
                 format!(
-                    "`{}`: {} → {}",
-                    m.key,
+                    "{}: {} → {}",
+                    outside::markdown_code(&m.key),
                     code_text(&m.baseline),
                     code_text(&m.new)
                 )
             } else {
-                format!("{} {} → {}", m.key, text(&m.baseline), text(&m.new))
+                format!("{} {} → {}", quote(&m.key), text(&m.baseline), text(&m.new))
             }
         })
         .collect::<Vec<_>>()
@@ -308,12 +305,12 @@ fn unjudged(w: &mut Writer, r: &Report) {
                         changes(&p.drift_changes, true)
                     }
                 } else {
-                    short(&one_line(detail))
+                    quote(detail)
                 };
                 if what.is_empty() {
-                    line.push_str(&format!("    - `{slug}`\n"));
+                    line.push_str(&format!("    - {}\n", code(slug)));
                 } else {
-                    line.push_str(&format!("    - `{slug}`: {what}\n"));
+                    line.push_str(&format!("    - {}: {what}\n", code(slug)));
                 }
             }
             if g.points.len() > NAMES {
@@ -328,7 +325,7 @@ fn unjudged(w: &mut Writer, r: &Report) {
     for g in groups.iter().filter(|g| !inline(g)) {
         for (slug, detail) in g.details() {
             if !detail.trim().is_empty() {
-                items.push(format!("- `{slug}`: {}\n", short(&one_line(&detail))));
+                items.push(format!("- {}: {}\n", code(slug), quote(&detail)));
             }
         }
     }
@@ -392,8 +389,8 @@ fn gate_table(w: &mut Writer, rows: &[(&PointReport, &GateReport)]) {
             format!(" {} |", ev(g))
         };
         w.row(&format!(
-            "| `{}` | {} | {} | **{}** {} | {} |{last}\n",
-            p.slug,
+            "| {} | {} | {} | **{}** {} | {} |{last}\n",
+            code_cell(&p.slug),
             g.label,
             from_to(g),
             change(g.change, g.scale, &g.unit),
@@ -479,8 +476,8 @@ fn fact_changes(points: &[&PointReport]) -> Option<String> {
     let mut out = String::from("Recorded facts that changed since the baseline:\n\n");
     for p in with {
         out.push_str(&format!(
-            "- `{}`: {}\n",
-            p.slug,
+            "- {}: {}\n",
+            code(&p.slug),
             changes(&p.fact_changes, true)
         ));
     }
@@ -499,11 +496,7 @@ fn fix_text(fix: &str) -> String {
 
 /// "`a`, `b`, `c` and 4 more".
 fn names<'a>(points: &[&'a PointReport], name: impl Fn(&'a PointReport) -> &'a str) -> String {
-    let shown: Vec<String> = points
-        .iter()
-        .take(NAMES)
-        .map(|p| format!("`{}`", name(p)))
-        .collect();
+    let shown: Vec<String> = points.iter().take(NAMES).map(|p| code(name(p))).collect();
     let more = points.len().saturating_sub(NAMES);
     if more > 0 {
         format!("{} and {more} more", shown.join(", "))
@@ -521,9 +514,26 @@ fn short(s: &str) -> String {
     }
 }
 
-/// A table cell: one line, pipes escaped.
+/// A table cell: one line, read as the characters it holds (pipes
+/// escaped, no Markdown, HTML, link or mention built from it).
 fn cell(s: &str) -> String {
-    one_line(s).replace('|', "\\|")
+    outside::markdown_text(&one_line(s))
+}
+
+/// Outside text in prose (a failure, a detail, a changed value): one line,
+/// at most [`DETAIL_CHARS`] characters, read as the characters it holds.
+fn quote(s: &str) -> String {
+    outside::markdown_text(&short(&one_line(s)))
+}
+
+/// A name from a spec or a file (a point, a target, a path) as a code span.
+fn code(s: &str) -> String {
+    outside::markdown_code(s)
+}
+
+/// [`code`] in a table cell.
+fn code_cell(s: &str) -> String {
+    outside::markdown_cell(s)
 }
 
 fn one_line(s: &str) -> String {
@@ -911,6 +921,7 @@ mod tests {
     #[test]
     fn cells_are_escaped() {
         assert_eq!(cell("a | b\nc"), "a \\| b c");
+        assert_eq!(cell("<img src=x>"), "\\<img src\\=x\\>");
         assert_eq!(escape("<a&b>"), "&lt;a&amp;b&gt;");
     }
 }
