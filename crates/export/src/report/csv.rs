@@ -60,13 +60,16 @@ pub const COLUMNS: &[&str] = &[
     "step",
 ];
 
-/// A field quoted as RFC 4180 asks: when it holds a comma, quote or line break.
+/// A field quoted as RFC 4180 asks (when it holds a comma, quote or line
+/// break), and made inert for spreadsheets: text that begins with `=`,
+/// `+`, `-`, `@`, a tab or a carriage return is prefixed with `'`
+/// ([`infer_bench_results::outside::csv`]). A number, negative ones
+/// included, is written as it is.
 fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+    if s.parse::<f64>().is_ok() {
+        return s.to_string();
     }
+    infer_bench_results::outside::csv(s).into_owned()
 }
 
 fn num(x: f64) -> String {
@@ -240,5 +243,8 @@ mod tests {
         assert_eq!(field("a,b"), "\"a,b\"");
         assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(field("two\nlines"), "\"two\nlines\"");
+        assert_eq!(field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(field("-2.5"), "-2.5");
+        assert_eq!(field("@SUM(A1)"), "'@SUM(A1)");
     }
 }

@@ -59,7 +59,7 @@ pub fn markdown(r: &Report, max_bytes: usize) -> String {
     let mut how = format!(
         "Baseline {} (recorded {}), results {}; confidence {}, min_runs {}",
         code(dash(&r.baseline.path)),
-        quote(dash(&r.baseline.recorded_at)),
+        code(dash(&r.baseline.recorded_at)),
         code(dash(&r.results.path)),
         percent(r.confidence),
         r.min_runs
@@ -236,7 +236,9 @@ fn notices(r: &Report) -> Vec<String> {
 /// "min_runs 3 → 9; tpot p50 noise 5% → 1000%", or with `code`
 /// "`model.served_name`: `a` → `b`".
 fn changes(list: &[Mismatch], code: bool) -> String {
-    let text = |v: &str| quote(v);
+    // Rules are typed values the judge writes back (numbers, percents),
+    // not free text: shown as they are.
+    let text = |v: &str| short(&one_line(v));
     let code_text = |v: &str| outside::markdown_code(&short(&one_line(v)));
     list.iter()
         .map(|m| {
@@ -248,7 +250,7 @@ fn changes(list: &[Mismatch], code: bool) -> String {
                     code_text(&m.new)
                 )
             } else {
-                format!("{} {} → {}", quote(&m.key), text(&m.baseline), text(&m.new))
+                format!("{} {} → {}", m.key, text(&m.baseline), text(&m.new))
             }
         })
         .collect::<Vec<_>>()
@@ -745,7 +747,7 @@ mod tests {
         // The particulars, collapsed, one line a point.
         assert!(
             md.contains(
-                "<details><summary>Each point's particulars</summary>\n\n- `p0`: tpot p50: "
+                "<details><summary>Each point's particulars</summary>\n\n- `p0`: tpot p50\\: "
             ),
             "{md}"
         );
