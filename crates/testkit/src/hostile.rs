@@ -51,7 +51,31 @@ pub enum Hostility {
     /// The n-th completion request gets `STATUS_CYCLE[(n - 1) % 7]`, with
     /// an OpenAI-style error body that names the code.
     StatusCycle,
+    /// Answers carry [`INJECTION`]: the n-th completion request gets, in
+    /// turn, an HTTP 500 whose `text/plain` body is it, a stream whose SSE
+    /// `error` event's message is it, a stream with one malformed event
+    /// that holds it, and a good stream; `/v1/models` names the model with
+    /// it.
+    Injection,
 }
+
+/// A whole, well-formed completions stream: four tokens, a finish reason,
+/// usage, `[DONE]`.
+const GOOD_STREAM: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":4,\"total_tokens\":12}}\n\n",
+    "data: [DONE]\n\n"
+);
+
+/// Text a server controls, written to attack whoever reads it: terminal
+/// escapes (OSC 52 writes the clipboard, OSC 8 links, OSC 0 sets the
+/// title, clear screen, cursor home, a carriage return that overwrites),
+/// GitHub workflow commands on lines of their own, and Markdown and HTML
+/// (an image with a handler, a `javascript:` link, a tracking pixel, a
+/// mention, a bare link) and a spreadsheet formula.
+pub const INJECTION: &str = "\u{1b}]52;c;SGFja2Vk\u{7}\u{1b}]8;;https://evil.example\u{7}link\u{1b}]8;;\u{7}\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[H\rOVERWRITTEN\n::error file=x::forged\n::add-mask::hidden\n::stop-commands::token\n<img src=x onerror=alert(1)> [l](javascript:alert(1)) ![p](https://evil.example/p.png) @octocat www.evil.example\n=HYPERLINK(\"https://evil.example\")";
 
 /// The statuses [`Hostility::StatusCycle`] answers with, in turn: the ones
 /// an operator must tell apart (refused, unauthorized, unknown model,
@@ -97,6 +121,15 @@ impl HostileServer {
 fn handle(mode: Hostility, requests: &AtomicU64, req: Request) -> Response {
     match (&req.method, req.path.as_str()) {
         (&Method::GET, "/health") => Response::json(StatusCode::OK, "{}"),
+        (&Method::GET, "/v1/models") if mode == Hostility::Injection => {
+            let injected = serde_json::to_string(INJECTION).unwrap_or_default();
+            Response::json(
+                StatusCode::OK,
+                format!(
+                    r#"{{"object":"list","data":[{{"id":{injected},"object":"model","owned_by":{injected}}}]}}"#
+                ),
+            )
+        }
         (&Method::GET, "/v1/models") => Response::json(
             StatusCode::OK,
             r#"{"object":"list","data":[{"id":"hostile-model","object":"model"}]}"#,
@@ -116,6 +149,28 @@ fn answer(mode: Hostility, n: u64) -> Response {
             let code = STATUS_CYCLE[(n % STATUS_CYCLE.len() as u64) as usize];
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             http::error_response(status, &format!("scripted HTTP {code}"))
+        }
+        Hostility::Injection => {
+            let injected = serde_json::to_string(INJECTION).unwrap_or_default();
+            match n % 4 {
+                0 => Response::full(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", INJECTION),
+                1 => Response::full(
+                    StatusCode::OK,
+                    "text/event-stream",
+                    format!(
+                        "{}event: error\ndata: {{\"error\":{{\"message\":{injected},\"code\":500}}}}\n\n",
+                        String::from_utf8_lossy(EVENT)
+                    ),
+                ),
+                2 => Response::full(
+                    StatusCode::OK,
+                    "text/event-stream",
+                    format!("data: {{\"choices\": {injected}\n\ndata: [DONE]\n\n"),
+                ),
+                // A good answer now and then, so that points are measured
+                // and a baseline can be blessed.
+                _ => Response::full(StatusCode::OK, "text/event-stream", GOOD_STREAM),
+            }
         }
         Hostility::Html => Response::full(StatusCode::OK, "text/html; charset=utf-8", HTML_PAGE),
         Hostility::Json => Response::json(StatusCode::OK, JSON_BODY),

@@ -14,6 +14,7 @@ use crate::slo_name;
 use crate::table::{Align, Table};
 use infer_bench_judge::compare::{Decision, Match, PointReport, Report};
 use infer_bench_judge::rules::RulesSource;
+use infer_bench_results::outside;
 
 /// Points named in a line before "and N more".
 const NAMES: usize = 10;
@@ -134,11 +135,14 @@ pub fn render(r: &Report, look: crate::term::Look) -> String {
                 count_points(g.points.len()),
                 g.fix
             ));
+            // Details quote servers and specs (a failure, a drifted
+            // value): each stays on its line, its controls shown.
             for (slug, detail) in g.details() {
+                let slug = outside::terminal(slug);
                 if detail.trim().is_empty() {
                     out.push_str(&format!("    {slug}\n"));
                 } else {
-                    out.push_str(&format!("    {slug}: {detail}\n"));
+                    out.push_str(&format!("    {slug}: {}\n", outside::terminal(&detail)));
                 }
             }
         }
@@ -149,8 +153,8 @@ pub fn render(r: &Report, look: crate::term::Look) -> String {
     for p in r.points.iter().filter(|p| p.failed) {
         notes.push_str(&format!(
             "{}: could not be measured: {}\n",
-            p.slug,
-            p.failure()
+            outside::terminal(&p.slug),
+            outside::terminal(&p.failure())
         ));
     }
     for p in &r.points {
