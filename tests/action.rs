@@ -84,12 +84,7 @@ fn gate(dir: &Path, inputs: &[(&str, &str)]) -> Step {
         c.env(k, v);
     }
     let out = c.output().unwrap();
-    let outputs = std::fs::read_to_string(&output)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let outputs = parse_outputs(&std::fs::read_to_string(&output).unwrap_or_default());
     Step {
         code: out.status.code().unwrap_or(-1),
         log: format!(
@@ -100,6 +95,29 @@ fn gate(dir: &Path, inputs: &[(&str, &str)]) -> Step {
         outputs,
         summary: std::fs::read_to_string(&summary).unwrap_or_default(),
     }
+}
+
+/// GITHUB_OUTPUT as the runner reads it: `key=value` lines and
+/// `key<<DELIMITER` heredocs. A value that ended its heredoc early would
+/// show here as a key of its own.
+fn parse_outputs(text: &str) -> BTreeMap<String, String> {
+    let mut outputs = BTreeMap::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if let Some((key, delim)) = line.split_once("<<") {
+            let mut value = Vec::new();
+            for l in lines.by_ref() {
+                if l == delim {
+                    break;
+                }
+                value.push(l);
+            }
+            outputs.insert(key.to_string(), value.join("\n"));
+        } else if let Some((k, v)) = line.split_once('=') {
+            outputs.insert(k.to_string(), v.to_string());
+        }
+    }
+    outputs
 }
 
 #[test]
@@ -235,4 +253,93 @@ fn the_action_passes_an_unchanged_tree_and_fails_a_slower_pull_request() {
     assert!(step.log.contains("exit code 1: failed"), "{}", step.log);
     // Judged, not drifted: slowdown is not part of what a point measures.
     assert!(!step.summary.contains("Spec drift"), "{}", step.summary);
+}
+
+/// Issue 36, end to end through the action: a server whose every answer
+/// carries terminal escapes, workflow commands and markup, and a pull
+/// request whose spec does the same (its served name drifts). The step's
+/// log forges no workflow command (the only `::` lines are the script's
+/// own stop and resume), shows no escape, its outputs are the four it
+/// declares, and the summary builds no HTML, link, image or mention.
+#[test]
+fn a_hostile_server_and_spec_forge_nothing_in_the_step() {
+    use infer_bench_testkit::hostile::{HostileServer, Hostility, INJECTION};
+    use infer_bench_testkit::readers::{assert_markdown_safe, assert_terminal_safe};
+
+    let rt = infer_bench_testkit::runtime();
+    let server = rt
+        .block_on(HostileServer::start(Hostility::Injection))
+        .unwrap();
+    let spec = |served: &str| {
+        format!(
+            "name = \"hostile\"\nseed = 5\n\n[targets.t]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[models.m]\nserved_name = {served}\n\n[workloads.w]\napi = \"completions\"\ninput_tokens = 8\noutput_tokens = 4\n\n[load]\nconcurrency = 2\nrequests = 12\nruns = 3\n\n[validity]\nmin_requests = 1\nmin_duration = \"0s\"\n",
+            server.base_url()
+        )
+    };
+    let root = tempfile::tempdir().unwrap();
+    let main = root.path().join("main");
+    std::fs::create_dir(&main).unwrap();
+    git(&main, &["init", "-q"]);
+    std::fs::write(main.join("bench.toml"), spec("\"plain\"")).unwrap();
+    for args in [
+        &["run", "bench.toml", "--out", "main-run"][..],
+        &["bless", "main-run"][..],
+    ] {
+        let r = Command::new(bin())
+            .args(args)
+            .current_dir(&main)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    git(&main, &["add", "bench.toml", "baselines"]);
+    git(&main, &["commit", "-qm", "main: spec and baseline"]);
+
+    let attack = toml::Value::String(format!("x\n::error::drift {INJECTION}")).to_string();
+    std::fs::write(main.join("bench.toml"), spec(&attack)).unwrap();
+    let step = gate(
+        &main,
+        &[
+            ("INPUT_SPEC", "bench.toml"),
+            ("INPUT_BASELINE_REF", "HEAD"),
+            ("GITHUB_ACTIONS", "true"),
+        ],
+    );
+    assert_eq!(step.code, 4, "drift cannot pass: {}", step.log);
+    let keys: Vec<&str> = step.outputs.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["exit-code", "junit", "results", "verdict"],
+        "{:?}",
+        step.outputs
+    );
+    assert_eq!(step.outputs["exit-code"], "4");
+    // The script's own workflow commands: stop before infer-bench's output,
+    // resume after it, and its ::error line at the end.
+    let commands: Vec<&str> = step
+        .log
+        .lines()
+        .filter(|l| l.trim_start().starts_with("::"))
+        .collect();
+    assert_eq!(commands.len(), 3, "{commands:?}\n{}", step.log);
+    assert!(commands[0].starts_with("::stop-commands::"), "{commands:?}");
+    let token = commands[0].trim_start_matches("::stop-commands::");
+    assert_eq!(commands[1], format!("::{token}::"), "{commands:?}");
+    assert!(
+        commands[2].starts_with("::error title=infer-bench::exit code 4"),
+        "{commands:?}"
+    );
+    let inner: String = step
+        .log
+        .lines()
+        .filter(|l| !l.starts_with("::"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_terminal_safe("the step's log", &inner);
+    assert!(step.summary.contains("served_name"), "{}", step.summary);
+    assert_markdown_safe("the step summary", &step.summary);
 }

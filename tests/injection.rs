@@ -13,8 +13,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use infer_bench_testkit::hostile::{HostileServer, Hostility, INJECTION};
+use infer_bench_testkit::readers::{
+    assert_csv_safe, assert_markdown_safe, assert_markup_safe, assert_terminal_safe,
+};
 use infer_bench_testkit::runtime;
-use pulldown_cmark::{Event, Options, Parser, Tag};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_infer-bench"))
@@ -31,91 +33,6 @@ fn text(out: &Output) -> (String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// What a terminal or a CI log may not be given from outside: an escape
-/// sequence, a carriage return that overwrites, a bell, or a line that
-/// GitHub reads as a workflow command.
-fn assert_terminal_safe(what: &str, s: &str) {
-    for (i, line) in s.lines().enumerate() {
-        assert!(
-            !line.trim_start().starts_with("::"),
-            "{what}: line {} is a workflow command: {line:?}",
-            i + 1
-        );
-    }
-    for bad in ['\u{1b}', '\r', '\u{7}', '\u{9b}'] {
-        assert!(!s.contains(bad), "{what}: holds {bad:?}:\n{s}");
-    }
-}
-
-/// Markdown, parsed as CommonMark with GitHub's tables: no HTML, no link,
-/// no image; outside code spans, no text that GitHub turns into a link or
-/// a mention by itself (it does so for bare `www.`/`https://` and
-/// `@name`); and no line a CI log reads as a workflow command.
-fn assert_markdown_safe(what: &str, md: &str) {
-    assert_terminal_safe(what, md);
-    let mut in_code_block = false;
-    for event in Parser::new_ext(md, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
-        match event {
-            Event::Html(h) | Event::InlineHtml(h) => {
-                // Our own collapsible blocks are the only HTML we write.
-                let ours = [
-                    "<details>",
-                    "</details>",
-                    "<summary>",
-                    "</summary>",
-                    "<sub>",
-                    "</sub>",
-                ];
-                let rest = ours.iter().fold(h.to_string(), |t, tag| t.replace(tag, ""));
-                assert!(
-                    !rest.contains('<'),
-                    "{what}: HTML from outside: {h:?}\n{md}"
-                );
-            }
-            Event::Start(Tag::Link { dest_url, .. }) => {
-                panic!("{what}: a link to {dest_url:?}\n{md}")
-            }
-            Event::Start(Tag::Image { dest_url, .. }) => {
-                panic!("{what}: an image from {dest_url:?}\n{md}")
-            }
-            Event::Start(Tag::CodeBlock(_)) => in_code_block = true,
-            Event::End(pulldown_cmark::TagEnd::CodeBlock) => in_code_block = false,
-            Event::Text(t) if !in_code_block => {
-                for bad in ["@octocat", "www.evil", "https://evil", "javascript:"] {
-                    assert!(
-                        !t.contains(bad),
-                        "{what}: {bad:?} in text GitHub would link or notify: {t:?}\n{md}"
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The injected markup may appear only escaped in HTML and XML.
-fn assert_markup_safe(what: &str, s: &str) {
-    for bad in ["<img", "\u{1b}"] {
-        assert!(!s.contains(bad), "{what}: holds {bad:?}");
-    }
-}
-
-/// No CSV field starts a formula.
-fn assert_csv_safe(what: &str, csv: &str) {
-    for (i, line) in csv.lines().enumerate() {
-        for field in line.split(',') {
-            let f = field.trim_start_matches('"');
-            let formula =
-                f.starts_with(['=', '+', '@']) || (f.starts_with('-') && f.parse::<f64>().is_err());
-            assert!(
-                !formula,
-                "{what}: line {} starts a formula: {field:?}",
-                i + 1
-            );
-        }
-    }
 }
 
 fn run(spec_path: &Path, out: &Path, extra: &[&str]) -> Output {

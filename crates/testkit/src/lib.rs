@@ -21,6 +21,7 @@ pub mod git;
 pub mod hostile;
 pub mod procs;
 pub mod proxy;
+pub mod readers;
 pub mod reset;
 pub mod scripted;
 pub mod timing;
