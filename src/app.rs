@@ -165,7 +165,7 @@ fn sim_server(path: &std::path::Path, select: &crate::cli::Select, port: u16) ->
     say!(
         "sim-server: {} ({}) at {}; Ctrl-C stops it",
         point.slug,
-        server.info().model.unwrap_or_default(),
+        server.info().model.unwrap_or_default().terminal(),
         server.base_url()
     );
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -58,7 +58,7 @@ pub(crate) fn failures_text(s: &infer_bench_results::Stats) -> String {
         .error_examples
         .values()
         .next()
-        .map(|e| format!(" (e.g. {e})"))
+        .map(|e| format!(" (e.g. {})", e.unencoded()))
         .unwrap_or_default();
     if classes.is_empty() {
         String::new()

@@ -29,18 +29,31 @@ use infer_bench_results::Environment;
 /// server and simulated hardware.
 pub fn point_environment(global: &Environment, p: &PointResult) -> Environment {
     let mut env = global.clone();
+    // What the server says of itself is outside text; the environment
+    // holds it as it came, and every writer of the environment encodes.
     if let Some(server) = &p.server {
-        if let Some(name) = server.name.as_deref().filter(|n| !n.is_empty()) {
+        if let Some(name) = server
+            .name
+            .as_ref()
+            .map(|n| n.unencoded())
+            .filter(|n| !n.is_empty())
+        {
             env.identity.insert("server".into(), name.to_lowercase());
         }
-        if let Some(version) = server.version.as_deref().filter(|v| !v.is_empty()) {
+        if let Some(version) = server
+            .version
+            .as_ref()
+            .map(|v| v.unencoded())
+            .filter(|v| !v.is_empty())
+        {
             env.identity
                 .insert("server_version_major".into(), version_major(version));
             env.facts
                 .insert("server_version".into(), version.to_string());
         }
         if let Some(model) = &server.model {
-            env.facts.insert("server_model".into(), model.clone());
+            env.facts
+                .insert("server_model".into(), model.unencoded().to_string());
         }
     }
     if let Some(sim) = &p.config.target.sim {

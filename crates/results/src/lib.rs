@@ -30,6 +30,7 @@ pub mod telemetry;
 pub use error::{Error, FieldError, FileKind, FormatError, HistError, Result};
 
 pub use insight::{ClientLoad, Finding, Hint, MemoryPhases, MixResult};
+pub use outside::Outside;
 pub use reason::{Reason, ReasonKind};
 
 pub const FORMAT: &str = "infer-bench-results";
@@ -332,11 +333,15 @@ pub struct ServerInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    /// The server's own name for itself (its `Server` header or
+    /// `owned_by`): outside text.
+    pub name: Option<Outside>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    /// What its `/version` said: outside text.
+    pub version: Option<Outside>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    /// The model its `/v1/models` named: outside text.
+    pub model: Option<Outside>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
     /// The dialect requests were written in (`vllm`, `openai`, ...), and
@@ -457,14 +462,14 @@ pub struct TallyData {
     #[serde(default)]
     pub errors: BTreeMap<String, u64>,
     #[serde(default)]
-    pub error_examples: BTreeMap<String, String>,
+    pub error_examples: BTreeMap<String, Outside>,
     /// Failed requests by HTTP status code (`"404"`, `"503"`): the codes
     /// behind the `status_*` classes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub http_status: BTreeMap<String, u64>,
     /// One example message per HTTP status code.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub http_status_examples: BTreeMap<String, String>,
+    pub http_status_examples: BTreeMap<String, Outside>,
     pub good: u64,
     pub good_output_total: u64,
     pub input_total: u64,
@@ -576,14 +581,14 @@ pub struct Stats {
     pub errors: BTreeMap<String, u64>,
     /// One example message per failure class.
     #[serde(default)]
-    pub error_examples: BTreeMap<String, String>,
+    pub error_examples: BTreeMap<String, Outside>,
     /// Failed requests by HTTP status code (`"404"`, `"503"`): the codes
     /// behind the `status_*` classes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub http_status: BTreeMap<String, u64>,
     /// One example message per HTTP status code.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub http_status_examples: BTreeMap<String, String>,
+    pub http_status_examples: BTreeMap<String, Outside>,
     /// Latency distributions in milliseconds, by metric name.
     #[serde(default)]
     pub latency_ms: BTreeMap<String, Summary>,

@@ -239,7 +239,8 @@ impl Setup {
                     sim.total_gpus(),
                     weights
                 )
-                .to_lowercase(),
+                .to_lowercase()
+                .into(),
             ),
             log: None,
             kv_dtype: Some(format!("{kv:?}").to_lowercase()),

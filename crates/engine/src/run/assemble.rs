@@ -187,8 +187,10 @@ pub fn finish_point(
                 .error_examples
                 .values()
                 .next()
-                .cloned()
+                .map(|e| e.unencoded().to_string())
                 .unwrap_or_default();
+            // A sentence that quotes the server: every writer of a
+            // failure encodes it for its place.
             pr.failure = Some(format!(
                 "the target is unreachable at {base_url}: {example}"
             ));

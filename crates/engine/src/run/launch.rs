@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::context::Interrupt;
 use crate::error::{LaunchError, LogTail};
-use infer_bench_results::ServerInfo;
 use infer_bench_results::redact;
+use infer_bench_results::{Outside, ServerInfo};
 use infer_bench_spec::plan::PointConfig;
 
 /// A server this process started.
@@ -408,9 +408,9 @@ impl Launched {
             }
             None
         });
-        self.info.model = model;
-        self.info.name = header.or(owner);
-        self.info.version = version;
+        self.info.model = model.map(Outside::new);
+        self.info.name = header.or(owner).map(Outside::new);
+        self.info.version = version.map(Outside::new);
     }
 
     pub fn base_url(&self) -> String {

@@ -7,6 +7,7 @@
 //! one live histogram per [`Series`] (sixteen), so an hour of 10 s windows
 //! costs a few MB (see this crate's `tests/recorder_memory.rs`).
 
+use infer_bench_results::Outside;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -160,9 +161,9 @@ pub struct Tally {
     hists: Hists,
     counts: Counts,
     errors: BTreeMap<String, u64>,
-    error_examples: BTreeMap<String, String>,
+    error_examples: BTreeMap<String, Outside>,
     http_status: BTreeMap<String, u64>,
-    http_status_examples: BTreeMap<String, String>,
+    http_status_examples: BTreeMap<String, Outside>,
     good: u64,
     good_output_total: u64,
     input_total: u64,
@@ -306,13 +307,13 @@ impl Tally {
             *self.errors.entry(name.clone()).or_default() += 1;
             self.error_examples
                 .entry(name)
-                .or_insert_with(|| f.detail.chars().take(300).collect());
+                .or_insert_with(|| Outside::new(f.detail.chars().take(300).collect::<String>()));
             if let Some(code) = f.status {
                 let code = code.to_string();
                 *self.http_status.entry(code.clone()).or_default() += 1;
-                self.http_status_examples
-                    .entry(code)
-                    .or_insert_with(|| f.detail.chars().take(300).collect());
+                self.http_status_examples.entry(code).or_insert_with(|| {
+                    Outside::new(f.detail.chars().take(300).collect::<String>())
+                });
             }
             return;
         }
@@ -380,7 +381,7 @@ impl Tally {
                 add(a.entry(k.clone()).or_default(), *v);
             }
         };
-        let examples = |a: &mut BTreeMap<String, String>, b: &BTreeMap<String, String>| {
+        let examples = |a: &mut BTreeMap<String, Outside>, b: &BTreeMap<String, Outside>| {
             for (k, v) in b {
                 a.entry(k.clone()).or_insert_with(|| v.clone());
             }

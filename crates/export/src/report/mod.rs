@@ -370,14 +370,20 @@ pub(crate) fn servers(sources: &[Source]) -> Vec<(String, usize)> {
     let mut out: Vec<(String, usize)> = Vec::new();
     for p in sources.iter().flat_map(|s| &s.results.points) {
         let Some(sv) = &p.server else { continue };
-        let mut t = sv.name.clone().unwrap_or_else(|| "server".into());
+        // The server's words, as it said them: the report's writers
+        // encode the line for their place (Markdown, HTML).
+        let mut t = sv
+            .name
+            .as_ref()
+            .map_or("server", |n| n.unencoded())
+            .to_string();
         if let Some(v) = &sv.version {
             t.push(' ');
-            t.push_str(v);
+            t.push_str(v.unencoded());
         }
         if let Some(m) = &sv.model {
             t.push_str(": ");
-            t.push_str(m);
+            t.push_str(m.unencoded());
         }
         match out.iter_mut().find(|(s, _)| *s == t) {
             Some((_, n)) => *n += 1,
