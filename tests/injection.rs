@@ -182,3 +182,141 @@ fn text_a_server_or_spec_controls_reaches_no_reader_as_anything_but_text() {
         }
     }
 }
+
+mod every_writer {
+    //! The property: whatever text a server or a spec supplies (controls,
+    //! ESC and C1, `::` after a line break, Markdown, HTML, links, images,
+    //! mentions, formulas, bidirectional overrides, and arbitrary Unicode;
+    //! bytes that are not UTF-8 reach results as U+FFFD, since bodies are
+    //! decoded lossily), placed in every field of a results file that
+    //! carries outside text, comes out of every writer as text: the
+    //! summary and verdict tables (with and without colour), the Markdown,
+    //! HTML and CSV reports, the Markdown verdict and JUnit.
+
+    use infer_bench::export;
+    use infer_bench::judge::analysis::Source;
+    use infer_bench::judge::compare::{Settings, compare};
+    use infer_bench_results::{Outside, PointStatus, Reason, ReasonKind, ServerInfo};
+    use infer_bench_testkit::fixtures;
+    use infer_bench_testkit::readers::{
+        assert_csv_safe, assert_markdown_safe, assert_markup_safe, assert_terminal_safe,
+    };
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            "[ -~]{0,12}",
+            Just("\u{1b}]52;c;SGFja2Vk\u{7}".to_string()),
+            Just("\u{1b}[2J\u{1b}[H".to_string()),
+            Just("\u{9b}31m".to_string()),
+            Just("\r".to_string()),
+            Just("\n::error::forged".to_string()),
+            Just("::add-mask::x".to_string()),
+            Just("<img src=x onerror=alert(1)>".to_string()),
+            Just("<details open>".to_string()),
+            Just("[l](javascript:alert(1))".to_string()),
+            Just("![p](https://evil.example/p.png)".to_string()),
+            Just(" @octocat ".to_string()),
+            Just(" www.evil.example ".to_string()),
+            Just("=HYPERLINK(\"https://evil.example\")".to_string()),
+            Just("|".to_string()),
+            Just("`".to_string()),
+            Just("\u{202e}".to_string()),
+            Just("\u{fffd}".to_string()),
+        ]
+    }
+
+    fn hostile() -> impl Strategy<Value = String> {
+        prop::collection::vec(piece(), 1..6).prop_map(|v| v.concat())
+    }
+
+    /// `s` without our colour sequences (ESC [ digits ; m).
+    fn without_colours(s: &str) -> String {
+        let mut out = String::new();
+        let mut rest = s;
+        while let Some(at) = rest.find("\u{1b}[") {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + 2..];
+            let n = after
+                .bytes()
+                .take_while(|b| b.is_ascii_digit() || *b == b';')
+                .count();
+            if after.as_bytes().get(n) == Some(&b'm') {
+                rest = &after[n + 1..];
+            } else {
+                out.push_str(&rest[at..at + 2]);
+                rest = after;
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn check(s: &str) {
+        let (spec, plan) = fixtures::plan(16, "");
+        let plain = fixtures::results(vec![fixtures::point(&plan, &[10.0, 10.0, 10.0], &[])]);
+        let baseline = fixtures::baseline_of(&plain);
+
+        let mut ok = fixtures::point(&plan, &[10.0, 10.5, 9.5], &[]);
+        ok.warnings = vec![Reason::new(ReasonKind::Other, s).with_fix(s)];
+        ok.server = Some(ServerInfo {
+            name: Some(Outside::new(s)),
+            version: Some(Outside::new(s)),
+            model: Some(Outside::new(s)),
+            ..ServerInfo::default()
+        });
+        ok.merged.errors.insert("status_5xx".into(), 1);
+        ok.merged
+            .error_examples
+            .insert("status_5xx".into(), Outside::new(s));
+        std::sync::Arc::make_mut(&mut ok.config.model).served_name = s.to_string();
+        let mut invalid = ok.clone();
+        invalid.valid = false;
+        invalid.invalid_reasons = vec![Reason::new(ReasonKind::Other, s)];
+        let mut failed = ok.clone();
+        failed.status = PointStatus::Failed;
+        failed.valid = false;
+        failed.failure = Some(s.to_string());
+        let mut results = fixtures::results(vec![ok, invalid, failed]);
+        results.spec.name = s.to_string();
+
+        for color in [false, true] {
+            let look = export::term::Look { color, wide: true };
+            let summary = export::summary::render(&results, look);
+            assert_terminal_safe("summary", &without_colours(&summary));
+        }
+        let sources = [Source::new(
+            s.to_string(),
+            "results.json".into(),
+            results.clone(),
+        )];
+        assert_markdown_safe("report.md", &export::report::markdown::render(&sources));
+        assert_markup_safe("report.html", &export::report::html::render(&sources));
+        assert_csv_safe("report.csv", &export::report::csv::render(&sources));
+
+        let report = compare(
+            &baseline,
+            &results,
+            &Settings::from_regression(&spec.regression),
+        );
+        for color in [false, true] {
+            let look = export::term::Look { color, wide: true };
+            let table = export::verdict::table::render(&report, look);
+            assert_terminal_safe("verdict table", &without_colours(&table));
+        }
+        assert_markdown_safe(
+            "verdict.md",
+            &export::verdict::markdown::markdown(&report, export::verdict::markdown::MAX_BYTES),
+        );
+        assert_markup_safe("verdict.xml", &export::verdict::junit::junit(&report));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #[test]
+        fn any_outside_text_reaches_every_writer_as_text(s in hostile()) {
+            check(&s);
+        }
+    }
+}

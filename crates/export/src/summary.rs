@@ -82,7 +82,7 @@ pub fn render(r: &Results, look: Look) -> String {
     };
     let mut out = format!(
         "{} ({} points{}{clock})\nlatencies in ms\n\n",
-        r.spec.name,
+        infer_bench_results::outside::terminal(&r.spec.name),
         r.points.len(),
         if r.complete { "" } else { ", incomplete" }
     );
@@ -134,7 +134,7 @@ pub fn render(r: &Results, look: Look) -> String {
         notes.push(format!(
             "{} point(s) did not run: {}",
             r.pending.len(),
-            r.pending.join(", ")
+            infer_bench_results::outside::terminal(&r.pending.join(", "))
         ));
     }
     if !notes.is_empty() {

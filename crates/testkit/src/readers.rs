@@ -78,18 +78,57 @@ pub fn assert_markup_safe(what: &str, s: &str) {
     }
 }
 
-/// No CSV field starts a formula.
+/// No CSV field starts a formula: the text is read as RFC 4180 (quoted
+/// fields may hold commas, quotes and line breaks), and no field's value
+/// begins with `=`, `+`, `@`, a tab, a carriage return, or a `-` that does
+/// not begin a number.
 pub fn assert_csv_safe(what: &str, csv: &str) {
-    for (i, line) in csv.lines().enumerate() {
-        for field in line.split(',') {
-            let f = field.trim_start_matches('"');
-            let formula =
-                f.starts_with(['=', '+', '@']) || (f.starts_with('-') && f.parse::<f64>().is_err());
+    for (row, fields) in csv_records(csv).iter().enumerate() {
+        for f in fields {
+            let formula = f.starts_with(['=', '+', '@', '\t', '\r'])
+                || (f.starts_with('-') && f.parse::<f64>().is_err());
             assert!(
                 !formula,
-                "{what}: line {} starts a formula: {field:?}",
-                i + 1
+                "{what}: record {} starts a formula: {f:?}",
+                row + 1
             );
         }
     }
+}
+
+/// The records of an RFC 4180 text, each a list of field values.
+fn csv_records(text: &str) -> Vec<Vec<String>> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if quoted {
+            match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                '"' => quoted = false,
+                c => field.push(c),
+            }
+            continue;
+        }
+        match c {
+            '"' => quoted = true,
+            ',' => record.push(std::mem::take(&mut field)),
+            '\n' => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            '\r' if chars.peek() == Some(&'\n') => {}
+            c => field.push(c),
+        }
+    }
+    if !field.is_empty() || !record.is_empty() {
+        record.push(field);
+        records.push(record);
+    }
+    records
 }

@@ -44,7 +44,10 @@ pub fn render(sources: &[Source]) -> String {
     let a = Analysis::of(sources);
     let mut out = String::new();
     let names: Vec<&str> = sources.iter().map(|s| s.label.as_str()).collect();
-    out.push_str(&format!("# Benchmark report: {}\n\n", names.join(", ")));
+    out.push_str(&format!(
+        "# Benchmark report: {}\n\n",
+        cell(&names.join(", "))
+    ));
     let v = verdicts(sources);
     out.push_str(&format!(
         "{} point{} from {} results file{}, by infer-bench {}.\n\n",

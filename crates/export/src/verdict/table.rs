@@ -33,9 +33,9 @@ pub fn table(r: &Report) -> String {
 pub fn render(r: &Report, look: crate::term::Look) -> String {
     let mut out = format!(
         "{}: judged against {} (recorded {}), confidence {}, min_runs {}{}{}\n",
-        r.spec,
-        or_dash(&r.baseline.path),
-        or_dash(&r.baseline.recorded_at),
+        outside::terminal(&r.spec),
+        outside::terminal(or_dash(&r.baseline.path)),
+        outside::terminal(or_dash(&r.baseline.recorded_at)),
         percent(r.confidence),
         r.min_runs,
         if r.allow_unjudged {
@@ -206,13 +206,18 @@ pub fn render(r: &Report, look: crate::term::Look) -> String {
         }
         notes.push_str(&format!("{who}: {text}\n"));
     }
+    // Notes are plain lines that quote points, specs and servers: each is
+    // kept to itself, its controls shown.
     if !notes.is_empty() {
-        out.push_str(&notes);
+        for line in notes.lines() {
+            out.push_str(&outside::terminal(line));
+            out.push('\n');
+        }
         out.push('\n');
     }
 
     for line in super::capacity_lines(r) {
-        out.push_str(&line);
+        out.push_str(&outside::terminal(&line));
         out.push('\n');
     }
     if !r.capacity.is_empty() {
