@@ -549,7 +549,11 @@ impl Cx<'_> {
     /// A CA certificate file: readable, small, PEM with a certificate.
     fn check_ca_cert(&mut self, key: &str, ca: &str) {
         let path = self.base_dir.join(ca);
-        let problem = match crate::files::read_regular(&path, crate::files::MAX_CA_CERT_BYTES) {
+        let problem = match crate::files::read_regular_in(
+            &path,
+            crate::files::MAX_CA_CERT_BYTES,
+            self.repo,
+        ) {
             Err(e) => Some(format!(
                 "cannot read CA certificate {}: {e}",
                 path.display()
