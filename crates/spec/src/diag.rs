@@ -304,10 +304,12 @@ impl Locator {
             Some(r) => {
                 let (line, col) = self.line_col(r.start);
                 let full = self.source.lines().nth(line - 1).unwrap_or("");
-                let (text, col) = snippet_window(full, col);
+                // The header keeps the column in the file; the caret's is
+                // the window's.
+                let (text, at) = snippet_window(full, col);
                 let start_in_line = text
                     .char_indices()
-                    .nth(col - 1)
+                    .nth(at - 1)
                     .map(|(b, _)| b)
                     .unwrap_or(text.len());
                 let avail = &text[start_in_line..];
@@ -324,7 +326,7 @@ impl Locator {
                     col,
                     Some(Snippet {
                         text,
-                        col,
+                        col: at,
                         width: width.clamp(1, 80),
                     }),
                 )
@@ -456,6 +458,13 @@ mod tests {
             quoted.chars().count() <= "2 | ".len() + SNIPPET_CHARS + 6,
             "{quoted}"
         );
+        // A token far along a line: the header names its column in the
+        // file, the caret its place in the window.
+        let long = format!("{} = \"x\"\n", "k".repeat(60));
+        let e = Locator::new("s.toml", &long).error_at_span(Some(63..66), "", "bad", None);
+        assert!(e.to_string().starts_with("error: s.toml:1:64: bad"), "{e}");
+        let s = e.snippet.as_ref().unwrap();
+        assert_eq!(s.text.chars().nth(s.col - 1), Some('"'), "{e}");
         // The caret still points at the token.
         let caret = text.lines().nth(3).unwrap();
         let at = caret.find('^').unwrap();

@@ -281,6 +281,7 @@ pub fn describe_token(tok: &str) -> String {
 pub fn sanitize_message(msg: &str) -> String {
     let mut out = String::new();
     let mut rest = msg;
+    let cut = |s: &str| s.chars().count() > EXCERPT_CHARS || s.chars().any(char::is_control);
     while let Some(i) = rest.find(['"', '`']) {
         let q = rest.as_bytes()[i] as char;
         out.push_str(&rest[..=i]);
@@ -288,7 +289,7 @@ pub fn sanitize_message(msg: &str) -> String {
         match after.find(q) {
             Some(j) => {
                 let inner = &after[..j];
-                if inner.chars().count() > EXCERPT_CHARS || inner.chars().any(char::is_control) {
+                if cut(inner) {
                     out.push_str(&excerpt(inner));
                 } else {
                     out.push_str(inner);
@@ -296,8 +297,14 @@ pub fn sanitize_message(msg: &str) -> String {
                 out.push(q);
                 rest = &after[j + 1..];
             }
-            None => {
+            // A quote that is not closed (a lone backtick in a list of
+            // characters): the rest, cut by the same rule.
+            None if cut(after) => {
                 out.push_str(&excerpt(after));
+                return out;
+            }
+            None => {
+                out.push_str(after);
                 return out;
             }
         }
