@@ -34,6 +34,8 @@ pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Resu
     if baseline.is_none_or(|b| b.as_os_str().is_empty()) {
         crate::paths::inside_cwd(&path).map_err(Error::BaselineOutside)?;
     }
+    // Refused before it is read: the baseline is rewritten in place.
+    infer_bench_results::files::check(&path)?;
     let mut base = if path.exists() {
         Baseline::read(&path)?
     } else {
