@@ -252,8 +252,7 @@ fn report(
     };
     match output {
         Some(out) => {
-            infer_bench_results::write_atomic(out, text.as_bytes())
-                .map_err(|e| Error::io(out, e))?;
+            infer_bench_results::files::write_atomic(out, text.as_bytes())?;
             say!("report: {}", out.display());
         }
         None => write_stdout(&text)?,

@@ -229,7 +229,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub select: Select,
     /// Directory for results.json, logs and per-request records
-    /// (default: results/<spec name>-<UTC time>).
+    /// (default: results/<spec name>-<UTC time>). A symbolic link, here or
+    /// where a file of the run goes in it, is refused (exit 2): nothing is
+    /// written through a link infer-bench did not make.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Judge against this baseline after the run (the pull-request command);
@@ -311,7 +313,8 @@ pub struct RunArgs {
     /// send, so its dispatch lag shows a client that cannot keep up.
     #[arg(long, hide = true, value_name = "DURATION")]
     pub slow_client: Option<crate::spec::Duration>,
-    /// Markdown verdict file (with --baseline), e.g. $GITHUB_STEP_SUMMARY.
+    /// Markdown verdict file (with --baseline), e.g. $GITHUB_STEP_SUMMARY;
+    /// refused if it is a symbolic link (exit 2), as every output is.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
     /// JUnit XML verdict file (with --baseline).

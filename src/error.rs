@@ -100,7 +100,7 @@ pub fn exit_code(e: &Error) -> u8 {
     use infer_bench_results::Error as Results;
     let results = |e: &Results| match e {
         Results::Io { .. } => EXIT_INFRA,
-        Results::Format { .. } => EXIT_USAGE,
+        Results::Read { .. } | Results::Format { .. } | Results::Symlink { .. } => EXIT_USAGE,
     };
     match e {
         Error::Spec(_)
@@ -245,6 +245,15 @@ pub enum GitMissing {
     NotARevision { rev: String },
     #[error("{} is not a file", path.display())]
     NotAFile { path: PathBuf },
+    /// The folder of the path is not there.
+    #[error("{}: there is no such folder", path.display())]
+    NoFolder { path: PathBuf },
+    /// The path is not in a git work tree.
+    #[error(
+        "{} is not in a git repository, so it cannot be read at a revision (--baseline-ref reads the baseline from git; give a path inside the repository, or drop --baseline-ref to read the file as it is)",
+        path.display()
+    )]
+    NotInRepository { path: PathBuf },
     /// git says the revision or the path at it does not exist (`said`:
     /// the first line of its message).
     #[error("{} is not in git revision {rev} ({said})", path.display())]
@@ -389,6 +398,15 @@ mod tests {
             (
                 infer_bench_results::Error::io("results.json", io()).into(),
                 EXIT_INFRA,
+            ),
+            (
+                infer_bench_results::Error::Symlink {
+                    path: "out/results.json".into(),
+                    link: "out".into(),
+                    target: "/elsewhere".into(),
+                }
+                .into(),
+                EXIT_USAGE,
             ),
             (
                 infer_bench_engine::Error::from(infer_bench_results::Error::Format {

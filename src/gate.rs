@@ -34,6 +34,8 @@ pub fn bless(results: &Path, points: &[String], baseline: Option<&Path>) -> Resu
     if baseline.is_none_or(|b| b.as_os_str().is_empty()) {
         crate::paths::inside_cwd(&path).map_err(Error::BaselineOutside)?;
     }
+    // Refused before it is read: the baseline is rewritten in place.
+    infer_bench_results::files::check(&path)?;
     let mut base = if path.exists() {
         Baseline::read(&path)?
     } else {
@@ -201,18 +203,21 @@ impl RunGate {
     }
 }
 
-/// Writes the Markdown and JUnit files asked for. The Markdown file is
+/// Writes the Markdown and JUnit files asked for, never through a
+/// symbolic link (`infer_bench_results::files`). The Markdown file is
 /// written in place (it may be `$GITHUB_STEP_SUMMARY`, which the runner
 /// owns); the JUnit file atomically.
 pub fn write_files(report: &Report, out: &Outputs) -> Result<()> {
     if let Some(path) = out.markdown {
         let text =
             export::verdict::markdown::markdown(report, export::verdict::markdown::MAX_BYTES);
-        std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
+        infer_bench_results::files::write(path, text.as_bytes())?;
     }
     if let Some(path) = out.junit {
-        infer_bench_results::write_atomic(path, export::verdict::junit::junit(report).as_bytes())
-            .map_err(|e| Error::io(path, e))?;
+        infer_bench_results::files::write_atomic(
+            path,
+            export::verdict::junit::junit(report).as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -308,7 +313,10 @@ fn load_baseline(
     };
     let shown = format!("{rev}:{}", path.display());
     let text = crate::git::show(rev, &path).map_err(|e| match e {
-        crate::git::GitError::Missing(_) => Error::Usage(Usage::NoBaselineAtRevision {
+        crate::git::GitError::Missing(
+            crate::error::GitMissing::NotARevision { .. }
+            | crate::error::GitMissing::NotInRevision { .. },
+        ) => Error::Usage(Usage::NoBaselineAtRevision {
             rev: rev.to_string(),
             path: path.clone(),
         }),

@@ -26,6 +26,13 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
             path: path.to_path_buf(),
         })
     })?;
+    // The folder is the user's to name: one that is not there, or not in
+    // a git work tree, is a mistake on the command line, not git failing.
+    if !dir.is_dir() {
+        return Err(GitError::Missing(GitMissing::NoFolder {
+            path: path.to_path_buf(),
+        }));
+    }
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -39,6 +46,12 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
             })
         })?;
     if out.status.success() {
+        // `git show` of a folder lists it ("tree REV:./name").
+        if out.stdout.starts_with(b"tree ") {
+            return Err(GitError::Missing(GitMissing::NotAFile {
+                path: path.to_path_buf(),
+            }));
+        }
         return String::from_utf8(out.stdout).map_err(|_| {
             GitError::Failed(GitFailed::NotUtf8 {
                 rev: rev.to_string(),
@@ -48,6 +61,11 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     let first = stderr.lines().next().unwrap_or("").trim();
+    if first.contains("not a git repository") {
+        return Err(GitError::Missing(GitMissing::NotInRepository {
+            path: path.to_path_buf(),
+        }));
+    }
     if first.contains("does not exist")
         || first.contains("invalid object name")
         || first.contains("exists on disk, but not in")
@@ -96,6 +114,20 @@ mod tests {
         assert!(matches!(
             show("--output=/tmp/x", &d.join("sub/f.txt")),
             Err(GitError::Missing(_))
+        ));
+        // The user's mistakes, not git's failures.
+        assert!(matches!(
+            show("HEAD", &d.join("sub")),
+            Err(GitError::Missing(GitMissing::NotAFile { .. }))
+        ));
+        assert!(matches!(
+            show("HEAD", &d.join("no-such-folder/f.txt")),
+            Err(GitError::Missing(GitMissing::NoFolder { .. }))
+        ));
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            show("HEAD", &elsewhere.path().join("f.txt")),
+            Err(GitError::Missing(GitMissing::NotInRepository { .. }))
         ));
     }
 }

@@ -343,3 +343,99 @@ fn a_hostile_server_and_spec_forge_nothing_in_the_step() {
     assert!(step.summary.contains("served_name"), "{}", step.summary);
     assert_markdown_safe("the step summary", &step.summary);
 }
+
+/// A pull request that commits the action's outputs as symbolic links
+/// (issue 36): the default `out` (`infer-bench-results`) as a link to a
+/// folder outside the workspace; or `out` as a real folder whose
+/// `requests.jsonl` and `results.json` are links to a file outside. The
+/// step fails with a sentence naming the link, and nothing outside the
+/// workspace is written or changed.
+#[test]
+fn the_action_writes_nothing_through_a_pull_request_s_links() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().join("ws");
+    let outside = root.path().join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("victim"), "keep\n").unwrap();
+    let untouched = || {
+        let names: Vec<String> = std::fs::read_dir(&outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["victim"], "written outside the workspace");
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim")).unwrap(),
+            "keep\n"
+        );
+    };
+    git(&ws, &["init", "-q"]);
+    std::fs::write(ws.join("bench.toml"), SPEC).unwrap();
+    let _machine = infer_bench_testkit::timing::exclusive();
+    for args in [
+        &["run", "bench.toml", "--out", "main-run"][..],
+        &["bless", "main-run"],
+    ] {
+        let out = Command::new(bin())
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::remove_dir_all(ws.join("main-run")).unwrap();
+    let link = |to: &Path, at: &str| std::os::unix::fs::symlink(to, ws.join(at)).unwrap();
+    link(&outside, "infer-bench-results");
+    git(&ws, &["add", "."]);
+    git(&ws, &["commit", "-qm", "a pull request with links"]);
+    let env = |out: &'static str, args: &'static str| {
+        vec![
+            ("INPUT_SPEC", "bench.toml"),
+            ("INPUT_BASELINE_REF", ""),
+            ("INPUT_OUT", out),
+            ("INPUT_ARGS", args),
+        ]
+    };
+
+    // The default out, a link: refused by the script before a run.
+    let step = gate(&ws, &env("", ""));
+    assert_eq!(step.code, 2, "{}", step.log);
+    assert!(step.log.contains("is a symlink"), "{}", step.log);
+    assert_eq!(step.outputs["results"], "");
+    untouched();
+
+    // A real out whose files are links: refused by infer-bench before a
+    // server starts (the script removes old verdict files, links too).
+    std::fs::create_dir_all(ws.join("pr-out")).unwrap();
+    link(&outside.join("victim"), "pr-out/requests.jsonl");
+    link(&outside.join("victim"), "pr-out/verdict.md");
+    let step = gate(&ws, &env("pr-out", "--requests"));
+    assert_eq!(step.code, 2, "{}", step.log);
+    assert!(
+        step.log
+            .contains("refusing to write through the symbolic link pr-out/requests.jsonl"),
+        "{}",
+        step.log
+    );
+    untouched();
+    std::fs::remove_file(ws.join("pr-out/requests.jsonl")).unwrap();
+    link(&outside.join("victim"), "pr-out/results.json");
+    let step = gate(&ws, &env("pr-out", ""));
+    assert_eq!(step.code, 2, "{}", step.log);
+    assert!(step.log.contains("pr-out/results.json"), "{}", step.log);
+    untouched();
+
+    // Without the links in it, the same out is judged (the old verdict's
+    // link was removed by the script, not followed).
+    std::fs::remove_file(ws.join("pr-out/results.json")).unwrap();
+    link(&outside.join("victim"), "pr-out/verdict.md");
+    let step = gate(&ws, &env("pr-out", "--requests"));
+    assert_eq!(step.code, 0, "{}", step.log);
+    assert_eq!(step.outputs["verdict"], "pr-out/verdict.md");
+    assert!(ws.join("pr-out/requests.jsonl").is_file());
+    untouched();
+}

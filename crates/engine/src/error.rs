@@ -112,12 +112,10 @@ pub enum LaunchError {
         "the launch command uses {{{key}}}, which has no value for this point (set it in the spec)"
     )]
     NoValue { key: String },
-    #[error("cannot create {}: {source}", path.display())]
-    Create {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The server's log cannot be created, or would be written through a
+    /// symbolic link.
+    #[error("cannot write the server's log: {0}")]
+    Log(#[source] infer_bench_results::Error),
     #[error("the launch command is empty")]
     EmptyCommand,
     #[error(

@@ -140,13 +140,16 @@ impl<C: Serialize + DeserializeOwned> Baseline<C> {
 
     /// Writes the file atomically (temporary file, then rename).
     pub fn write(&self, path: &Path) -> crate::Result<()> {
-        write_atomic(path, self.to_json().as_bytes()).map_err(|e| Error::io(path, e))
+        write_atomic(path, self.to_json().as_bytes())
     }
 
     /// Reads a baseline file, checking its format and version, and that no
     /// slug appears twice.
     pub fn read(path: &Path) -> crate::Result<Baseline<C>> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Baseline::parse(&text).map_err(|problem| Error::Format {
             path: path.to_path_buf(),
             problem,

@@ -6,12 +6,34 @@ use std::path::PathBuf;
 /// A file of this crate's formats could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The file could not be read or written.
+    /// A file given to read (results, a baseline) could not be read: it is
+    /// missing, a folder, or unreadable (a usage error, where a failed
+    /// write is the system's).
+    #[error("error: {}: cannot read it: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file could not be written.
     #[error("error: {}: {source}", path.display())]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    /// A path to write is, or passes through, a symbolic link that
+    /// infer-bench did not make (see `files`).
+    #[error(
+        "error: {}: refusing to write through the symbolic link {} (to {})\n  hint: remove the link, or write somewhere else",
+        path.display(),
+        link.display(),
+        crate::outside::terminal(&target.to_string_lossy())
+    )]
+    Symlink {
+        path: PathBuf,
+        link: PathBuf,
+        target: PathBuf,
     },
     /// The file is not what it should be.
     #[error("error: {}: {problem}", path.display())]

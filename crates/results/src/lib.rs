@@ -16,6 +16,7 @@ use crate::metric::{Kind, Metric};
 pub mod baseline;
 pub mod error;
 pub mod exit;
+pub mod files;
 pub mod finite;
 pub mod hist;
 pub mod insight;
@@ -779,35 +780,7 @@ impl<C> PointResult<C> {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same
-/// directory, flushed and synced, then renamed over the target.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    // The file it becomes is an ordinary one: created as 0666 less the
-    // umask, like any file a program writes (a temporary file would be
-    // 0600, unreadable to the rest of a shared filesystem or a volume),
-    // and given the old file's mode when it replaces one.
-    let mut builder = tempfile::Builder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    let mut tmp = builder.tempfile_in(dir)?;
-    #[cfg(unix)]
-    if let Ok(old) = std::fs::metadata(path) {
-        tmp.as_file().set_permissions(old.permissions())?;
-    }
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
+pub use files::write_atomic;
 
 impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
     /// Pretty JSON with a final newline. A non-finite float (which JSON
@@ -817,7 +790,7 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
     }
 
     pub fn write(&self, path: &Path) -> crate::error::Result<()> {
-        write_atomic(path, self.to_json().as_bytes()).map_err(|e| crate::error::Error::io(path, e))
+        write_atomic(path, self.to_json().as_bytes())
     }
 
     /// Reads a results file, or `results.json` in a run directory.
@@ -827,7 +800,10 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read_to_string(&file).map_err(|e| crate::error::Error::io(&file, e))?;
+        let text = std::fs::read_to_string(&file).map_err(|source| crate::error::Error::Read {
+            path: file.clone(),
+            source,
+        })?;
         let format_error = |problem| crate::error::Error::Format {
             path: file.clone(),
             problem,

@@ -27,16 +27,35 @@ pub struct Snippet {
     pub width: usize,
 }
 
+/// A spec's error is about text a pull request may have written, read
+/// from a file that may not be a spec at all (a link to an env file): what
+/// it quotes of the file is short and escaped. Every part of the message
+/// passes [`outside`]: the key, the message and each line of the hint,
+/// with each quoted value cut to an excerpt ([`crate::files::sanitize_message`]),
+/// and the snippet is a window of [`SNIPPET_CHARS`] characters.
+fn outside(text: &str) -> String {
+    infer_bench_results::outside::terminal(&crate::files::sanitize_message(text)).into_owned()
+}
+
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error: {}", self.file)?;
+        write!(
+            f,
+            "error: {}",
+            infer_bench_results::outside::terminal(&self.file)
+        )?;
         if self.line > 0 {
             write!(f, ":{}:{}", self.line, self.col)?;
         }
         if self.key.is_empty() {
-            write!(f, ": {}", self.message)?;
+            write!(f, ": {}", outside(&self.message))?;
         } else {
-            write!(f, ": {}: {}", self.key, self.message)?;
+            write!(
+                f,
+                ": {}: {}",
+                infer_bench_results::outside::terminal(&self.key),
+                outside(&self.message)
+            )?;
         }
         if let Some(s) = &self.snippet {
             let gutter = self.line.to_string().len();
@@ -52,7 +71,8 @@ impl fmt::Display for SpecError {
             )?;
         }
         if let Some(h) = &self.hint {
-            write!(f, "\n  hint: {h}")?;
+            let lines: Vec<String> = h.lines().map(outside).collect();
+            write!(f, "\n  hint: {}", lines.join("\n"))?;
         }
         Ok(())
     }
@@ -284,10 +304,12 @@ impl Locator {
             Some(r) => {
                 let (line, col) = self.line_col(r.start);
                 let full = self.source.lines().nth(line - 1).unwrap_or("");
-                let (text, col) = snippet_window(full, col);
+                // The header keeps the column in the file; the caret's is
+                // the window's.
+                let (text, at) = snippet_window(full, col);
                 let start_in_line = text
                     .char_indices()
-                    .nth(col - 1)
+                    .nth(at - 1)
                     .map(|(b, _)| b)
                     .unwrap_or(text.len());
                 let avail = &text[start_in_line..];
@@ -304,7 +326,7 @@ impl Locator {
                     col,
                     Some(Snippet {
                         text,
-                        col,
+                        col: at,
                         width: width.clamp(1, 80),
                     }),
                 )
@@ -350,30 +372,44 @@ impl Locator {
     }
 }
 
-/// Most characters of a source line a snippet shows.
-const SNIPPET_CHARS: usize = 120;
+/// Most characters of a source line a snippet shows: as many as an error
+/// may quote of any file ([`crate::files::EXCERPT_CHARS`]).
+pub const SNIPPET_CHARS: usize = crate::files::EXCERPT_CHARS;
 
-/// The part of a long line around `col` (with `...` where cut) and the
-/// caret's column in it; control characters shown as `?`, so a snippet is
-/// one short printable line whatever the file holds.
+/// The part of a line around `col` (with `...` where cut) and the caret's
+/// column in it; control characters (ESC, CR...) shown as escapes
+/// (`\x1b`, `\r`), so a snippet is one short printable line whatever the
+/// file holds.
 fn snippet_window(line: &str, col: usize) -> (String, usize) {
-    let clean = |c: char| if c.is_control() { '?' } else { c };
-    let n = line.chars().count();
-    if n <= SNIPPET_CHARS {
-        return (line.chars().map(clean).collect(), col);
-    }
-    let start = col.saturating_sub(1).saturating_sub(SNIPPET_CHARS / 3);
-    let start = start.min(n.saturating_sub(SNIPPET_CHARS));
+    let chars: Vec<char> = line.chars().collect();
+    let n = chars.len();
+    let start = if n <= SNIPPET_CHARS {
+        0
+    } else {
+        col.saturating_sub(1)
+            .saturating_sub(SNIPPET_CHARS / 3)
+            .min(n - SNIPPET_CHARS)
+    };
+    let end = n.min(start + SNIPPET_CHARS);
     let mut text = String::new();
     if start > 0 {
         text.push_str("...");
     }
-    text.extend(line.chars().skip(start).take(SNIPPET_CHARS).map(clean));
-    if start + SNIPPET_CHARS < n {
+    let mut caret = None;
+    let mut buf = [0u8; 4];
+    for (i, c) in chars[start..end].iter().enumerate() {
+        if start + i + 1 == col {
+            caret = Some(text.chars().count() + 1);
+        }
+        text.push_str(&infer_bench_results::outside::terminal(
+            c.encode_utf8(&mut buf),
+        ));
+    }
+    let caret = caret.unwrap_or(text.chars().count() + 1);
+    if end < n {
         text.push_str("...");
     }
-    let shift = if start > 0 { 3 } else { 0 };
-    (text, col - start + shift)
+    (text, caret)
 }
 
 /// The closest candidate to `word`, if close enough to be a likely typo.
@@ -392,4 +428,74 @@ pub fn did_you_mean<'a>(
 /// A hint sentence for a likely typo.
 pub fn suggestion<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
     did_you_mean(word, candidates).map(|c| format!("did you mean `{c}`?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a terminal or a CI log must never get from a spec's text.
+    fn assert_inert(text: &str) {
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(!text.contains('\r'), "{text:?}");
+        assert!(!text.contains('\u{7}'), "{text:?}");
+        for line in text.lines() {
+            assert!(!line.starts_with("::"), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_quotes_a_short_escaped_excerpt_of_a_line() {
+        let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+        let source = format!("FOO=1\nGH_TOKEN={secret}\n");
+        let loc = Locator::new("env", &source);
+        let e = loc.error_at_span(Some(15..15 + secret.len()), "", "invalid TOML", None);
+        let text = e.to_string();
+        assert!(text.starts_with("error: env:2:10: invalid TOML"), "{text}");
+        assert!(!text.contains(secret), "{text}");
+        let quoted = text.lines().nth(2).unwrap();
+        assert!(
+            quoted.chars().count() <= "2 | ".len() + SNIPPET_CHARS + 6,
+            "{quoted}"
+        );
+        // A token far along a line: the header names its column in the
+        // file, the caret its place in the window.
+        let long = format!("{} = \"x\"\n", "k".repeat(60));
+        let e = Locator::new("s.toml", &long).error_at_span(Some(63..66), "", "bad", None);
+        assert!(e.to_string().starts_with("error: s.toml:1:64: bad"), "{e}");
+        let s = e.snippet.as_ref().unwrap();
+        assert_eq!(s.text.chars().nth(s.col - 1), Some('"'), "{e}");
+        // The caret still points at the token.
+        let caret = text.lines().nth(3).unwrap();
+        let at = caret.find('^').unwrap();
+        assert_eq!(&quoted[at..at + 4], "ghp_", "{text}");
+    }
+
+    #[test]
+    fn controls_in_a_spec_show_as_escapes_everywhere_in_its_error() {
+        let value = "\u{1b}]52;c;QUFBQQ==\u{7}\n::error::x\rY";
+        let source = format!("name = \"a\"\nserved_name = \"{value}\"\n");
+        let loc = Locator::new("spec.toml", &source);
+        let e = loc.error_at_span(
+            Some(25..26),
+            &format!("models.{value}"),
+            format!("unknown model \"{value}\""),
+            Some(format!("did you mean `{value}`?\nor `\n::warning::y`")),
+        );
+        let text = e.to_string();
+        assert_inert(&text);
+        assert!(text.contains("\\x1b]52"), "{text}");
+        assert!(text.contains("\\r"), "{text}");
+    }
+
+    #[test]
+    fn a_snippet_window_keeps_the_caret_on_its_character() {
+        let line = format!("{}X{}", "a".repeat(50), "\u{1b}".repeat(50));
+        let (text, col) = snippet_window(&line, 51);
+        assert_eq!(text.chars().nth(col - 1), Some('X'), "{text}");
+        assert!(text.starts_with("..."), "{text}");
+        assert!(text.ends_with("..."), "{text}");
+        assert!(!text.contains('\u{1b}'));
+        assert_eq!(snippet_window("short = 1", 9), ("short = 1".to_string(), 9));
+    }
 }

@@ -5,9 +5,17 @@
 //! line and the column, and quotes at most a short, escaped excerpt of the
 //! offending token ([`excerpt`]): a file such as `/proc/self/environ` must
 //! not reach the terminal through an error.
+//!
+//! A spec, and a file it names inside its repository, is not read through
+//! a symbolic link that leads out of the repository ([`check_link`]): a
+//! pull request can commit `bench.toml` as a link to `~/.env`. The
+//! repository is the git work tree that holds the spec, or the spec's own
+//! folder when there is none ([`repository`]). A path that names a file
+//! outside the repository itself (`/models/tokenizer.json`) is the
+//! spec's to name, links and all (a Hugging Face cache is made of links).
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 /// Largest spec file read: 4 MiB.
 pub const MAX_SPEC_BYTES: u64 = 4 << 20;
@@ -34,6 +42,103 @@ pub enum ReadError {
     NotRegular(&'static str),
     #[error("larger than the limit of {}", fmt_bytes(*.0))]
     TooLarge(u64),
+    /// A symbolic link on the path leads out of the repository.
+    #[error(
+        "{} is a symbolic link to {}, which is outside the repository ({}); refused, so that a checkout cannot make infer-bench read a file outside it: name the real file",
+        infer_bench_results::outside::terminal(link),
+        infer_bench_results::outside::terminal(to),
+        infer_bench_results::outside::terminal(repo)
+    )]
+    LeavesRepository {
+        /// The link (the first on the path that leads out).
+        link: String,
+        /// Where the path leads in the end.
+        to: String,
+        repo: String,
+    },
+}
+
+/// `path` made absolute (against the current directory) with `.` and `..`
+/// taken away by name, links left as they are.
+fn lexical(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The repository of a spec in `dir`: the nearest folder at or above it
+/// that holds `.git` (a work tree), else `dir` itself; by name, links not
+/// followed.
+pub fn repository(dir: &Path) -> PathBuf {
+    let dir = lexical(dir);
+    dir.ancestors()
+        .find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())
+        .unwrap_or(&dir)
+        .to_path_buf()
+}
+
+/// Refuses `path` when it lies inside `repo` by name but leads out of it
+/// through a symbolic link (the link and where it leads are named; what
+/// is there is not read). A path that is not there passes: reading it
+/// says so.
+pub fn check_link(path: &Path, repo: &Path) -> Result<(), ReadError> {
+    let named = lexical(path);
+    let repo = lexical(repo);
+    if !named.starts_with(&repo) {
+        return Ok(());
+    }
+    let (Ok(real), Ok(real_repo)) = (std::fs::canonicalize(path), std::fs::canonicalize(&repo))
+    else {
+        return Ok(());
+    };
+    if real.starts_with(&real_repo) {
+        return Ok(());
+    }
+    // The first link on the way, to name it.
+    let mut at = repo.clone();
+    let mut link = named.clone();
+    for c in named
+        .strip_prefix(&repo)
+        .unwrap_or(Path::new(""))
+        .components()
+    {
+        at.push(c);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            link = at;
+            break;
+        }
+    }
+    Err(ReadError::LeavesRepository {
+        link: link.display().to_string(),
+        to: real.display().to_string(),
+        repo: repo.display().to_string(),
+    })
+}
+
+/// [`read_regular`] of a file of the repository `repo`: refused when a
+/// link leads it out ([`check_link`]).
+pub fn read_regular_in(path: &Path, limit: u64, repo: &Path) -> Result<Vec<u8>, ReadError> {
+    check_link(path, repo)?;
+    read_regular(path, limit)
+}
+
+/// [`read_text`] of a file of the repository `repo` ([`check_link`]).
+pub fn read_text_in(path: &Path, limit: u64, repo: &Path) -> Result<String, TextError> {
+    check_link(path, repo).map_err(TextError::Read)?;
+    read_text(path, limit)
 }
 
 /// `4 MiB`, `1 KiB`, `12 B`.
@@ -176,6 +281,7 @@ pub fn describe_token(tok: &str) -> String {
 pub fn sanitize_message(msg: &str) -> String {
     let mut out = String::new();
     let mut rest = msg;
+    let cut = |s: &str| s.chars().count() > EXCERPT_CHARS || s.chars().any(char::is_control);
     while let Some(i) = rest.find(['"', '`']) {
         let q = rest.as_bytes()[i] as char;
         out.push_str(&rest[..=i]);
@@ -183,7 +289,7 @@ pub fn sanitize_message(msg: &str) -> String {
         match after.find(q) {
             Some(j) => {
                 let inner = &after[..j];
-                if inner.chars().count() > EXCERPT_CHARS || inner.chars().any(char::is_control) {
+                if cut(inner) {
                     out.push_str(&excerpt(inner));
                 } else {
                     out.push_str(inner);
@@ -191,8 +297,14 @@ pub fn sanitize_message(msg: &str) -> String {
                 out.push(q);
                 rest = &after[j + 1..];
             }
-            None => {
+            // A quote that is not closed (a lone backtick in a list of
+            // characters): the rest, cut by the same rule.
+            None if cut(after) => {
                 out.push_str(&excerpt(after));
+                return out;
+            }
+            None => {
+                out.push_str(after);
                 return out;
             }
         }
@@ -285,5 +397,50 @@ mod tests {
             "invalid type: string \"ten\", expected u32"
         );
         assert_eq!(fmt_bytes(64 << 20), "64 MiB");
+    }
+
+    #[test]
+    fn a_link_that_leads_out_of_the_repository_is_refused() {
+        let root = tempfile_dir().join("links");
+        let _ = std::fs::remove_dir_all(&root);
+        let repo = root.join("repo");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("specs")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("env"), "GH_TOKEN=ghp_secret\n").unwrap();
+        std::fs::write(repo.join("real.toml"), "name = 1\n").unwrap();
+        let link =
+            |to: &std::path::Path, at: &str| std::os::unix::fs::symlink(to, repo.join(at)).unwrap();
+        link(&outside.join("env"), "specs/leaves.toml");
+        link(&outside, "out-dir");
+        link(&repo.join("real.toml"), "specs/stays.toml");
+        let found = repository(&repo.join("specs"));
+        assert_eq!(found, repo);
+        for (path, named) in [
+            (
+                repo.join("specs/leaves.toml"),
+                repo.join("specs/leaves.toml"),
+            ),
+            (repo.join("out-dir/env"), repo.join("out-dir")),
+        ] {
+            let e = read_text_in(&path, 100, &found).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                matches!(&e, TextError::Read(ReadError::LeavesRepository { link, .. }) if std::path::Path::new(link) == named.as_path()),
+                "{text}"
+            );
+            assert!(text.contains("outside the repository"), "{text}");
+            assert!(!text.contains("ghp_"), "{text}");
+        }
+        // A link that stays inside, the real path, and a path named
+        // outside the repository on its own: read.
+        assert!(read_text_in(&repo.join("specs/stays.toml"), 100, &found).is_ok());
+        assert!(read_text_in(&repo.join("real.toml"), 100, &found).is_ok());
+        assert!(read_text_in(&outside.join("env"), 100, &found).is_ok());
+        // Without a work tree, the spec's own folder is the repository.
+        let bare = root.join("bare");
+        std::fs::create_dir_all(&bare).unwrap();
+        assert_eq!(repository(&bare), bare);
     }
 }

@@ -58,7 +58,11 @@ pub fn load(path: &Path) -> Result<Spec, SpecErrors> {
             snippet: None,
         })
     };
-    let source = files::read_text(path, files::MAX_SPEC_BYTES).map_err(|e| match e {
+    // The spec itself is not read through a link that leads out of its
+    // repository (a pull request's `bench.toml -> ~/.env`).
+    let base = path.parent().unwrap_or(Path::new("."));
+    let repo = files::repository(base);
+    let source = files::read_text_in(path, files::MAX_SPEC_BYTES, &repo).map_err(|e| match e {
         files::TextError::Read(e) => error(0, 0, format!("cannot read the spec: {e}")),
         files::TextError::NotUtf8 { line, col } => error(
             line,
@@ -66,7 +70,6 @@ pub fn load(path: &Path) -> Result<Spec, SpecErrors> {
             "the spec is not UTF-8 text: a TOML file must be UTF-8".into(),
         ),
     })?;
-    let base = path.parent().unwrap_or(Path::new("."));
     compile(&file, &source, base)
 }
 

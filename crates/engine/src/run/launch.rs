@@ -238,6 +238,21 @@ fn tail_of(log: &Path) -> LogTail {
     }
 }
 
+/// Where the server of `cfg` logs in `log_dir`: one file per target,
+/// model and precision.
+pub(super) fn log_path(log_dir: &Path, cfg: &PointConfig) -> std::path::PathBuf {
+    let group = format!(
+        "{}.{}{}",
+        cfg.target.name,
+        cfg.model.name,
+        cfg.precision
+            .as_ref()
+            .map(|p| format!(".{}", p.name))
+            .unwrap_or_default()
+    );
+    log_dir.join(format!("{group}.log"))
+}
+
 impl Launched {
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
@@ -281,24 +296,9 @@ impl Launched {
             &values,
             false,
         )?;
-        std::fs::create_dir_all(log_dir).map_err(|source| LaunchError::Create {
-            path: log_dir.to_path_buf(),
-            source,
-        })?;
-        let group = format!(
-            "{}.{}{}",
-            cfg.target.name,
-            cfg.model.name,
-            cfg.precision
-                .as_ref()
-                .map(|p| format!(".{}", p.name))
-                .unwrap_or_default()
-        );
-        let log = log_dir.join(format!("{group}.log"));
-        let log_file = File::create(&log).map_err(|source| LaunchError::Create {
-            path: log.clone(),
-            source,
-        })?;
+        infer_bench_results::files::create_dir_all(log_dir).map_err(LaunchError::Log)?;
+        let log = log_path(log_dir, cfg);
+        let log_file = infer_bench_results::files::create(&log).map_err(LaunchError::Log)?;
         let child = spawn(launch, &args, &values, spec_dir, log_file)?;
         let (watchdog, watchdog_error) =
             match Watchdog::arm(child.id() as libc::pid_t, launch.stop_grace.as_std()) {

@@ -101,7 +101,11 @@ pub fn run_plan_on(
     let redactor = super::secrets::redactor(spec);
     redact::install(redactor.clone());
     warn_tls_insecure(plan, opts);
-    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
+    // Nothing of the run is written through a link we did not make: an
+    // out dir a checkout holds as a link is refused, and so is a link in
+    // it where a file of the run goes (before any server starts).
+    infer_bench_results::files::create_dir_all(&opts.out_dir)?;
+    check_outputs(plan, opts)?;
     let mut results = new_results(spec, plan, opts, rt, gpus, &redactor);
     // Tokenizers and datasets are read before any server starts, once per
     // (workload, model): a malformed file stops the run here.
@@ -430,6 +434,25 @@ impl PlanRun<'_> {
         self.save()?;
         Ok(self.results)
     }
+}
+
+/// Refuses a symbolic link where the run writes a file of its own in
+/// `opts.out_dir`: the results, the request log, the server logs.
+fn check_outputs(plan: &Plan, opts: &RunOptions) -> Result<()> {
+    use infer_bench_results::files::check;
+    let out = &opts.out_dir;
+    check(&results_path(out))?;
+    check(&out.join("requests.jsonl"))?;
+    let logs = out.join("servers");
+    check(&logs)?;
+    for p in plan
+        .points
+        .iter()
+        .filter(|p| p.config.target.launch.is_some())
+    {
+        check(&super::launch::log_path(&logs, &p.config))?;
+    }
+    Ok(())
 }
 
 /// Redacts the results in memory (so every later reader, the summary and

@@ -13,7 +13,7 @@
 use std::io::Write;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use infer_bench_protocol::RequestRecord;
 use infer_bench_protocol::record::OutputEvent;
 use infer_bench_results::redact::Redactor;
@@ -27,7 +27,7 @@ pub struct RequestLog {
 
 impl RequestLog {
     pub(super) fn open(path: &std::path::Path, redactor: Redactor) -> Result<RequestLog> {
-        let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+        let file = infer_bench_results::files::create(path)?;
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let thread = std::thread::spawn(move || {
             let mut w = std::io::BufWriter::new(file);

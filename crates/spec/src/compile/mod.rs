@@ -37,10 +37,12 @@ use parse::parse_raw;
 pub fn compile(file: &str, source: &str, base_dir: &Path) -> Result<Spec, SpecErrors> {
     let loc = Locator::new(file, source);
     let raw = parse_raw(&loc, source)?;
+    let repo = crate::files::repository(base_dir);
     let mut cx = Cx {
         loc: &loc,
         errors: Vec::new(),
         base_dir,
+        repo: &repo,
     };
     let spec = cx.spec(raw, file, source);
     if cx.errors.is_empty() {
@@ -63,6 +65,7 @@ pub fn compile_regression(file: &str, source: &str) -> Result<Regression, SpecEr
         loc: &loc,
         errors: Vec::new(),
         base_dir: Path::new("."),
+        repo: Path::new("."),
     };
     let regression = cx.regression(raw.regression.unwrap_or_default(), &raw.name);
     if cx.errors.is_empty() {
@@ -76,6 +79,9 @@ struct Cx<'a> {
     loc: &'a Locator,
     errors: Vec<SpecError>,
     base_dir: &'a Path,
+    /// The repository of the spec: the files it names inside it are not
+    /// read through a link that leads out (`files::check_link`).
+    repo: &'a Path,
 }
 
 /// A name that is safe as a part of a file name: letters, digits, `-`,

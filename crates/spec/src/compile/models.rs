@@ -35,8 +35,11 @@ impl Cx<'_> {
             // Read again at run time, once per point; checked here with the
             // same parser, so that a file `run` refuses fails `validate`.
             let path = self.base_dir.join(t);
-            let problem = match crate::files::read_regular(&path, crate::files::MAX_TOKENIZER_BYTES)
-            {
+            let problem = match crate::files::read_regular_in(
+                &path,
+                crate::files::MAX_TOKENIZER_BYTES,
+                self.repo,
+            ) {
                 Err(e) => Some(format!("cannot read tokenizer {}: {e}", path.display())),
                 Ok(bytes) => tokenizers::Tokenizer::from_bytes(&bytes).err().map(|e| {
                     format!(

@@ -518,6 +518,10 @@ enum UrlProblem {
     Invalid(#[from] url::ParseError),
     #[error("it names no host")]
     NoHost,
+    /// The URL parser would drop a tab or a line break and encode an ESC
+    /// without a word; a URL never holds one.
+    #[error("it holds a control character (ESC, CR, LF...)")]
+    Control,
 }
 
 /// Whether `url` is one the HTTP client accepts: http(s), a host, a port
@@ -525,6 +529,9 @@ enum UrlProblem {
 fn check_url(url: &str) -> Result<(), UrlProblem> {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(UrlProblem::Scheme);
+    }
+    if url.chars().any(char::is_control) {
+        return Err(UrlProblem::Control);
     }
     let filled = url.replace("{port}", "8000");
     if filled.contains('{') {
@@ -549,7 +556,11 @@ impl Cx<'_> {
     /// A CA certificate file: readable, small, PEM with a certificate.
     fn check_ca_cert(&mut self, key: &str, ca: &str) {
         let path = self.base_dir.join(ca);
-        let problem = match crate::files::read_regular(&path, crate::files::MAX_CA_CERT_BYTES) {
+        let problem = match crate::files::read_regular_in(
+            &path,
+            crate::files::MAX_CA_CERT_BYTES,
+            self.repo,
+        ) {
             Err(e) => Some(format!(
                 "cannot read CA certificate {}: {e}",
                 path.display()

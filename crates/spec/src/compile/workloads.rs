@@ -359,17 +359,18 @@ impl Cx<'_> {
             return d;
         };
         let path = self.base_dir.join(file);
-        let text = match crate::files::read_text(&path, crate::files::MAX_LENGTHS_BYTES) {
-            Ok(t) => t,
-            Err(e) => {
-                self.err(
-                    key,
-                    format!("cannot read length file {}: {e}", path.display()),
-                    Some("paths are relative to the spec file".into()),
-                );
-                return d;
-            }
-        };
+        let text =
+            match crate::files::read_text_in(&path, crate::files::MAX_LENGTHS_BYTES, self.repo) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.err(
+                        key,
+                        format!("cannot read length file {}: {e}", path.display()),
+                        Some("paths are relative to the spec file".into()),
+                    );
+                    return d;
+                }
+            };
         let mut counts: BTreeMap<u32, f64> = BTreeMap::new();
         for (i, raw_line) in text.lines().enumerate() {
             let line = raw_line.split('#').next().unwrap_or("");
@@ -532,7 +533,7 @@ impl Cx<'_> {
         limit: u64,
         what: &str,
     ) -> Option<(String, String)> {
-        let bytes = match crate::files::read_regular(path, limit) {
+        let bytes = match crate::files::read_regular_in(path, limit, self.repo) {
             Ok(b) => b,
             Err(e) => {
                 self.err(
