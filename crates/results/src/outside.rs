@@ -203,37 +203,43 @@ fn sgr_len(s: &str) -> Option<usize> {
 }
 
 /// Text for Markdown prose or a table cell that reads as the characters
-/// it holds: every ASCII punctuation character is escaped with a
-/// backslash (so no emphasis, link, image, heading, list, table column or
-/// HTML is built from it), control characters are shown as escapes
-/// ([`terminal`]), and the forms GitHub turns into links or notifications
-/// without any punctuation (`@name`, `#123`, `http://`, `https://`,
-/// `www.`) are broken with a word joiner (U+2060), which shows nothing.
-/// Unlike [`markdown_code`], the text keeps its prose look.
+/// it holds, and still reads as prose in the raw file. Escaped with a
+/// backslash: every character that opens or closes an inline construct of
+/// CommonMark or GitHub (`\\`, `` ` ``, `*`, `_`, `~`, `[`, `]`, `<`, `>`,
+/// `&`, `|`, `$`), so no emphasis, code, link, image, HTML, entity, table
+/// column or math is built from it; and a first character that would
+/// start a block (`#`, `-`, `+` or an ordered list's `1.`, before a
+/// blank). Control
+/// characters are shown as escapes ([`terminal`]). The forms GitHub links
+/// without any punctuation (`@name`, `#123`, `://`, `www.`) are broken with
+/// a word joiner (U+2060), which shows nothing.
 pub fn markdown_text(s: &str) -> String {
     let s = terminal(s);
     let mut out = String::with_capacity(s.len() + 16);
-    let mut prev = ' ';
+    // A block marker counts only when a blank or the end follows it.
+    let marker_at = |k: usize| matches!(s.as_bytes().get(k + 1), None | Some(b' ' | b'\t'));
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let ordered =
+        digits > 0 && matches!(s.as_bytes().get(digits), Some(b'.' | b')')) && marker_at(digits);
     let mut ws = 0;
-    for c in s.chars() {
+    for (i, c) in s.char_indices() {
         ws = if c.eq_ignore_ascii_case(&'w') {
             ws + 1
         } else {
             0
         };
-        if c.is_ascii_punctuation() {
+        let opens = matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '<' | '>' | '&' | '|' | '$'
+        );
+        let starts = i == 0 && matches!(c, '#' | '-' | '+') && marker_at(0);
+        if opens || starts || (ordered && i == digits) {
             out.push('\\');
-            out.push(c);
-            if matches!(c, '@' | '#') || (c == ':' && prev.is_ascii_alphabetic()) {
-                out.push('\u{2060}');
-            }
-        } else {
-            out.push(c);
-            if ws == 3 {
-                out.push('\u{2060}');
-            }
         }
-        prev = c;
+        out.push(c);
+        if matches!(c, '@' | '#') || ws == 3 || (c == ':' && s[i..].starts_with("://")) {
+            out.push('\u{2060}');
+        }
     }
     out
 }
@@ -373,16 +379,26 @@ mod tests {
 
     #[test]
     fn markdown_text_builds_nothing_and_notifies_no_one() {
-        assert_eq!(markdown_text("a_b *c*"), "a\\_b \\*c\\*");
-        assert_eq!(markdown_text("<img src=x>"), "\\<img src\\=x\\>");
+        assert_eq!(
+            markdown_text("a_b *c* 0.5 req/s"),
+            "a\\_b \\*c\\* 0.5 req/s"
+        );
+        assert_eq!(markdown_text("<img src=x>"), "\\<img src=x\\>");
+        assert_eq!(
+            markdown_text("![p](x) [l](javascript:y)"),
+            "!\\[p\\](x) \\[l\\](javascript:y)"
+        );
         assert_eq!(
             markdown_text("@octocat #12"),
-            "\\@\u{2060}octocat \\#\u{2060}12"
+            "@\u{2060}octocat #\u{2060}12"
         );
         assert_eq!(
             markdown_text("see https://x.io or www.x.io"),
-            "see https\\:\u{2060}\\/\\/x\\.io or www\u{2060}\\.x\\.io"
+            "see https:\u{2060}//x.io or www\u{2060}.x.io"
         );
+        assert_eq!(markdown_text("# title"), "\\#\u{2060} title");
+        assert_eq!(markdown_text("- item"), "\\- item");
+        assert_eq!(markdown_text("12. item"), "12\\. item");
         assert_eq!(markdown_text("two\nlines\u{1b}"), "two\\\\nlines\\\\x1b");
     }
 
