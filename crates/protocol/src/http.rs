@@ -72,6 +72,9 @@ impl HttpBackend {
         let url = base.join(protocol.path()).map_err(bad_url)?;
         let warm_url = base.join(protocol.warm_path()).map_err(bad_url)?;
         let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in protocol.headers() {
+            headers.insert(*k, reqwest::header::HeaderValue::from_static(v));
+        }
         for (k, v) in o.headers {
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| Error::HeaderName(k.clone()))?;
@@ -80,10 +83,16 @@ impl HttpBackend {
             headers.insert(name, value);
         }
         if let Some(key) = &o.api_key {
-            let mut v = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| Error::ApiKey)?;
+            let (name, value) = match protocol.auth() {
+                crate::Auth::Bearer => (reqwest::header::AUTHORIZATION, format!("Bearer {key}")),
+                crate::Auth::ApiKeyHeader => (
+                    reqwest::header::HeaderName::from_static("x-api-key"),
+                    key.to_string(),
+                ),
+            };
+            let mut v = reqwest::header::HeaderValue::from_str(&value).map_err(|_| Error::ApiKey)?;
             v.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, v);
+            headers.insert(name, v);
         }
         // Every connect is timed and charged to the request that waited
         // for it (`connect`); the target's headers go with every request
@@ -130,8 +139,8 @@ impl HttpBackend {
         &*self.protocol
     }
 
-    /// Carries `protocol`'s requests from now on (same path and answers:
-    /// e.g. the same kind in the dialect a server named).
+    /// Carries `protocol`'s requests from now on (same path, answers and
+    /// headers: e.g. the same kind in the dialect a server named).
     pub fn set_protocol(&mut self, protocol: Box<dyn Protocol>) -> Result<(), Error> {
         self.url = self
             .base

@@ -3,7 +3,8 @@
 //! parser (`sse`), what one request measured (`record`), the transport
 //! that sends a request and reads its answer on the clock (`http`), and
 //! the request kinds it carries, each an implementation of [`Protocol`]
-//! (`openai`: chat and completions).
+//! (`openai`: chat and completions; `responses`: OpenAI's Responses API;
+//! `messages`: Anthropic's Messages API), chosen by [`for_workload`].
 //!
 //! Two traits are the seams. [`Protocol`] is what a request kind knows:
 //! where it is sent, how its body is written and how its answer (an event
@@ -18,8 +19,10 @@ pub mod client;
 pub mod connect;
 pub mod error;
 pub mod http;
+pub mod messages;
 pub mod openai;
 pub mod record;
+pub mod responses;
 pub mod sse;
 
 use std::future::Future;
@@ -32,6 +35,31 @@ pub use record::{
 };
 
 use infer_bench_workload::Prompt;
+
+/// The request kind a workload asks for (its `api`), writing bodies in
+/// `dialect`.
+pub fn for_workload(
+    workload: &infer_bench_spec::Workload,
+    model: &str,
+    dialect: infer_bench_spec::Dialect,
+) -> Box<dyn Protocol> {
+    use infer_bench_spec::raw::Api;
+    match workload.api {
+        Api::Chat => Box::new(openai::Chat::new(workload, model, dialect)),
+        Api::Completions => Box::new(openai::Completions::new(workload, model, dialect)),
+        Api::Responses => Box::new(responses::Responses::new(workload, model, dialect)),
+        Api::Messages => Box::new(messages::Messages::new(workload, model, dialect)),
+    }
+}
+
+/// How a request kind carries the target's API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// `Authorization: Bearer KEY` (OpenAI and the servers that copy it).
+    Bearer,
+    /// `x-api-key: KEY` (Anthropic).
+    ApiKeyHeader,
+}
 
 /// A request ready to send: built before its send time so that building it
 /// never counts as the client's delay.
@@ -121,6 +149,17 @@ pub trait Protocol: Send + Sync + 'static {
     /// The path requests are POSTed to, relative to the target's base URL
     /// (no leading slash).
     fn path(&self) -> &str;
+
+    /// How the target's API key is sent.
+    fn auth(&self) -> Auth {
+        Auth::Bearer
+    }
+
+    /// Headers every request of this kind carries (the target's own
+    /// `headers` win over these).
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
 
     /// The `Content-Type` of request bodies.
     fn content_type(&self) -> &'static str {

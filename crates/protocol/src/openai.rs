@@ -76,7 +76,7 @@ struct DetailsWire {
     reasoning_tokens: Option<u32>,
 }
 
-fn error_text(v: &serde_json::Value) -> String {
+pub(crate) fn error_text(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Object(o) => o
@@ -86,6 +86,12 @@ fn error_text(v: &serde_json::Value) -> String {
             .unwrap_or_else(|| v.to_string()),
         other => other.to_string(),
     }
+}
+
+/// Why `data` is not the JSON expected, with its first bytes.
+pub(crate) fn unreadable(e: serde_json::Error, data: &[u8]) -> Unreadable {
+    let shown = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
+    Unreadable(format!("{e}: {shown}"))
 }
 
 /// Interprets one event's data. `reply`, when given, collects the text.
@@ -98,7 +104,7 @@ pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<EventInfo, U
 pub const MAX_RESPONSE_ID_BYTES: usize = 128;
 
 /// At most [`MAX_RESPONSE_ID_BYTES`] of `id`, cut at a character boundary.
-fn clip_id(id: &str) -> String {
+pub(crate) fn clip_id(id: &str) -> String {
     let mut end = id.len().min(MAX_RESPONSE_ID_BYTES);
     while !id.is_char_boundary(end) {
         end -= 1;
@@ -119,10 +125,7 @@ fn interpret_into(
             ..EventInfo::default()
         });
     }
-    let chunk: Chunk = serde_json::from_slice(data).map_err(|e| {
-        let shown = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
-        Unreadable(format!("{e}: {shown}"))
-    })?;
+    let chunk: Chunk = serde_json::from_slice(data).map_err(|e| unreadable(e, data))?;
     if let (Some(slot @ None), Some(named)) = (id, chunk.id.as_deref()) {
         *slot = Some(clip_id(named));
     }
@@ -203,7 +206,7 @@ fn interpret_into(
 /// sampling, `extra_body`) written once, with holes for what each prompt
 /// fills in; `extra_body` overrides any key, as it did in the map.
 #[derive(Debug, Clone)]
-struct BodyTemplate {
+pub(crate) struct BodyTemplate {
     parts: Vec<BodyPart>,
     /// The constant parts' bytes.
     fixed: usize,
@@ -214,6 +217,11 @@ enum BodyPart {
     Json(String),
     Prompt,
     Messages,
+    /// Anthropic's `messages`: the prompt's messages less its system ones.
+    AnthropicMessages,
+    /// Anthropic's `"system":"...",` where the prompt has a system message
+    /// (nothing otherwise).
+    System,
     MaxTokens,
 }
 
@@ -246,8 +254,47 @@ impl Serialize for Messages<'_> {
     }
 }
 
+/// A prompt's messages for Anthropic's Messages API: system messages go in
+/// the top-level `system`, not in the list.
+struct AnthropicMessages<'a>(&'a Prompt);
+
+impl Serialize for AnthropicMessages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let p = self.0;
+        let mut seq = s.serialize_seq(None)?;
+        for m in p.history.iter().filter(|m| m.role != Role::System) {
+            seq.serialize_element(&WireMessage {
+                content: &m.content,
+                role: m.role,
+            })?;
+        }
+        seq.serialize_element(&WireMessage {
+            content: &p.text,
+            role: Role::User,
+        })?;
+        seq.end()
+    }
+}
+
+/// The prompt's system messages, joined by a blank line (`None` if none).
+fn system_text(p: &Prompt) -> Option<String> {
+    let mut system = p.history.iter().filter(|m| m.role == Role::System);
+    let first = system.next()?;
+    let mut text = first.content.clone();
+    for m in system {
+        text.push_str("\n\n");
+        text.push_str(&m.content);
+    }
+    Some(text)
+}
+
+/// The sampling fields Anthropic's Messages API defines; the others go
+/// only to a server that named itself (llama.cpp, vLLM ...), in its dialect.
+const ANTHROPIC_SAMPLING: &[&str] = &["temperature", "top_p", "top_k"];
+
 impl BodyTemplate {
-    fn new(
+    pub(crate) fn new(
         api: Api,
         workload: &infer_bench_spec::Workload,
         model: &str,
@@ -265,6 +312,13 @@ impl BodyTemplate {
         match api {
             Api::Chat => m.insert("messages".into(), Slot::Hole(BodyPart::Messages)),
             Api::Completions => m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt)),
+            Api::Responses => {
+                // A benchmark's responses are not kept on the server (the
+                // API keeps them by default); `extra_body` may say otherwise.
+                m.insert("store".into(), Slot::Value(Value::Bool(false)));
+                m.insert("input".into(), Slot::Hole(BodyPart::Messages))
+            }
+            Api::Messages => m.insert("messages".into(), Slot::Hole(BodyPart::AnthropicMessages)),
         };
         m.insert(
             workload.max_tokens_field.clone(),
@@ -277,7 +331,9 @@ impl BodyTemplate {
             m.insert(name.into(), Slot::Value(Value::Bool(true)));
         }
         m.insert("stream".into(), Slot::Value(Value::Bool(workload.stream)));
-        if workload.stream {
+        // Usage comes with a stream's last event in the Responses and
+        // Messages APIs; chat and completions must ask for it.
+        if workload.stream && matches!(api, Api::Chat | Api::Completions) {
             m.insert(
                 "stream_options".into(),
                 Slot::Value(json!({"include_usage": true})),
@@ -289,9 +345,15 @@ impl BodyTemplate {
             .unwrap_or_default();
         // Sampling fields go under the dialect's names, and those it cannot
         // carry stay out; `extra_body` is sent as written.
-        let sampling = sampling
-            .into_iter()
-            .filter_map(|(k, v)| dialect.wire_name(&k).map(|n| (n.to_string(), v)));
+        let strict = matches!(dialect, Dialect::Openai | Dialect::Tgi);
+        let sampling = sampling.into_iter().filter_map(|(k, v)| {
+            let name = match api {
+                Api::Messages if ANTHROPIC_SAMPLING.contains(&k.as_str()) => Some(k.as_str()),
+                Api::Messages if strict => None,
+                _ => dialect.wire_name(&k),
+            };
+            name.map(|n| (n.to_string(), v))
+        });
         for (k, v) in sampling.chain(workload.extra_body.clone()) {
             m.insert(k, Slot::Value(v));
         }
@@ -300,6 +362,10 @@ impl BodyTemplate {
         }
         let mut parts = Vec::new();
         let mut text = String::from("{");
+        if api == Api::Messages {
+            parts.push(BodyPart::Json(std::mem::take(&mut text)));
+            parts.push(BodyPart::System);
+        }
         for (i, (k, slot)) in m.into_iter().enumerate() {
             if i > 0 {
                 text.push(',');
@@ -327,7 +393,7 @@ impl BodyTemplate {
     }
 
     /// The body of `prompt`'s request.
-    fn write(&self, prompt: &Prompt) -> Vec<u8> {
+    pub(crate) fn write(&self, prompt: &Prompt) -> Vec<u8> {
         let text: usize = prompt.text.len()
             + prompt
                 .history
@@ -344,6 +410,18 @@ impl BodyTemplate {
                 }
                 BodyPart::Prompt => serde_json::to_writer(&mut out, &prompt.text),
                 BodyPart::Messages => serde_json::to_writer(&mut out, &Messages(prompt)),
+                BodyPart::AnthropicMessages => {
+                    serde_json::to_writer(&mut out, &AnthropicMessages(prompt))
+                }
+                BodyPart::System => match system_text(prompt) {
+                    Some(text) => {
+                        out.extend_from_slice(b"\"system\":");
+                        let r = serde_json::to_writer(&mut out, &text);
+                        out.push(b',');
+                        r
+                    }
+                    None => Ok(()),
+                },
                 BodyPart::MaxTokens => serde_json::to_writer(&mut out, &prompt.output_tokens),
             };
         }
@@ -406,16 +484,14 @@ impl Completions {
     }
 }
 
-/// The OpenAI request kind a workload asks for, writing bodies in `dialect`.
+/// The request kind a workload asks for, writing bodies in `dialect` (the
+/// same as [`crate::for_workload`]).
 pub fn for_workload(
     workload: &infer_bench_spec::Workload,
     model: &str,
     dialect: Dialect,
 ) -> Box<dyn Protocol> {
-    match workload.api {
-        Api::Chat => Box::new(Chat::new(workload, model, dialect)),
-        Api::Completions => Box::new(Completions::new(workload, model, dialect)),
-    }
+    crate::for_workload(workload, model, dialect)
 }
 
 impl Protocol for Chat {
@@ -660,6 +736,7 @@ mod tests {
             Api::Completions => {
                 m.insert("prompt".into(), Value::String(prompt.text.clone()));
             }
+            Api::Responses | Api::Messages => unreachable!("the map wrote chat and completions"),
         }
         m.insert(
             w.max_tokens_field.clone(),
@@ -824,5 +901,68 @@ mod tests {
             body(Dialect::LlamaCpp)["repeat_penalty"],
             serde_json::json!(1.1)
         );
+    }
+
+    #[test]
+    fn responses_and_messages_bodies() {
+        use infer_bench_workload::Message;
+        let prompt = Prompt {
+            history: vec![
+                Message {
+                    role: Role::System,
+                    content: "be \"brief\"".into(),
+                },
+                Message {
+                    role: Role::User,
+                    content: "hi".into(),
+                },
+                Message {
+                    role: Role::Assistant,
+                    content: "hello".into(),
+                },
+            ],
+            text: "and now?".into(),
+            input_tokens: 9,
+            output_tokens: 5,
+            part: 0,
+        };
+        let keys = "sampling = { temperature = 0.5, top_k = 4, seed = 7 }";
+        let w = workload(&format!("api = \"responses\"\n{keys}"));
+        assert_eq!(w.max_tokens_field, "max_output_tokens");
+        let body = BodyTemplate::new(w.api, &w, "m", Dialect::Openai).write(&prompt);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"model": "m", "input": [
+                {"role": "system", "content": "be \"brief\""},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
+                {"role": "user", "content": "and now?"}],
+                "max_output_tokens": 5, "store": false, "stream": true,
+                "temperature": 0.5, "seed": 7})
+        );
+        let w = workload(&format!("api = \"messages\"\n{keys}"));
+        for (dialect, seed) in [(Dialect::Openai, None), (Dialect::LlamaCpp, Some(7))] {
+            let body = BodyTemplate::new(w.api, &w, "m", dialect).write(&prompt);
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let mut want = serde_json::json!({"model": "m", "system": "be \"brief\"", "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                    {"role": "user", "content": "and now?"}],
+                    "max_tokens": 5, "stream": true, "temperature": 0.5, "top_k": 4});
+            if let Some(seed) = seed {
+                want["seed"] = seed.into();
+            }
+            assert_eq!(v, want, "{dialect:?}");
+        }
+        // Without a system message there is no `system` key.
+        let plain = Prompt {
+            history: Vec::new(),
+            ..prompt
+        };
+        let body = BodyTemplate::new(w.api, &w, "m", Dialect::Openai).write(&plain);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(v.get("system").is_none());
+        assert_eq!(v["messages"].as_array().unwrap().len(), 1);
     }
 }

@@ -205,7 +205,7 @@ fn jsonl_record(
             reply: None,
         }),
         (None, Some(msgs)) => {
-            if api != Api::Chat {
+            if !api.takes_messages() {
                 return Err(DatasetError {
                     hint: Some("set api = \"chat\" in the workload, or use `prompt`"),
                     ..err("`messages` needs a chat workload".into())

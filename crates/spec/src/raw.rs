@@ -368,6 +368,47 @@ pub enum Api {
     Chat,
     /// POST /completions with a prompt.
     Completions,
+    /// POST /responses (OpenAI's Responses API) with the messages as `input`.
+    Responses,
+    /// POST /messages (Anthropic's Messages API), the key sent as `x-api-key`.
+    Messages,
+}
+
+impl Api {
+    /// Its name in a spec.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+            Api::Responses => "responses",
+            Api::Messages => "messages",
+        }
+    }
+
+    /// Whether a request is a list of messages (chat, Responses, Messages):
+    /// the server applies the model's chat template, and a workload may be
+    /// a conversation or a dataset of messages.
+    pub fn takes_messages(self) -> bool {
+        matches!(self, Api::Chat | Api::Responses | Api::Messages)
+    }
+
+    /// The field that caps a request's output, by default: `max_tokens`,
+    /// or the Responses API's `max_output_tokens`.
+    pub fn default_max_tokens_field(self) -> &'static str {
+        match self {
+            Api::Responses => "max_output_tokens",
+            _ => "max_tokens",
+        }
+    }
+
+    /// The fields that may cap a request's output (`max_tokens_field`).
+    pub fn max_tokens_fields(self) -> &'static [&'static str] {
+        match self {
+            Api::Chat | Api::Completions => &["max_tokens", "max_completion_tokens"],
+            Api::Responses => &["max_output_tokens"],
+            Api::Messages => &["max_tokens"],
+        }
+    }
 }
 
 /// The requests to send.
@@ -378,7 +419,7 @@ pub struct RawWorkload {
     /// weight, e.g. { chat = 0.7, rag = 0.3 }; a mix has no other keys.
     #[serde(default)]
     pub mix: Option<BTreeMap<String, f64>>,
-    /// chat or completions. Default chat.
+    /// chat, completions, responses (OpenAI Responses API) or messages (Anthropic Messages API). Default chat.
     #[serde(default)]
     pub api: Option<Api>,
     /// Prompt length in tokens: a number, a string such as "uniform(64, 256)", or a table with `dist`.

@@ -154,7 +154,7 @@ fn warnings(pr: &PointResult) -> Vec<Reason> {
                     "prompts averaged {rep:.0} tokens as the server counts them against {:.0} requested ({:+.0}%){}",
                     t.requested_input_mean,
                     dev * 100.0,
-                    if cfg.workload.api == infer_bench_spec::raw::Api::Chat { "; the chat template adds tokens" } else { "" }
+                    if cfg.workload.api.takes_messages() { "; the chat template adds tokens" } else { "" }
                 )));
             }
         }

@@ -43,7 +43,6 @@ use infer_bench_sim::gpu::GpuModel;
 use infer_bench_sim::request::{self, Setup};
 use infer_bench_sim::server::{Lag, exposition};
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::raw::Api;
 use infer_bench_spec::{Level, Load};
 use infer_bench_telemetry::dcgm::{self, Filter};
 use infer_bench_telemetry::gpu::{GpuInfo, GpuReading};
@@ -258,7 +257,7 @@ pub fn run_once_virtual<B: Backend>(
         max_len,
         per_event,
         request_overhead_ns,
-        chat: cfg.workload.api == Api::Chat,
+        chat: cfg.workload.api.takes_messages(),
         busy: (0..engines).map(|_| None).collect(),
         flights: HashMap::new(),
         next_id: 1,

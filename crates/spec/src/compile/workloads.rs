@@ -95,12 +95,21 @@ impl Cx<'_> {
         if let Some(s) = &w.sampling {
             self.sampling(name, s);
         }
-        let max_tokens_field = w.max_tokens_field.unwrap_or_else(|| "max_tokens".into());
-        if !matches!(
-            max_tokens_field.as_str(),
-            "max_tokens" | "max_completion_tokens"
-        ) {
-            self.err(&k("max_tokens_field"), format!("expected \"max_tokens\" or \"max_completion_tokens\", found \"{max_tokens_field}\""), None);
+        let max_tokens_field = w
+            .max_tokens_field
+            .unwrap_or_else(|| api.default_max_tokens_field().into());
+        let allowed = api.max_tokens_fields();
+        if !allowed.contains(&max_tokens_field.as_str()) {
+            let expected = allowed
+                .iter()
+                .map(|f| format!("\"{f}\""))
+                .collect::<Vec<_>>()
+                .join(" or ");
+            self.err(
+                &k("max_tokens_field"),
+                format!("expected {expected} for api = \"{}\", found \"{}\"", api.name(), shown(&max_tokens_field)),
+                (allowed.len() == 1).then(|| "leave max_tokens_field out: the API has one output cap".to_string()),
+            );
         }
         let shared_prefix = w.shared_prefix.map(|p| {
             use crate::limits::{MAX_PREFIX_TOKENS, MAX_TOKENS};
@@ -139,10 +148,10 @@ impl Cx<'_> {
             .and_then(|d| self.dataset(&k("dataset"), d, api, need_output));
         let trace = w.trace.and_then(|t| self.trace(&k("trace"), t));
         let conversation = w.conversation.map(|c| {
-            if api != Api::Chat {
+            if !api.takes_messages() {
                 self.key_err(
                     &k("conversation"),
-                    "multi-turn conversations need api = \"chat\"",
+                    "multi-turn conversations need api = \"chat\", \"responses\" or \"messages\"",
                     None,
                 );
             }
