@@ -52,6 +52,9 @@ struct Event<'a> {
     message: Option<Cow<'a, str>>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+    /// The server's own timings (llama.cpp, on `response.completed`).
+    #[serde(default)]
+    timings: Option<crate::record::ServerTiming>,
 }
 
 /// A response object: in `response.*` events, or as a whole answer.
@@ -186,6 +189,7 @@ pub fn read_event(
             info.finished = true;
             info.done = true;
             info.usage = ev.response.and_then(|w| w.usage).map(Usage::from);
+            info.server_timing = ev.timings;
         }
         "response.failed" => {
             info.error = Some(

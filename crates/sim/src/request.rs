@@ -31,6 +31,33 @@ pub const CHAT_TOKENS_PER_REQUEST: u32 = 5;
 /// `max_tokens` when a request gives none (vLLM's legacy default).
 pub const DEFAULT_MAX_TOKENS: u32 = 16;
 
+/// The API a request came in by: where its prompt and output cap are, and
+/// how its answer is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// `/v1/completions`: a `prompt`.
+    Completions,
+    /// `/v1/chat/completions`: `messages`.
+    Chat,
+    /// `/v1/responses`: `input` (a string or messages), `max_output_tokens`.
+    Responses,
+    /// `/v1/messages`: `system` and `messages`, `max_tokens`.
+    Messages,
+}
+
+impl Wire {
+    /// The wire a workload's `api` sends by.
+    pub fn of(api: infer_bench_spec::raw::Api) -> Wire {
+        use infer_bench_spec::raw::Api;
+        match api {
+            Api::Completions => Wire::Completions,
+            Api::Chat => Wire::Chat,
+            Api::Responses => Wire::Responses,
+            Api::Messages => Wire::Messages,
+        }
+    }
+}
+
 /// A request the simulator takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {
@@ -66,6 +93,14 @@ struct Body {
     prompt: Option<serde_json::Value>,
     #[serde(default)]
     messages: Option<Vec<Message>>,
+    /// The Responses API's input: a string or messages.
+    #[serde(default)]
+    input: Option<serde_json::Value>,
+    /// The Messages API's system prompt.
+    #[serde(default)]
+    system: Option<serde_json::Value>,
+    #[serde(default)]
+    max_output_tokens: Option<u32>,
     #[serde(default)]
     max_tokens: Option<u32>,
     #[serde(default)]
@@ -98,10 +133,14 @@ fn words(v: &serde_json::Value) -> u32 {
     }
 }
 
-/// Reads a `/v1/completions` (`chat` false) or `/v1/chat/completions` body
-/// for a server that serves the names in `served` with room for `max_len`
-/// tokens of prompt and output.
-pub fn read(body: &[u8], chat: bool, served: &[String], max_len: u32) -> Result<Accepted, Refusal> {
+/// Tokens of a list of messages with the chat template's.
+fn templated(contents: impl Iterator<Item = u32>) -> u32 {
+    contents.map(|w| w + CHAT_TOKENS_PER_MESSAGE).sum::<u32>() + CHAT_TOKENS_PER_REQUEST
+}
+
+/// Reads a request's body, come in by `wire`, for a server that serves the
+/// names in `served` with room for `max_len` tokens of prompt and output.
+pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<Accepted, Refusal> {
     let body: Body = serde_json::from_slice(body).map_err(|e| {
         refuse(
             400,
@@ -117,32 +156,37 @@ pub fn read(body: &[u8], chat: bool, served: &[String], max_len: u32) -> Result<
             "NotFoundError",
         ));
     }
-    let prompt_tokens = if chat {
-        let msgs = body.messages.as_deref().unwrap_or(&[]);
-        if msgs.is_empty() {
-            return Err(refuse(
-                400,
-                "`messages` is required",
-                "invalid_request_error",
-            ));
-        }
-        msgs.iter()
-            .map(|m| m.content.as_ref().map(words).unwrap_or(0) + CHAT_TOKENS_PER_MESSAGE)
-            .sum::<u32>()
-            + CHAT_TOKENS_PER_REQUEST
-    } else {
-        match &body.prompt {
-            Some(p) => words(p).max(1),
-            None => {
-                return Err(refuse(400, "`prompt` is required", "invalid_request_error"));
+    let required = |key: &str| refuse(400, format!("`{key}` is required"), "invalid_request_error");
+    let content = |m: &Message| m.content.as_ref().map(words).unwrap_or(0);
+    let prompt_tokens = match wire {
+        Wire::Chat | Wire::Messages => {
+            let msgs = body.messages.as_deref().unwrap_or(&[]);
+            if msgs.is_empty() {
+                return Err(required("messages"));
             }
+            let system = body.system.as_ref().map(words);
+            templated(system.into_iter().chain(msgs.iter().map(content)))
         }
+        Wire::Responses => match &body.input {
+            Some(serde_json::Value::String(s)) => {
+                templated(std::iter::once(s.split_whitespace().count() as u32))
+            }
+            Some(serde_json::Value::Array(items)) if !items.is_empty() => {
+                templated(items.iter().map(|m| m.get("content").map(words).unwrap_or(0)))
+            }
+            _ => return Err(required("input")),
+        },
+        Wire::Completions => match &body.prompt {
+            Some(p) => words(p).max(1),
+            None => return Err(required("prompt")),
+        },
     };
-    let max_tokens = body
-        .max_completion_tokens
-        .or(body.max_tokens)
-        .unwrap_or(DEFAULT_MAX_TOKENS)
-        .max(1);
+    let max_tokens = match wire {
+        Wire::Responses => body.max_output_tokens,
+        _ => body.max_completion_tokens.or(body.max_tokens),
+    }
+    .unwrap_or(DEFAULT_MAX_TOKENS)
+    .max(1);
     if prompt_tokens.saturating_add(max_tokens) > max_len {
         return Err(refuse(
             400,
@@ -157,10 +201,12 @@ pub fn read(body: &[u8], chat: bool, served: &[String], max_len: u32) -> Result<
         model,
         prompt_tokens,
         max_tokens,
-        include_usage: body
-            .stream_options
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false),
+        // The Responses and Messages APIs always report usage.
+        include_usage: matches!(wire, Wire::Responses | Wire::Messages)
+            || body
+                .stream_options
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false),
         stream: body.stream.unwrap_or(false),
     })
 }
@@ -294,7 +340,7 @@ mod tests {
     fn prompts_count_words_and_chat_adds_the_template() {
         let a = read(
             br#"{"model":"m","prompt":"a b c","max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}"#,
-            false,
+            Wire::Completions,
             &served(),
             100,
         )
@@ -303,7 +349,7 @@ mod tests {
         assert!(a.stream && a.include_usage);
         let c = read(
             br#"{"model":"m","messages":[{"role":"user","content":"a b"},{"role":"assistant","content":"c"}]}"#,
-            true,
+            Wire::Chat,
             &served(),
             100,
         )
@@ -317,15 +363,46 @@ mod tests {
     }
 
     #[test]
+    fn responses_and_messages_count_as_chat_does() {
+        let chat = read(
+            br#"{"model":"m","messages":[{"role":"system","content":"be kind"},{"role":"user","content":"a b"}]}"#,
+            Wire::Chat,
+            &served(),
+            100,
+        )
+        .unwrap();
+        let messages = read(
+            br#"{"model":"m","system":"be kind","messages":[{"role":"user","content":"a b"}],"max_tokens":3}"#,
+            Wire::Messages,
+            &served(),
+            100,
+        )
+        .unwrap();
+        let responses = read(
+            br#"{"model":"m","input":[{"role":"system","content":"be kind"},{"role":"user","content":"a b"}],"max_output_tokens":3,"stream":true}"#,
+            Wire::Responses,
+            &served(),
+            100,
+        )
+        .unwrap();
+        assert_eq!(chat.prompt_tokens, messages.prompt_tokens);
+        assert_eq!(chat.prompt_tokens, responses.prompt_tokens);
+        assert_eq!((messages.max_tokens, responses.max_tokens), (3, 3));
+        assert!(responses.include_usage && messages.include_usage && responses.stream);
+    }
+
+    #[test]
     fn refusals_say_why_with_vllms_status() {
-        let r = |b: &[u8], chat| read(b, chat, &served(), 10).unwrap_err().status;
-        assert_eq!(r(b"{", false), 400);
-        assert_eq!(r(br#"{"model":"x","prompt":"a"}"#, false), 404);
-        assert_eq!(r(br#"{"model":"m"}"#, false), 400);
-        assert_eq!(r(br#"{"model":"m","messages":[]}"#, true), 400);
+        let r = |b: &[u8], wire| read(b, wire, &served(), 10).unwrap_err().status;
+        assert_eq!(r(b"{", Wire::Completions), 400);
+        assert_eq!(r(br#"{"model":"x","prompt":"a"}"#, Wire::Completions), 404);
+        assert_eq!(r(br#"{"model":"m"}"#, Wire::Completions), 400);
+        assert_eq!(r(br#"{"model":"m","messages":[]}"#, Wire::Chat), 400);
+        assert_eq!(r(br#"{"model":"m","input":[]}"#, Wire::Responses), 400);
+        assert_eq!(r(br#"{"model":"m","system":"s"}"#, Wire::Messages), 400);
         let long = read(
             br#"{"model":"m","prompt":"a b c","max_tokens":8}"#,
-            false,
+            Wire::Completions,
             &served(),
             10,
         )

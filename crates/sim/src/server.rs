@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use super::cluster::Cluster;
 use super::engine::{EngineStats, Step};
 use super::gpu::GpuModel;
-use super::request::{self, Accepted, Setup, speed_of, text_of};
+use super::request::{self, Accepted, Setup, Wire, speed_of, text_of};
 use crate::http::{self, BodySender, Request, Response};
 use infer_bench_results::ServerInfo;
 use infer_bench_spec::plan::PointConfig;
@@ -378,8 +378,10 @@ async fn handle(ctx: Arc<Ctx>, req: Request) -> Response {
                 serde_json::json!({"object": "list", "data": data}).to_string(),
             )
         }
-        (Method::POST, "/v1/completions") => complete(ctx, req, false).await,
-        (Method::POST, "/v1/chat/completions") => complete(ctx, req, true).await,
+        (Method::POST, "/v1/completions") => complete(ctx, req, Wire::Completions).await,
+        (Method::POST, "/v1/chat/completions") => complete(ctx, req, Wire::Chat).await,
+        (Method::POST, "/v1/responses") => complete(ctx, req, Wire::Responses).await,
+        (Method::POST, "/v1/messages") => complete(ctx, req, Wire::Messages).await,
         _ => error(
             StatusCode::NOT_FOUND,
             &format!("no route for {} {}", req.method, req.path),
@@ -481,14 +483,14 @@ async fn send(s: &BodySender, b: Bytes) -> bool {
     s.send(b).await.is_ok()
 }
 
-async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
+async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
     let Accepted {
         model,
         prompt_tokens,
         max_tokens,
         stream,
         include_usage,
-    } = match request::read(&req.body, chat, &ctx.served, ctx.max_len) {
+    } = match request::read(&req.body, wire, &ctx.served, ctx.max_len) {
         Ok(a) => a,
         Err(r) => {
             let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -518,18 +520,18 @@ async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
             "ServiceUnavailable",
         );
     }
-    let rid = if chat {
-        format!("chatcmpl-{id}")
-    } else {
-        format!("cmpl-{id}")
+    let frames = Frames {
+        wire,
+        id: match wire {
+            Wire::Chat => format!("chatcmpl-{id}"),
+            Wire::Completions => format!("cmpl-{id}"),
+            Wire::Responses => format!("resp_{id}"),
+            Wire::Messages => format!("msg_{id}"),
+        },
+        created: now_unix(),
+        model,
+        prompt_tokens,
     };
-    let object = if chat {
-        "chat.completion.chunk"
-    } else {
-        "text_completion"
-    };
-    let created = now_unix();
-    let usage = move |n: u32| serde_json::json!({"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n});
     if !stream {
         let mut n = 0u32;
         while let Some(out) = rx.recv().await {
@@ -538,29 +540,17 @@ async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
                 Out::Done => break,
             }
         }
-        let text = text_of(n, id);
-        let choice = if chat {
-            serde_json::json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
-        } else {
-            serde_json::json!({"index": 0, "text": text, "finish_reason": "length"})
-        };
-        let obj = if chat {
-            "chat.completion"
-        } else {
-            "text_completion"
-        };
-        let v = serde_json::json!({"id": rid, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage(n)});
-        return Response::json(StatusCode::OK, v.to_string());
+        return Response::json(StatusCode::OK, frames.whole(&text_of(n, id), n).to_string());
     }
     let (response, sender) = Response::stream(StatusCode::OK, "text/event-stream; charset=utf-8");
     let cmds = ctx.cmds.clone();
     let per_event = ctx.tokens_per_event;
     tokio::spawn(async move {
-        let event = |v: serde_json::Value| Bytes::from(format!("data: {v}\n\n"));
-        let chunk = |choice: serde_json::Value| serde_json::json!({"id": rid, "object": object, "created": created, "model": model, "choices": [choice]});
-        if chat && !send(&sender, event(chunk(serde_json::json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null})))).await {
-            let _ = cmds.send(Cmd::Cancel(id));
-            return;
+        if let Some(first) = frames.prelude() {
+            if !send(&sender, first).await {
+                let _ = cmds.send(Cmd::Cancel(id));
+                return;
+            }
         }
         let mut n = 0u32;
         let mut alive = true;
@@ -577,12 +567,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
                 let text = text_of(m, id + n as u64);
                 n += m;
                 left -= m;
-                let choice = if chat {
-                    serde_json::json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null})
-                } else {
-                    serde_json::json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null})
-                };
-                if !send(&sender, event(chunk(choice))).await {
+                if !send(&sender, frames.delta(&text)).await {
                     alive = false;
                     break;
                 }
@@ -592,17 +577,158 @@ async fn complete(ctx: Arc<Ctx>, req: Request, chat: bool) -> Response {
                 return;
             }
         }
-        let last = if chat {
-            serde_json::json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": "length"})
-        } else {
-            serde_json::json!({"index": 0, "text": "", "logprobs": null, "finish_reason": "length"})
-        };
-        let _ = send(&sender, event(chunk(last))).await;
-        if include_usage {
-            let u = serde_json::json!({"id": rid, "object": object, "created": created, "model": model, "choices": [], "usage": usage(n)});
-            let _ = send(&sender, event(u)).await;
+        for last in frames.end(n, include_usage) {
+            if !send(&sender, last).await {
+                return;
+            }
         }
-        let _ = send(&sender, Bytes::from_static(b"data: [DONE]\n\n")).await;
     });
     response
+}
+
+/// How one request's answer goes on the wire, in the API it came by.
+struct Frames {
+    wire: Wire,
+    id: String,
+    created: u64,
+    model: String,
+    prompt_tokens: u32,
+}
+
+impl Frames {
+    fn sse(v: &serde_json::Value) -> Bytes {
+        Bytes::from(format!("data: {v}\n\n"))
+    }
+
+    /// A typed event (Responses, Messages API).
+    fn typed(kind: &str, v: &serde_json::Value) -> Bytes {
+        Bytes::from(format!("event: {kind}\ndata: {v}\n\n"))
+    }
+
+    fn chunk(&self, choice: serde_json::Value) -> serde_json::Value {
+        let object = match self.wire {
+            Wire::Chat => "chat.completion.chunk",
+            _ => "text_completion",
+        };
+        serde_json::json!({"id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [choice]})
+    }
+
+    fn usage(&self, n: u32) -> serde_json::Value {
+        let p = self.prompt_tokens;
+        serde_json::json!({"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n})
+    }
+
+    fn responses_usage(&self, n: u32) -> serde_json::Value {
+        let p = self.prompt_tokens;
+        serde_json::json!({"input_tokens": p, "output_tokens": n, "total_tokens": p + n})
+    }
+
+    /// What goes before the first token: chat's role-only delta, the
+    /// Responses API's `response.created`, the Messages API's
+    /// `message_start` (with the input usage) and first block.
+    fn prelude(&self) -> Option<Bytes> {
+        use serde_json::json;
+        match self.wire {
+            Wire::Completions => None,
+            Wire::Chat => Some(Self::sse(&self.chunk(
+                json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}),
+            ))),
+            Wire::Responses => Some(Self::typed(
+                "response.created",
+                &json!({"type": "response.created", "response": {"id": self.id, "object": "response", "created_at": self.created, "model": self.model, "status": "in_progress", "output": []}}),
+            )),
+            Wire::Messages => {
+                let mut b = BytesMut::new();
+                b.extend_from_slice(&Self::typed(
+                    "message_start",
+                    &json!({"type": "message_start", "message": {"id": self.id, "type": "message", "role": "assistant", "content": [], "model": self.model, "stop_reason": null, "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0}}}),
+                ));
+                b.extend_from_slice(&Self::typed(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ));
+                Some(b.freeze())
+            }
+        }
+    }
+
+    /// One event of generated text.
+    fn delta(&self, text: &str) -> Bytes {
+        use serde_json::json;
+        match self.wire {
+            Wire::Completions => Self::sse(&self.chunk(
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null}),
+            )),
+            Wire::Chat => Self::sse(&self.chunk(
+                json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": null}),
+            )),
+            Wire::Responses => Self::typed(
+                "response.output_text.delta",
+                &json!({"type": "response.output_text.delta", "item_id": "msg_0", "output_index": 0, "content_index": 0, "delta": text}),
+            ),
+            Wire::Messages => Self::typed(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ),
+        }
+    }
+
+    /// The events that end a stream of `n` tokens.
+    fn end(&self, n: u32, include_usage: bool) -> Vec<Bytes> {
+        use serde_json::json;
+        match self.wire {
+            Wire::Completions | Wire::Chat => {
+                let last = if self.wire == Wire::Chat {
+                    json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": "length"})
+                } else {
+                    json!({"index": 0, "text": "", "logprobs": null, "finish_reason": "length"})
+                };
+                let mut out = vec![Self::sse(&self.chunk(last))];
+                if include_usage {
+                    let mut u = self.chunk(json!(null));
+                    u["choices"] = json!([]);
+                    u["usage"] = self.usage(n);
+                    out.push(Self::sse(&u));
+                }
+                out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+                out
+            }
+            Wire::Responses => vec![Self::typed(
+                "response.completed",
+                &json!({"type": "response.completed", "response": {"id": self.id, "object": "response", "created_at": self.created, "model": self.model,
+                    "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [], "usage": self.responses_usage(n)}}),
+            )],
+            Wire::Messages => vec![
+                Self::typed("content_block_stop", &json!({"type": "content_block_stop", "index": 0})),
+                Self::typed(
+                    "message_delta",
+                    &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null}, "usage": {"output_tokens": n}}),
+                ),
+                Self::typed("message_stop", &json!({"type": "message_stop"})),
+            ],
+        }
+    }
+
+    /// A whole (non-streamed) answer of `n` tokens of `text`.
+    fn whole(&self, text: &str, n: u32) -> serde_json::Value {
+        use serde_json::json;
+        match self.wire {
+            Wire::Completions | Wire::Chat => {
+                let (object, choice) = if self.wire == Wire::Chat {
+                    ("chat.completion", json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}))
+                } else {
+                    ("text_completion", json!({"index": 0, "text": text, "finish_reason": "length"}))
+                };
+                json!({"id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [choice], "usage": self.usage(n)})
+            }
+            Wire::Responses => json!({"id": self.id, "object": "response", "created_at": self.created, "model": self.model,
+                "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+                "output": [{"type": "message", "id": "msg_0", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                "usage": self.responses_usage(n)}),
+            Wire::Messages => json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens", "stop_sequence": null,
+                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": n}}),
+        }
+    }
 }

@@ -12,7 +12,9 @@
 //! # What goes on the wire
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions`,
-//! `GET /v1/models`, `GET /health`, `GET /metrics`. A streamed completion is
+//! `POST /v1/responses` (OpenAI's Responses API), `POST /v1/messages`
+//! (Anthropic's Messages API), `GET /v1/models`, `GET /health`,
+//! `GET /metrics`. A streamed completion is
 //! framed like llama.cpp's `llama-server` and vLLM (compare
 //! `/work/shared/fixtures/llama-server/`):
 //!
@@ -28,6 +30,16 @@
 //!   `usage` when asked (llama.cpp), for chat a separate usage-only event
 //!   with `"choices": []` follows (OpenAI, vLLM, llama.cpp);
 //! - `data: [DONE]`.
+//!
+//! The Responses and Messages APIs are framed as OpenAI and llama.cpp frame
+//! them (`event:` lines, typed events): the same content events at the
+//! same instants, as `response.output_text.delta` (reasoning:
+//! `response.reasoning_text.delta`) after `response.created`, ending with
+//! `response.completed` carrying the usage and no `[DONE]`; or as
+//! `content_block_delta` (`text_delta`, reasoning `thinking_delta`) after
+//! `message_start` (with the input usage), ending with `message_delta`
+//! (stop reason, output usage) and `message_stop`. Their usage is always
+//! sent (unless `usage` is off), as those APIs do.
 //!
 //! The response head goes out as soon as the request is read. Each SSE
 //! event (comments included) is written as its own socket write (see
@@ -158,6 +170,53 @@ pub const OPENAI_FIELDS: &[&str] = &[
     "parallel_tool_calls",
 ];
 
+/// The top-level request fields of OpenAI's Responses API.
+pub const RESPONSES_FIELDS: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "stream",
+    "store",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "previous_response_id",
+    "text",
+    "truncation",
+    "user",
+    "metadata",
+];
+
+/// The top-level request fields of Anthropic's Messages API.
+pub const MESSAGES_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "max_tokens",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "metadata",
+    "thinking",
+    "tools",
+    "tool_choice",
+];
+
+/// What a [`Script::strict`] server accepts at `endpoint`.
+fn endpoint_fields(endpoint: Endpoint) -> &'static [&'static str] {
+    match endpoint {
+        Endpoint::Completions | Endpoint::ChatCompletions => OPENAI_FIELDS,
+        Endpoint::Responses => RESPONSES_FIELDS,
+        Endpoint::Messages => MESSAGES_FIELDS,
+    }
+}
+
 impl Default for Script {
     fn default() -> Self {
         Script {
@@ -263,6 +322,10 @@ impl Fault {
 pub enum Endpoint {
     Completions,
     ChatCompletions,
+    /// OpenAI's Responses API.
+    Responses,
+    /// Anthropic's Messages API.
+    Messages,
 }
 
 /// One content event's write, as recorded by the server.
@@ -315,6 +378,17 @@ pub struct ServedRequest {
     /// string `prompt`; chat: the last message's string `content`), else
     /// empty.
     pub prompt: String,
+    /// The credentials and API version the request carried: the values of
+    /// its `authorization`, `x-api-key` and `anthropic-version` headers.
+    pub credentials: Credentials,
+}
+
+/// The headers a request carried its key and API version in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub authorization: Option<String>,
+    pub x_api_key: Option<String>,
+    pub anthropic_version: Option<String>,
 }
 
 impl ServedRequest {
@@ -478,6 +552,7 @@ impl Tracker {
                 client_gone: false,
                 fields: Vec::new(),
                 prompt: String::new(),
+                credentials: Credentials::default(),
             },
         }
     }
@@ -491,6 +566,7 @@ impl Drop for Tracker {
             chunks: mem::take(&mut self.rec.chunks),
             fields: mem::take(&mut self.rec.fields),
             prompt: mem::take(&mut self.rec.prompt),
+            credentials: mem::take(&mut self.rec.credentials),
             ..self.rec
         };
         self.state
@@ -507,11 +583,15 @@ impl Drop for Tracker {
 
 const COMPLETIONS: &str = "/v1/completions";
 const CHAT: &str = "/v1/chat/completions";
+const RESPONSES: &str = "/v1/responses";
+const MESSAGES: &str = "/v1/messages";
 
 async fn handle(state: Arc<State>, req: Request) -> Response {
     let endpoint = match req.path.as_str() {
         COMPLETIONS => Some(Endpoint::Completions),
         CHAT => Some(Endpoint::ChatCompletions),
+        RESPONSES => Some(Endpoint::Responses),
+        MESSAGES => Some(Endpoint::Messages),
         _ => None,
     };
     match (&req.method, req.path.as_str(), endpoint) {
@@ -643,13 +723,23 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         }
     };
     t.rec.fields = ask.fields.clone();
+    let header = |name: &str| {
+        req.headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    t.rec.credentials = Credentials {
+        authorization: header("authorization"),
+        x_api_key: header("x-api-key"),
+        anthropic_version: header("anthropic-version"),
+    };
     if state.script.keep_prompts {
         t.rec.prompt = prompt_text(endpoint, &req.body);
     }
     let unknown: Vec<&String> = ask
         .fields
         .iter()
-        .filter(|f| !OPENAI_FIELDS.contains(&f.as_str()))
+        .filter(|f| !endpoint_fields(endpoint).contains(&f.as_str()))
         .collect();
     if state.script.strict && !unknown.is_empty() {
         t.rec.status = 422;
@@ -818,6 +908,11 @@ async fn whole_response(mut t: Tracker, c: Ctx) -> Response {
 }
 
 fn whole_body(c: &Ctx, tokens: u32) -> Bytes {
+    match c.endpoint {
+        Endpoint::Responses => return whole_response_body(c, tokens),
+        Endpoint::Messages => return whole_message_body(c, tokens),
+        Endpoint::Completions | Endpoint::ChatCompletions => {}
+    }
     let text = token_text_raw(c.seq, 0, tokens);
     let id = c.events.id.as_str();
     let (choices, object) = match (c.endpoint, tokens) {
@@ -826,6 +921,7 @@ fn whole_body(c: &Ctx, tokens: u32) -> Bytes {
             json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": "length"}]),
             "text_completion",
         ),
+        (Endpoint::Responses | Endpoint::Messages, _) => unreachable!("answered above"),
         (Endpoint::ChatCompletions, _) => {
             let reasoning = reasoning_events(c) * c.tokens_per_event();
             let (thought, answer) = if reasoning > 0 {
@@ -866,11 +962,85 @@ fn whole_body(c: &Ctx, tokens: u32) -> Bytes {
     Bytes::from(body.to_string())
 }
 
+/// A completion's text split into (reasoning, answer) as its events carry it.
+fn split_reasoning(c: &Ctx, tokens: u32) -> (String, String) {
+    let reasoning = (reasoning_events(c) * c.tokens_per_event()).min(tokens);
+    (
+        token_text_raw(c.seq, 0, reasoning),
+        token_text_raw(c.seq, reasoning, tokens - reasoning),
+    )
+}
+
+/// A whole Responses API answer: `incomplete` (the output is always
+/// `max_output_tokens` long), its reasoning and message items.
+fn whole_response_body(c: &Ctx, tokens: u32) -> Bytes {
+    let (thought, answer) = split_reasoning(c, tokens);
+    let mut output = Vec::new();
+    if !thought.is_empty() {
+        output.push(json!({"type": "reasoning", "id": "rs_scripted", "summary": [],
+            "content": [{"type": "reasoning_text", "text": thought}]}));
+    }
+    if !answer.is_empty() {
+        output.push(json!({"type": "message", "id": "msg_scripted", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": answer, "annotations": []}]}));
+    }
+    let mut body = json!({
+        "id": c.events.id,
+        "object": "response",
+        "created_at": c.state.created,
+        "model": c.model,
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": output,
+    });
+    if c.usage() {
+        body["usage"] = responses_usage(c.prompt_tokens, tokens, reasoning_tokens(c).map(|r| r.min(tokens)));
+    }
+    Bytes::from(body.to_string())
+}
+
+/// A whole Messages API answer, stopped at `max_tokens`.
+fn whole_message_body(c: &Ctx, tokens: u32) -> Bytes {
+    let (thought, answer) = split_reasoning(c, tokens);
+    let mut content = Vec::new();
+    if !thought.is_empty() {
+        content.push(json!({"type": "thinking", "thinking": thought, "signature": "scripted"}));
+    }
+    if !answer.is_empty() {
+        content.push(json!({"type": "text", "text": answer}));
+    }
+    let mut body = json!({
+        "id": c.events.id,
+        "type": "message",
+        "role": "assistant",
+        "model": c.model,
+        "content": content,
+        "stop_reason": "max_tokens",
+        "stop_sequence": null,
+    });
+    if c.usage() {
+        body["usage"] = json!({"input_tokens": c.prompt_tokens, "output_tokens": tokens});
+    }
+    Bytes::from(body.to_string())
+}
+
+fn responses_usage(prompt: u32, completion: u32, reasoning: Option<u32>) -> Value {
+    json!({
+        "input_tokens": prompt,
+        "output_tokens": completion,
+        "total_tokens": u64::from(prompt) + u64::from(completion),
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning.unwrap_or(0)},
+    })
+}
+
 fn object_name(endpoint: Endpoint, chunk: bool) -> &'static str {
     match (endpoint, chunk) {
         (Endpoint::Completions, _) => "text_completion",
         (Endpoint::ChatCompletions, true) => "chat.completion.chunk",
         (Endpoint::ChatCompletions, false) => "chat.completion",
+        (Endpoint::Responses, _) => "response",
+        (Endpoint::Messages, _) => "message",
     }
 }
 
@@ -900,7 +1070,7 @@ fn error_json() -> Value {
 /// Chat with `reasoning`: how many leading content events are reasoning.
 fn reasoning_events(c: &Ctx) -> u32 {
     let script = c.script();
-    if c.endpoint == Endpoint::ChatCompletions && script.reasoning {
+    if c.endpoint != Endpoint::Completions && script.reasoning {
         let wanted = match script.reasoning_events {
             0 => 3,
             n => n,
@@ -943,8 +1113,15 @@ async fn stream_events(rec: &mut ServedRequest, c: &Ctx, tx: BodySender) -> Resu
         w.rec.finished = Some(at);
         return Ok(());
     }
-    if c.endpoint == Endpoint::ChatCompletions && script.role_chunk {
-        w.write(ev.role(), &[]).await?;
+    match c.endpoint {
+        Endpoint::ChatCompletions if script.role_chunk => {
+            w.write(ev.role(), &[]).await?;
+        }
+        Endpoint::Responses | Endpoint::Messages => {
+            let prompt = c.usage().then_some(c.prompt_tokens);
+            w.write(ev.prelude(prompt), &[]).await?;
+        }
+        _ => {}
     }
 
     let tpe = c.tokens_per_event();
@@ -1027,6 +1204,17 @@ async fn stream_events(rec: &mut ServedRequest, c: &Ctx, tx: BodySender) -> Resu
                 w.write(ev.usage(prompt, completion, reasoning), &[])
                     .await?;
             }
+        }
+        // `response.completed` ends the stream: there is no `[DONE]`.
+        Endpoint::Responses => {
+            let usage = c.usage().then_some((c.prompt_tokens, sent, reasoning_tokens(c).map(|r| r.min(sent))));
+            let at = w.write(ev.finish(usage), &[]).await?;
+            w.rec.finished = Some(at);
+            return Ok(());
+        }
+        Endpoint::Messages => {
+            let usage = c.usage().then_some((c.prompt_tokens, sent, None));
+            w.write(ev.finish(usage), &[]).await?;
         }
     }
     let at = w.write(ev.done(), &[]).await?;
@@ -1158,6 +1346,8 @@ impl Events {
         let id = match endpoint {
             Endpoint::Completions => format!("cmpl-scripted-{seq}"),
             Endpoint::ChatCompletions => format!("chatcmpl-scripted-{seq}"),
+            Endpoint::Responses => format!("resp_scripted_{seq}"),
+            Endpoint::Messages => format!("msg_scripted_{seq}"),
         };
         let model = Value::from(model).to_string();
         let head = format!(
@@ -1183,8 +1373,73 @@ impl Events {
         Bytes::from(s)
     }
 
+    /// A typed event (Responses, Messages): `event: KIND` and its data.
+    fn typed(&self, kind: &str, parts: &[&str]) -> Bytes {
+        let nl = &self.end[..self.end.len() / 2];
+        let mut s = String::with_capacity(
+            2 * kind.len() + 32 + parts.iter().map(|p| p.len()).sum::<usize>(),
+        );
+        s.push_str("event: ");
+        s.push_str(kind);
+        s.push_str(nl);
+        s.push_str("data: ");
+        for p in parts {
+            s.push_str(p);
+        }
+        s.push_str(self.end);
+        Bytes::from(s)
+    }
+
+    /// What the Responses and Messages APIs send before any output:
+    /// `response.created`, or `message_start` with the input usage.
+    fn prelude(&self, prompt_tokens: Option<u32>) -> Bytes {
+        let id = &self.id;
+        match self.endpoint {
+            Endpoint::Responses => self.typed(
+                "response.created",
+                &[&format!(
+                    r#"{{"type":"response.created","response":{{"id":"{id}","object":"response","status":"in_progress","output":[]}}}}"#
+                )],
+            ),
+            _ => {
+                let usage = prompt_tokens
+                    .map(|p| format!(r#","usage":{{"input_tokens":{p},"output_tokens":0}}"#))
+                    .unwrap_or_default();
+                self.typed(
+                    "message_start",
+                    &[&format!(
+                        r#"{{"type":"message_start","message":{{"id":"{id}","type":"message","role":"assistant","content":[],"stop_reason":null{usage}}}}}"#
+                    )],
+                )
+            }
+        }
+    }
+
     fn content(&self, escaped_text: &str, reasoning: bool) -> Bytes {
         match self.endpoint {
+            Endpoint::Responses => {
+                let kind = if reasoning {
+                    "response.reasoning_text.delta"
+                } else {
+                    "response.output_text.delta"
+                };
+                self.typed(
+                    kind,
+                    &[r#"{"type":""#, kind, r#"","output_index":0,"content_index":0,"delta":""#, escaped_text, r#""}"#],
+                )
+            }
+            Endpoint::Messages => self.typed(
+                "content_block_delta",
+                &[
+                    if reasoning {
+                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":""#
+                    } else {
+                        r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":""#
+                    },
+                    escaped_text,
+                    r#""}}"#,
+                ],
+            ),
             Endpoint::Completions => self.event(&[
                 r#"{"index":0,"text":""#,
                 escaped_text,
@@ -1209,6 +1464,32 @@ impl Events {
     }
 
     fn finish(&self, usage: Option<(u32, u32, Option<u32>)>) -> Bytes {
+        match self.endpoint {
+            Endpoint::Responses => {
+                let usage = usage
+                    .map(|(p, c, r)| format!(r#","usage":{}"#, responses_usage(p, c, r)))
+                    .unwrap_or_default();
+                return self.typed(
+                    "response.completed",
+                    &[&format!(
+                        r#"{{"type":"response.completed","response":{{"id":"{}","object":"response","status":"incomplete","incomplete_details":{{"reason":"max_output_tokens"}},"output":[]{usage}}}}}"#,
+                        self.id
+                    )],
+                );
+            }
+            Endpoint::Messages => {
+                let usage = usage
+                    .map(|(_, c, _)| format!(r#","usage":{{"output_tokens":{c}}}"#))
+                    .unwrap_or_default();
+                return self.typed(
+                    "message_delta",
+                    &[&format!(
+                        r#"{{"type":"message_delta","delta":{{"stop_reason":"max_tokens","stop_sequence":null}}{usage}}}"#
+                    )],
+                );
+            }
+            Endpoint::Completions | Endpoint::ChatCompletions => {}
+        }
         let usage = usage
             .map(|(p, c, r)| format!(r#","usage":{}"#, usage_json(p, c, r)))
             .unwrap_or_default();
@@ -1223,6 +1504,7 @@ impl Events {
                 &usage,
                 "}",
             ]),
+            Endpoint::Responses | Endpoint::Messages => unreachable!("answered above"),
         }
     }
 
@@ -1239,8 +1521,14 @@ impl Events {
         Bytes::from(s)
     }
 
+    /// The stream's end: `[DONE]`, `message_stop`, or for the Responses
+    /// API (which has no end marker) a `response.completed` without output.
     fn done(&self) -> Bytes {
-        Bytes::from(format!("data: [DONE]{}", self.end))
+        match self.endpoint {
+            Endpoint::Responses => self.finish(None),
+            Endpoint::Messages => self.typed("message_stop", &[r#"{"type":"message_stop"}"#]),
+            _ => Bytes::from(format!("data: [DONE]{}", self.end)),
+        }
     }
 
     fn ping(&self) -> Bytes {
@@ -1249,7 +1537,17 @@ impl Events {
 
     /// A `data:` line cut off inside its JSON.
     fn malformed(&self) -> Bytes {
-        self.event(&[r#"{"index":0,"text":"cut off"#])
+        match self.endpoint {
+            Endpoint::Responses => self.typed(
+                "response.output_text.delta",
+                &[r#"{"type":"response.output_text.delta","delta":"cut off"#],
+            ),
+            Endpoint::Messages => self.typed(
+                "content_block_delta",
+                &[r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"cut off"#],
+            ),
+            _ => self.event(&[r#"{"index":0,"text":"cut off"#]),
+        }
     }
 
     /// A whole-response body cut off inside its JSON.
@@ -1261,7 +1559,17 @@ impl Events {
     }
 
     fn error(&self) -> Bytes {
-        Bytes::from(format!("data: {}{}", error_json(), self.end))
+        match self.endpoint {
+            Endpoint::Responses => self.typed(
+                "error",
+                &[r#"{"type":"error","code":"server_error","message":"scripted fault: error in stream","param":null}"#],
+            ),
+            Endpoint::Messages => self.typed(
+                "error",
+                &[r#"{"type":"error","error":{"type":"api_error","message":"scripted fault: error in stream"}}"#],
+            ),
+            _ => Bytes::from(format!("data: {}{}", error_json(), self.end)),
+        }
     }
 }
 
@@ -1323,16 +1631,33 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
         Some(Value::Object(options)) => opt_bool(options, "include_usage")?.unwrap_or(false),
         Some(_) => return Err(field("stream_options", "an object")),
     };
-    let max_tokens = match opt_count(obj, "max_completion_tokens")? {
-        Some(n) => n,
-        None => opt_count(obj, "max_tokens")?.unwrap_or(default_max_tokens),
+    let max_tokens = match endpoint {
+        Endpoint::Responses => opt_count(obj, "max_output_tokens")?.unwrap_or(default_max_tokens),
+        _ => match opt_count(obj, "max_completion_tokens")? {
+            Some(n) => n,
+            None => opt_count(obj, "max_tokens")?.unwrap_or(default_max_tokens),
+        },
     };
+    // These APIs always report usage (with their last event).
+    let include_usage = include_usage || matches!(endpoint, Endpoint::Responses | Endpoint::Messages);
     if max_tokens == 0 {
         return Err(BadRequest::NoTokens);
     }
     let prompt_tokens = match endpoint {
         Endpoint::Completions => prompt_words(obj.get("prompt"))?,
         Endpoint::ChatCompletions => message_words(obj.get("messages"))?,
+        Endpoint::Responses => match obj.get("input") {
+            Some(Value::String(s)) => words(s),
+            input => message_words(input)?,
+        },
+        Endpoint::Messages => {
+            let system = match obj.get("system") {
+                None | Some(Value::Null) => 0,
+                Some(Value::String(s)) => words(s),
+                Some(_) => return Err(field("system", "a string")),
+            };
+            message_words(obj.get("messages"))?.saturating_add(system)
+        }
     };
     Ok(Ask {
         fields: obj.keys().cloned().collect(),
@@ -1350,8 +1675,12 @@ fn prompt_text(endpoint: Endpoint, body: &[u8]) -> String {
     let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let text = match endpoint {
         Endpoint::Completions => value.get("prompt"),
-        Endpoint::ChatCompletions => value
-            .get("messages")
+        Endpoint::ChatCompletions | Endpoint::Responses | Endpoint::Messages => value
+            .get(if endpoint == Endpoint::Responses {
+                "input"
+            } else {
+                "messages"
+            })
             .and_then(Value::as_array)
             .and_then(|m| m.last())
             .and_then(|m| m.get("content")),

@@ -139,7 +139,7 @@ struct Sim<'a, B: Backend> {
     per_event: u32,
     /// The server's own time before the engine sees a request.
     request_overhead_ns: u64,
-    chat: bool,
+    wire: infer_bench_sim::request::Wire,
     /// Per engine of the deployment, the step under way and its end.
     busy: Vec<Option<(u64, Step)>>,
     flights: HashMap<u64, Flight>,
@@ -257,7 +257,7 @@ pub fn run_once_virtual<B: Backend>(
         max_len,
         per_event,
         request_overhead_ns,
-        chat: cfg.workload.api.takes_messages(),
+        wire: infer_bench_sim::request::Wire::of(cfg.workload.api),
         busy: (0..engines).map(|_| None).collect(),
         flights: HashMap::new(),
         next_id: 1,
@@ -504,10 +504,12 @@ impl<'a, B: Backend> Sim<'a, B> {
     fn answered(&mut self, id: u64, mut f: Flight) {
         let now = self.now;
         f.rec.t_done = self.at(now);
-        f.rec.response_id = Some(if self.chat {
-            format!("chatcmpl-{id}")
-        } else {
-            format!("cmpl-{id}")
+        use infer_bench_sim::request::Wire;
+        f.rec.response_id = Some(match self.wire {
+            Wire::Chat => format!("chatcmpl-{id}"),
+            Wire::Completions => format!("cmpl-{id}"),
+            Wire::Responses => format!("resp_{id}"),
+            Wire::Messages => format!("msg_{id}"),
         });
         if !f.stream || f.include_usage {
             f.rec.usage.prompt_tokens = Some(f.prompt_tokens);
@@ -673,7 +675,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         if !warmup {
             self.concurrency_max = self.concurrency_max.max(self.in_flight);
         }
-        match request::read(&prepared.body, self.chat, &self.served, self.max_len) {
+        match request::read(&prepared.body, self.wire, &self.served, self.max_len) {
             Err(r) => {
                 rec.failure = Some(Failure {
                     class: ErrorClass::of_status(r.status),
