@@ -379,3 +379,87 @@ workload = [{list}]
         assert_eq!(p.workload.as_ref().unwrap().lengths, "tokenizer");
     }
 }
+
+/// The Responses and Messages APIs against llama-server's own
+/// `/v1/responses` and `/v1/messages`: prompts of exact lengths sent by
+/// chat, responses and messages; llama-server applies the same chat
+/// template to each, so its own count of the prompt agrees for all three
+/// (Anthropic-style usage splits it into uncached and cached input tokens,
+/// which are added back), and every request's output is the eight tokens
+/// asked for (`ignore_eos` goes to llama.cpp, which names itself).
+#[test]
+fn llama_server_counts_the_same_prompt_by_chat_responses_and_messages() {
+    let Some(dir) = llama_dir() else { return };
+    let vocab = read_vocab(&dir.join("models/tiny-f16.gguf"));
+    let tmp = tempfile::tempdir().unwrap();
+    let tok_path = tmp.path().join("tokenizer.json");
+    std::fs::write(&tok_path, tokenizer_json(&vocab)).unwrap();
+    let server = start(&dir);
+    let apis = ["chat", "responses", "messages"];
+    let mut workloads = String::new();
+    for api in apis {
+        workloads.push_str(&format!(
+            "[workloads.{api}]\napi = \"{api}\"\ninput_tokens = 40\noutput_tokens = 8\nignore_eos = true\n\n"
+        ));
+    }
+    let spec_text = format!(
+        r#"
+name = "llama-apis"
+seed = 3
+[targets.llama]
+kind = "openai"
+base_url = "http://127.0.0.1:{port}/v1"
+headers = {{ Connection = "close" }}
+[models.tiny]
+served_name = "tiny"
+tokenizer = "{tok}"
+{workloads}
+[load]
+concurrency = 2
+requests = 4
+timeouts = {{ first_token = "60s", total = "120s" }}
+[matrix]
+workload = ["chat", "responses", "messages"]
+"#,
+        port = server.port,
+        tok = tok_path.display(),
+    );
+    let spec_path = tmp.path().join("spec.toml");
+    std::fs::write(&spec_path, spec_text).unwrap();
+    let spec = infer_bench::spec::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let plan = Plan::build(&spec).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = RunOptions {
+        requests_jsonl: true,
+        ..RunOptions::new(tmp.path().join("out"))
+    };
+    let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
+    let lines = std::fs::read_to_string(tmp.path().join("out/requests.jsonl")).unwrap();
+    let mut seen = 0;
+    for line in lines.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["output_tokens"], 8, "{r}");
+        assert_eq!(r["token_source"], "usage", "{r}");
+        seen += 1;
+    }
+    assert!(seen >= 12, "{seen} requests logged");
+    let mut counted = Vec::new();
+    for (p, api) in results.points.iter().zip(apis) {
+        let t = &p.merged.tokens;
+        eprintln!(
+            "{api}: requested 40 tokens of text, llama-server counted {:?} with the chat template",
+            t.reported_input_mean
+        );
+        assert_eq!(p.merged.requests.succeeded, 4, "{api}");
+        assert!(p.merged.latency_ms.contains_key("ttft"), "{api}: streamed, so TTFT");
+        counted.push(t.reported_input_mean.unwrap_or_else(|| panic!("{api}: no usage")));
+    }
+    // Each point's prompts are its own (seeded by the point), so where the
+    // template meets the text a piece may merge differently: within a
+    // token of each other on average, and all above the text's 40.
+    assert!(counted.iter().all(|&c| c > 40.0), "the template adds tokens: {counted:?}");
+    for (api, c) in apis.iter().zip(&counted).skip(1) {
+        assert!((c - counted[0]).abs() <= 1.0, "{api} counted as chat does: {counted:?}");
+    }
+}
