@@ -122,7 +122,10 @@ fn streamed_responses_and_messages_are_timed_against_the_servers_writes() {
         let r = &ran.results;
         let merged = &r["points"][0]["merged"];
         assert_eq!(merged["requests"]["succeeded"], requests, "{api}: {merged}");
-        assert_eq!(merged["tokens"]["output_source"]["usage"], requests, "{api}: counts come from usage");
+        assert_eq!(
+            merged["tokens"]["output_source"]["usage"], requests,
+            "{api}: counts come from usage"
+        );
         // Every request went to the API's own path with its own cap.
         let measured: Vec<_> = ran.records.iter().skip(2).collect();
         assert_eq!(measured.len(), requests as usize);
@@ -130,16 +133,39 @@ fn streamed_responses_and_messages_are_timed_against_the_servers_writes() {
             assert_eq!(rec.max_tokens, 12, "{api}");
             assert_eq!(rec.status, 200, "{api}");
             assert!(rec.stream, "{api}");
-            let cap = if api == "responses" { "max_output_tokens" } else { "max_tokens" };
-            assert!(rec.fields.iter().any(|f| f == cap), "{api}: {:?}", rec.fields);
-            assert!(!rec.fields.iter().any(|f| f == "stream_options"), "{api}: {:?}", rec.fields);
+            let cap = if api == "responses" {
+                "max_output_tokens"
+            } else {
+                "max_tokens"
+            };
+            assert!(
+                rec.fields.iter().any(|f| f == cap),
+                "{api}: {:?}",
+                rec.fields
+            );
+            assert!(
+                !rec.fields.iter().any(|f| f == "stream_options"),
+                "{api}: {:?}",
+                rec.fields
+            );
         }
         // Reasoning: three events of one token each, before the answer.
         // The Responses API reports them in usage; Anthropic's does not, so
         // they are counted from the events.
-        assert_eq!(merged["tokens"]["reasoning_total"], 3 * requests, "{api}: {merged}");
-        let source = if api == "responses" { "usage" } else { "events" };
-        assert_eq!(merged["tokens"]["reasoning_source"][source], requests, "{api}: {merged}");
+        assert_eq!(
+            merged["tokens"]["reasoning_total"],
+            3 * requests,
+            "{api}: {merged}"
+        );
+        let source = if api == "responses" {
+            "usage"
+        } else {
+            "events"
+        };
+        assert_eq!(
+            merged["tokens"]["reasoning_source"][source], requests,
+            "{api}: {merged}"
+        );
         for l in &ran.lines {
             assert_eq!(l["output_tokens"], 12, "{api}: {l}");
             assert!(l["error"].is_null(), "{api}: {l}");
@@ -170,7 +196,10 @@ fn streamed_responses_and_messages_are_timed_against_the_servers_writes() {
         // Reasoning ends and the answer begins at the fourth event: 30 ms +
         // 3 ITLs after the request came, give or take the machine.
         let answer = latency(r, "ttft_answer", "p50");
-        assert!((41.0..60.0).contains(&answer), "{api}: answer began at {answer} ms");
+        assert!(
+            (41.0..60.0).contains(&answer),
+            "{api}: answer began at {answer} ms"
+        );
     }
 }
 
@@ -194,10 +223,23 @@ fn whole_answers_are_timed_and_counted() {
         assert_eq!(ran.code, Some(0), "{api}: {}", ran.stderr);
         let merged = &ran.results["points"][0]["merged"];
         assert_eq!(merged["requests"]["succeeded"], requests, "{api}: {merged}");
-        assert_eq!(merged["tokens"]["output_source"]["usage"], requests, "{api}");
+        assert_eq!(
+            merged["tokens"]["output_source"]["usage"], requests,
+            "{api}"
+        );
         let measured: Vec<_> = ran.records.iter().skip(2).collect();
-        assert!(measured.iter().all(|r| !r.stream && r.max_tokens == 9), "{api}");
-        let e2e = percentile(measured.iter().filter_map(|r| r.true_e2e()).map(ms).collect(), 50.0);
+        assert!(
+            measured.iter().all(|r| !r.stream && r.max_tokens == 9),
+            "{api}"
+        );
+        let e2e = percentile(
+            measured
+                .iter()
+                .filter_map(|r| r.true_e2e())
+                .map(ms)
+                .collect(),
+            50.0,
+        );
         close(
             &format!("{api} E2E p50"),
             latency(&ran.results, "e2e", "p50"),
@@ -206,7 +248,12 @@ fn whole_answers_are_timed_and_counted() {
         );
         for l in &ran.lines {
             assert_eq!(l["output_tokens"], 9, "{api}: {l}");
-            assert!(l["response_id"].as_str().is_some_and(|id| id.contains("scripted")), "{api}: {l}");
+            assert!(
+                l["response_id"]
+                    .as_str()
+                    .is_some_and(|id| id.contains("scripted")),
+                "{api}: {l}"
+            );
         }
     }
 }
@@ -222,14 +269,20 @@ fn each_api_carries_the_key_its_own_way() {
         let c = &rec.credentials;
         assert_eq!(c.x_api_key.as_deref(), Some("sk-test-123"));
         assert_eq!(c.anthropic_version.as_deref(), Some("2023-06-01"));
-        assert_eq!(c.authorization, None, "Anthropic's key is not a bearer token");
+        assert_eq!(
+            c.authorization, None,
+            "Anthropic's key is not a bearer token"
+        );
     }
     let ran = run(Script::fast(), &workload("responses"), 2, target, &env);
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
     for rec in &ran.records {
         let c = &rec.credentials;
         assert_eq!(c.authorization.as_deref(), Some("Bearer sk-test-123"));
-        assert_eq!((c.x_api_key.as_deref(), c.anthropic_version.as_deref()), (None, None));
+        assert_eq!(
+            (c.x_api_key.as_deref(), c.anthropic_version.as_deref()),
+            (None, None)
+        );
     }
     // The key is never written anywhere.
     assert!(!ran.stderr.contains("sk-test-123"));
@@ -264,7 +317,10 @@ fn a_broken_answer_fails_in_its_class() {
                 "{api} {fault:?}: every failure is {class}: {}",
                 merged["errors"]
             );
-            assert!(merged["requests"]["succeeded"].as_u64().unwrap() > 0, "{api} {fault:?}");
+            assert!(
+                merged["requests"]["succeeded"].as_u64().unwrap() > 0,
+                "{api} {fault:?}"
+            );
         }
     }
 }
@@ -297,7 +353,10 @@ fn the_simulator_answers_both_apis() {
                     .unwrap();
             let merged = &r["points"][0]["merged"];
             assert_eq!(merged["requests"]["succeeded"], 12, "{api}: {merged}");
-            assert_eq!(merged["tokens"]["output_source"]["usage"], 12, "{api}: {merged}");
+            assert_eq!(
+                merged["tokens"]["output_source"]["usage"], 12,
+                "{api}: {merged}"
+            );
             assert_eq!(merged["tokens"]["output_total"], 12 * 16, "{api}: {merged}");
             if stream {
                 assert!(latency(&r, "ttft", "p50") > 0.0, "{api}");
@@ -329,4 +388,42 @@ fn validate_names_the_cap_each_api_takes() {
         stderr.contains("expected \"max_output_tokens\" for api = \"responses\""),
         "{stderr}"
     );
+}
+
+#[test]
+fn conversations_send_the_history_back_by_each_api() {
+    for api in APIS {
+        let ran = run(
+            Script::fast(),
+            &format!(
+                "api = \"{api}\"\ninput_tokens = 20\noutput_tokens = 8\nconversation = {{ turns = 3, think_time = \"10ms\" }}"
+            ),
+            6,
+            "",
+            &[],
+        );
+        assert_eq!(ran.code, Some(0), "{api}: {}", ran.stderr);
+        let merged = &ran.results["points"][0]["merged"];
+        assert_eq!(merged["requests"]["succeeded"], 6, "{api}: {merged}");
+        // The measured sessions (two users, so two at a time), after the
+        // warm-up's: each later turn carries the earlier prompts and the
+        // replies the client read from the stream.
+        let mut recs: Vec<_> = ran.records.iter().filter(|r| r.status == 200).collect();
+        recs.sort_by_key(|r| r.received);
+        let lens: Vec<u32> = recs[recs.len() - 6..]
+            .iter()
+            .map(|r| r.prompt_tokens)
+            .collect();
+        assert_eq!(
+            lens.iter().filter(|&&n| n == 20).count(),
+            2,
+            "{api}: two first turns: {lens:?}"
+        );
+        assert_eq!(
+            lens.iter().filter(|&&n| n > 40).count(),
+            4,
+            "{api}: history sent back: {lens:?}"
+        );
+        assert!(lens.iter().any(|&n| n > 60), "{api}: third turns: {lens:?}");
+    }
 }

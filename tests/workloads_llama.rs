@@ -452,14 +452,26 @@ workload = ["chat", "responses", "messages"]
             t.reported_input_mean
         );
         assert_eq!(p.merged.requests.succeeded, 4, "{api}");
-        assert!(p.merged.latency_ms.contains_key("ttft"), "{api}: streamed, so TTFT");
-        counted.push(t.reported_input_mean.unwrap_or_else(|| panic!("{api}: no usage")));
+        assert!(
+            p.merged.latency_ms.contains_key("ttft"),
+            "{api}: streamed, so TTFT"
+        );
+        counted.push(
+            t.reported_input_mean
+                .unwrap_or_else(|| panic!("{api}: no usage")),
+        );
     }
     // Each point's prompts are its own (seeded by the point), so where the
     // template meets the text a piece may merge differently: within a
     // token of each other on average, and all above the text's 40.
-    assert!(counted.iter().all(|&c| c > 40.0), "the template adds tokens: {counted:?}");
+    assert!(
+        counted.iter().all(|&c| c > 40.0),
+        "the template adds tokens: {counted:?}"
+    );
     for (api, c) in apis.iter().zip(&counted).skip(1) {
-        assert!((c - counted[0]).abs() <= 1.0, "{api} counted as chat does: {counted:?}");
+        assert!(
+            (c - counted[0]).abs() <= 1.0,
+            "{api} counted as chat does: {counted:?}"
+        );
     }
 }

@@ -90,7 +90,8 @@ impl HttpBackend {
                     key.to_string(),
                 ),
             };
-            let mut v = reqwest::header::HeaderValue::from_str(&value).map_err(|_| Error::ApiKey)?;
+            let mut v =
+                reqwest::header::HeaderValue::from_str(&value).map_err(|_| Error::ApiKey)?;
             v.set_sensitive(true);
             headers.insert(name, v);
         }

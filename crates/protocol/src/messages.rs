@@ -115,7 +115,10 @@ fn block_output<'b>(b: &'b Block<'_>) -> Option<(&'b str, bool)> {
     if let Some(t) = b.thinking.as_deref().filter(|t| !t.is_empty()) {
         return Some((t, true));
     }
-    for s in [b.text.as_deref(), b.partial_json.as_deref()].into_iter().flatten() {
+    for s in [b.text.as_deref(), b.partial_json.as_deref()]
+        .into_iter()
+        .flatten()
+    {
         if !s.is_empty() {
             return Some((s, false));
         }
@@ -300,9 +303,15 @@ mod tests {
         let info = read_event(start.as_bytes(), None, Some(&mut id)).unwrap();
         assert!(!info.output);
         assert_eq!(id.as_deref(), Some("msg_1"));
-        assert_eq!(info.usage.unwrap().prompt_tokens, Some(12), "cached tokens are prompt tokens");
+        assert_eq!(
+            info.usage.unwrap().prompt_tokens,
+            Some(12),
+            "cached tokens are prompt tokens"
+        );
         assert!(!read(r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#).output);
-        let thinking = read(r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#);
+        let thinking = read(
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+        );
         assert!(thinking.output && thinking.reasoning);
         assert!(!read(r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}"#).output);
         assert!(!read(r#"{"type":"content_block_stop","index":0}"#).output);
@@ -317,9 +326,13 @@ mod tests {
         assert!(text.output && !text.reasoning);
         assert_eq!(text.text_bytes, 8);
         assert_eq!(reply, "Hello \u{e9}");
-        let tool = read(r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#);
+        let tool = read(
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
+        );
         assert!(tool.output && !tool.reasoning);
-        let end = read(r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":15}}"#);
+        let end = read(
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":15}}"#,
+        );
         assert!(end.finished && !end.done);
         assert_eq!(end.usage.unwrap().completion_tokens, Some(15));
         assert!(read(r#"{"type":"message_stop"}"#).done);
@@ -327,7 +340,8 @@ mod tests {
 
     #[test]
     fn errors_and_junk() {
-        let e = read(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
+        let e =
+            read(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
         assert_eq!(e.error.as_deref(), Some("Overloaded"));
         assert!(read_event(b"[DONE]", None, None).is_err());
         assert!(read_event(br#"{"choices":[]}"#, None, None).is_err());
@@ -342,7 +356,12 @@ mod tests {
         assert_eq!(info.text_bytes, 7);
         assert_eq!(reply, "answer");
         assert_eq!(info.usage.unwrap().completion_tokens, Some(2));
-        let err = read_body(br#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#, None, None).unwrap();
+        let err = read_body(
+            br#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(err.error.as_deref(), Some("bad"));
     }
 }

@@ -240,9 +240,16 @@ pub fn read_body(
     let (mut thought, mut other) = (false, false);
     for item in items {
         let reasoning = item.kind.as_deref() == Some("reasoning");
-        let parts = item.content.iter().flatten().chain(item.summary.iter().flatten());
+        let parts = item
+            .content
+            .iter()
+            .flatten()
+            .chain(item.summary.iter().flatten());
         for p in parts {
-            for text in [p.text.as_deref(), p.refusal.as_deref()].into_iter().flatten() {
+            for text in [p.text.as_deref(), p.refusal.as_deref()]
+                .into_iter()
+                .flatten()
+            {
                 if text.is_empty() {
                     continue;
                 }
@@ -326,11 +333,18 @@ mod tests {
         let info = read_event(created.as_bytes(), None, Some(&mut id)).unwrap();
         assert!(!info.output && !info.finished);
         assert_eq!(id.as_deref(), Some("resp_1"));
-        assert!(!read(r#"{"type":"response.output_item.added","item":{"type":"message","content":[]}}"#).output);
+        assert!(
+            !read(
+                r#"{"type":"response.output_item.added","item":{"type":"message","content":[]}}"#
+            )
+            .output
+        );
         assert!(!read(r#"{"type":"response.content_part.added","item_id":"m","part":{"type":"output_text","text":""}}"#).output);
-        let thinking = read(r#"{"type":"response.reasoning_text.delta","delta":"hmm","item_id":"rs"}"#);
+        let thinking =
+            read(r#"{"type":"response.reasoning_text.delta","delta":"hmm","item_id":"rs"}"#);
         assert!(thinking.output && thinking.reasoning);
-        let summary = read(r#"{"type":"response.reasoning_summary_text.delta","delta":"so","item_id":"rs"}"#);
+        let summary =
+            read(r#"{"type":"response.reasoning_summary_text.delta","delta":"so","item_id":"rs"}"#);
         assert!(summary.output && summary.reasoning);
         let mut reply = String::new();
         let text = read_event(
@@ -343,24 +357,47 @@ mod tests {
         assert_eq!(text.text_bytes, 8);
         assert_eq!(reply, "Hi \"you\"");
         assert!(!read(r#"{"type":"response.output_text.delta","delta":""}"#).output);
-        assert!(!read(r#"{"type":"response.output_text.done","text":"Hi"}"#).output, "a done event repeats the text");
-        let done = read(r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":12,"output_tokens":9,"total_tokens":21,"output_tokens_details":{"reasoning_tokens":4},"input_tokens_details":{"cached_tokens":0}}}}"#);
+        assert!(
+            !read(r#"{"type":"response.output_text.done","text":"Hi"}"#).output,
+            "a done event repeats the text"
+        );
+        let done = read(
+            r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":12,"output_tokens":9,"total_tokens":21,"output_tokens_details":{"reasoning_tokens":4},"input_tokens_details":{"cached_tokens":0}}}}"#,
+        );
         assert!(done.finished && done.done && !done.output);
         let u = done.usage.unwrap();
-        assert_eq!((u.prompt_tokens, u.completion_tokens, u.reasoning_tokens), (Some(12), Some(9), Some(4)));
-        let cut = read(r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":3,"output_tokens":5}}}"#);
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.reasoning_tokens),
+            (Some(12), Some(9), Some(4))
+        );
+        let cut = read(
+            r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":3,"output_tokens":5}}}"#,
+        );
         assert!(cut.finished && cut.done);
         assert_eq!(cut.usage.unwrap().completion_tokens, Some(5));
     }
 
     #[test]
     fn failures_carry_the_servers_message() {
-        let failed = read(r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"out of memory"}}}"#);
+        let failed = read(
+            r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"out of memory"}}}"#,
+        );
         assert_eq!(failed.error.as_deref(), Some("out of memory"));
-        let error = read(r#"{"type":"error","code":"rate_limit","message":"slow down","param":null}"#);
+        let error =
+            read(r#"{"type":"error","code":"rate_limit","message":"slow down","param":null}"#);
         assert_eq!(error.error.as_deref(), Some("slow down"));
-        assert!(read_event(br#"{"choices":[]}"#, None, None).is_err(), "a chat chunk is not a Responses event");
-        assert!(read_event(br#"{"type":"response.output_text.delta","delta":"cut"#, None, None).is_err());
+        assert!(
+            read_event(br#"{"choices":[]}"#, None, None).is_err(),
+            "a chat chunk is not a Responses event"
+        );
+        assert!(
+            read_event(
+                br#"{"type":"response.output_text.delta","delta":"cut"#,
+                None,
+                None
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -377,7 +414,12 @@ mod tests {
         assert_eq!(reply, "answer");
         assert_eq!(id.as_deref(), Some("resp_9"));
         assert_eq!(info.usage.unwrap().prompt_tokens, Some(7));
-        let failed = read_body(br#"{"status":"failed","error":{"message":"bad"},"output":[]}"#, None, None).unwrap();
+        let failed = read_body(
+            br#"{"status":"failed","error":{"message":"bad"},"output":[]}"#,
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(failed.error.as_deref(), Some("bad"));
         assert!(read_body(br#"{"status":"completed"}"#, None, None).is_err());
     }

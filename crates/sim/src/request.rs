@@ -171,9 +171,11 @@ pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<
             Some(serde_json::Value::String(s)) => {
                 templated(std::iter::once(s.split_whitespace().count() as u32))
             }
-            Some(serde_json::Value::Array(items)) if !items.is_empty() => {
-                templated(items.iter().map(|m| m.get("content").map(words).unwrap_or(0)))
-            }
+            Some(serde_json::Value::Array(items)) if !items.is_empty() => templated(
+                items
+                    .iter()
+                    .map(|m| m.get("content").map(words).unwrap_or(0)),
+            ),
             _ => return Err(required("input")),
         },
         Wire::Completions => match &body.prompt {

@@ -699,7 +699,10 @@ impl Frames {
                     "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [], "usage": self.responses_usage(n)}}),
             )],
             Wire::Messages => vec![
-                Self::typed("content_block_stop", &json!({"type": "content_block_stop", "index": 0})),
+                Self::typed(
+                    "content_block_stop",
+                    &json!({"type": "content_block_stop", "index": 0}),
+                ),
                 Self::typed(
                     "message_delta",
                     &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null}, "usage": {"output_tokens": n}}),
@@ -715,20 +718,30 @@ impl Frames {
         match self.wire {
             Wire::Completions | Wire::Chat => {
                 let (object, choice) = if self.wire == Wire::Chat {
-                    ("chat.completion", json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}))
+                    (
+                        "chat.completion",
+                        json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}),
+                    )
                 } else {
-                    ("text_completion", json!({"index": 0, "text": text, "finish_reason": "length"}))
+                    (
+                        "text_completion",
+                        json!({"index": 0, "text": text, "finish_reason": "length"}),
+                    )
                 };
                 json!({"id": self.id, "object": object, "created": self.created, "model": self.model, "choices": [choice], "usage": self.usage(n)})
             }
-            Wire::Responses => json!({"id": self.id, "object": "response", "created_at": self.created, "model": self.model,
+            Wire::Responses => {
+                json!({"id": self.id, "object": "response", "created_at": self.created, "model": self.model,
                 "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
                 "output": [{"type": "message", "id": "msg_0", "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": text, "annotations": []}]}],
-                "usage": self.responses_usage(n)}),
-            Wire::Messages => json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                "usage": self.responses_usage(n)})
+            }
+            Wire::Messages => {
+                json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
                 "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens", "stop_sequence": null,
-                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": n}}),
+                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": n}})
+            }
         }
     }
 }

@@ -977,8 +977,10 @@ fn whole_response_body(c: &Ctx, tokens: u32) -> Bytes {
     let (thought, answer) = split_reasoning(c, tokens);
     let mut output = Vec::new();
     if !thought.is_empty() {
-        output.push(json!({"type": "reasoning", "id": "rs_scripted", "summary": [],
-            "content": [{"type": "reasoning_text", "text": thought}]}));
+        output.push(
+            json!({"type": "reasoning", "id": "rs_scripted", "summary": [],
+            "content": [{"type": "reasoning_text", "text": thought}]}),
+        );
     }
     if !answer.is_empty() {
         output.push(json!({"type": "message", "id": "msg_scripted", "role": "assistant", "status": "completed",
@@ -994,7 +996,11 @@ fn whole_response_body(c: &Ctx, tokens: u32) -> Bytes {
         "output": output,
     });
     if c.usage() {
-        body["usage"] = responses_usage(c.prompt_tokens, tokens, reasoning_tokens(c).map(|r| r.min(tokens)));
+        body["usage"] = responses_usage(
+            c.prompt_tokens,
+            tokens,
+            reasoning_tokens(c).map(|r| r.min(tokens)),
+        );
     }
     Bytes::from(body.to_string())
 }
@@ -1207,7 +1213,11 @@ async fn stream_events(rec: &mut ServedRequest, c: &Ctx, tx: BodySender) -> Resu
         }
         // `response.completed` ends the stream: there is no `[DONE]`.
         Endpoint::Responses => {
-            let usage = c.usage().then_some((c.prompt_tokens, sent, reasoning_tokens(c).map(|r| r.min(sent))));
+            let usage = c.usage().then_some((
+                c.prompt_tokens,
+                sent,
+                reasoning_tokens(c).map(|r| r.min(sent)),
+            ));
             let at = w.write(ev.finish(usage), &[]).await?;
             w.rec.finished = Some(at);
             return Ok(());
@@ -1639,7 +1649,8 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
         },
     };
     // These APIs always report usage (with their last event).
-    let include_usage = include_usage || matches!(endpoint, Endpoint::Responses | Endpoint::Messages);
+    let include_usage =
+        include_usage || matches!(endpoint, Endpoint::Responses | Endpoint::Messages);
     if max_tokens == 0 {
         return Err(BadRequest::NoTokens);
     }

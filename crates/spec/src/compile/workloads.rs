@@ -107,8 +107,13 @@ impl Cx<'_> {
                 .join(" or ");
             self.err(
                 &k("max_tokens_field"),
-                format!("expected {expected} for api = \"{}\", found \"{}\"", api.name(), shown(&max_tokens_field)),
-                (allowed.len() == 1).then(|| "leave max_tokens_field out: the API has one output cap".to_string()),
+                format!(
+                    "expected {expected} for api = \"{}\", found \"{}\"",
+                    api.name(),
+                    shown(&max_tokens_field)
+                ),
+                (allowed.len() == 1)
+                    .then(|| "leave max_tokens_field out: the API has one output cap".to_string()),
             );
         }
         let shared_prefix = w.shared_prefix.map(|p| {
