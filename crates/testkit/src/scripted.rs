@@ -59,6 +59,7 @@ use crate::error::BadRequest;
 use bytes::{Bytes, BytesMut};
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{Method, StatusCode};
+pub use media::ReceivedMedia;
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
@@ -126,6 +127,10 @@ pub struct Script {
     /// ([`ServedRequest::prompt`]); off by default, so that long runs do
     /// not hold every prompt.
     pub keep_prompts: bool,
+    /// Images cost prompt tokens as a vision model's patches do: one per
+    /// `image_patch` x `image_patch` pixels (sides rounded up) of each
+    /// decoded image; 0 (the default) counts none. URLs count none.
+    pub image_patch: u32,
 }
 
 /// The top-level request fields of OpenAI's completions and chat
@@ -179,6 +184,7 @@ impl Default for Script {
             owned_by: "vllm".to_owned(),
             strict: false,
             keep_prompts: false,
+            image_patch: 0,
         }
     }
 }
@@ -315,6 +321,9 @@ pub struct ServedRequest {
     /// string `prompt`; chat: the last message's string `content`), else
     /// empty.
     pub prompt: String,
+    /// The images and audio of a chat request's content parts, decoded,
+    /// in the order sent.
+    pub media: Vec<ReceivedMedia>,
 }
 
 impl ServedRequest {
@@ -478,6 +487,7 @@ impl Tracker {
                 client_gone: false,
                 fields: Vec::new(),
                 prompt: String::new(),
+                media: Vec::new(),
             },
         }
     }
@@ -491,6 +501,7 @@ impl Drop for Tracker {
             chunks: mem::take(&mut self.rec.chunks),
             fields: mem::take(&mut self.rec.fields),
             prompt: mem::take(&mut self.rec.prompt),
+            media: mem::take(&mut self.rec.media),
             ..self.rec
         };
         self.state
@@ -590,7 +601,7 @@ fn metrics(state: &State) -> Response {
 // Completion requests.
 
 /// What a completion request asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Ask {
     fields: Vec<String>,
     model: Option<String>,
@@ -598,6 +609,7 @@ struct Ask {
     include_usage: bool,
     max_tokens: u32,
     prompt_tokens: u32,
+    media: Vec<ReceivedMedia>,
 }
 
 /// Everything a response needs, fixed when the request is read.
@@ -634,7 +646,12 @@ impl Ctx {
 async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Response {
     let seq = state.seq.fetch_add(1, Ordering::Relaxed) + 1;
     let mut t = Tracker::new(state.clone(), seq, endpoint, req.received);
-    let ask = match parse_ask(endpoint, &req.body, state.script.default_max_tokens) {
+    let ask = match parse_ask(
+        endpoint,
+        &req.body,
+        state.script.default_max_tokens,
+        state.script.image_patch,
+    ) {
         Ok(ask) => ask,
         Err(message) => {
             t.rec.status = 400;
@@ -643,6 +660,7 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         }
     };
     t.rec.fields = ask.fields.clone();
+    t.rec.media = ask.media;
     if state.script.keep_prompts {
         t.rec.prompt = prompt_text(endpoint, &req.body);
     }
@@ -1307,7 +1325,12 @@ fn token_text_raw(seq: u64, from: u32, n: u32) -> String {
 // ---------------------------------------------------------------------------
 // Reading a request.
 
-fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result<Ask, BadRequest> {
+fn parse_ask(
+    endpoint: Endpoint,
+    body: &[u8],
+    default_max_tokens: u32,
+    image_patch: u32,
+) -> Result<Ask, BadRequest> {
     let value: Value = serde_json::from_slice(body).map_err(BadRequest::Json)?;
     let Value::Object(obj) = &value else {
         return Err(BadRequest::NotAnObject);
@@ -1330,10 +1353,20 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
     if max_tokens == 0 {
         return Err(BadRequest::NoTokens);
     }
-    let prompt_tokens = match endpoint {
+    let mut prompt_tokens = match endpoint {
         Endpoint::Completions => prompt_words(obj.get("prompt"))?,
         Endpoint::ChatCompletions => message_words(obj.get("messages"))?,
     };
+    let media = match endpoint {
+        Endpoint::Completions => Vec::new(),
+        Endpoint::ChatCompletions => media::read(obj.get("messages"))?,
+    };
+    if image_patch > 0 {
+        for m in media.iter().filter(|m| m.is_image()) {
+            prompt_tokens += u64::from(m.width.div_ceil(image_patch))
+                * u64::from(m.height.div_ceil(image_patch));
+        }
+    }
     Ok(Ask {
         fields: obj.keys().cloned().collect(),
         model,
@@ -1341,6 +1374,7 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
         include_usage,
         max_tokens,
         prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+        media,
     })
 }
 
@@ -1436,6 +1470,8 @@ fn message_words(messages: Option<&Value>) -> Result<u64, BadRequest> {
         Ok(n.saturating_add(more))
     })
 }
+
+mod media;
 
 #[cfg(test)]
 mod tests;
