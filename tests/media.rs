@@ -259,3 +259,49 @@ fn validate_refuses_media_where_it_cannot_go_with_the_position() {
         assert!(err.contains(message), "case {i}: {err}");
     }
 }
+
+#[test]
+fn the_vlm_example_runs_against_the_scripted_server() {
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script {
+            image_patch: 28,
+            ..Script::fast()
+        }))
+        .unwrap();
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/examples/vlm.toml"),
+    )
+    .unwrap();
+    let text = example.replace("http://127.0.0.1:8000/v1", &server.base_url());
+    assert_ne!(
+        text, example,
+        "the example names the base_url the test replaces"
+    );
+    let r = run(&text);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let points = r.results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    // (images per request, prompt tokens per image): 16 x 16 patches of a
+    // 448-pixel square, 32 x 24 of 896 x 672.
+    for (p, (images, tokens)) in points.iter().zip([(2.0, 256.0), (1.0, 768.0)]) {
+        let media = &p["merged"]["media"];
+        assert_eq!(media["images_per_request"], images);
+        assert_eq!(media["prompt_tokens_per_image"], tokens);
+    }
+    let records = server.take_records();
+    assert_eq!(records.len(), 16);
+    let mut sizes: Vec<(String, u32, u32, usize)> = records
+        .iter()
+        .map(|r| {
+            let m = &r.media[0];
+            (m.format.clone(), m.width, m.height, r.media.len())
+        })
+        .collect();
+    sizes.sort();
+    sizes.dedup();
+    assert_eq!(
+        sizes,
+        [("jpeg".into(), 896, 672, 1), ("png".into(), 448, 448, 2)]
+    );
+}
