@@ -316,14 +316,14 @@ pub fn photo(width: u32, height: u32, seed: u64) -> Vec<u8> {
         let (gx, gy) = (60.0 * (r(1) - 0.5), 60.0 * (r(2) - 0.5));
         let (ax, ay) = (30.0 * r(3), 30.0 * r(4));
         let (kx, ky) = (1.0 + 6.0 * r(5), 1.0 + 6.0 * r(6));
-        let phase = 6.283 * r(7);
+        let phase = std::f32::consts::TAU * r(7);
         for (x, v) in fx.iter_mut().enumerate() {
             let t = x as f32 / w.max(1) as f32;
-            v[c] = base + gx * t + ax * (6.283 * kx * t + phase).sin();
+            v[c] = base + gx * t + ax * (std::f32::consts::TAU * kx * t + phase).sin();
         }
         for (y, v) in fy.iter_mut().enumerate() {
             let t = y as f32 / h.max(1) as f32;
-            v[c] = gy * t + ay * (6.283 * ky * t).sin();
+            v[c] = gy * t + ay * (std::f32::consts::TAU * ky * t).sin();
         }
     }
     let mut out = Vec::with_capacity(w * h * 3);
@@ -557,7 +557,7 @@ pub fn wav(a: &Audio, seed: u64) -> Vec<u8> {
     let mut phase = 0.0f64;
     for i in 0..n {
         let t = i as f64 / rate;
-        phase += 6.283_185 * (f0 + 200.0 * (t * 0.5).sin()) / rate;
+        phase += std::f64::consts::TAU * (f0 + 200.0 * (t * 0.5).sin()) / rate;
         let v = 6000.0 * phase.sin() + ((noise.next() >> 52) as f64 - 2048.0);
         out.extend_from_slice(&(v as i16).to_le_bytes());
     }

@@ -848,7 +848,7 @@ async fn bad_requests_get_openai_errors() {
 
 #[test]
 fn prompt_tokens_are_words_or_ids() {
-    let ask = |endpoint, body: Value| parse_ask(endpoint, body.to_string().as_bytes(), 16);
+    let ask = |endpoint, body: Value| parse_ask(endpoint, body.to_string().as_bytes(), 16, 0);
     let c = Endpoint::Completions;
     assert_eq!(
         ask(c, json!({"prompt": "  a b\tc\nd "}))
