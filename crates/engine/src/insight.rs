@@ -216,7 +216,35 @@ pub fn hints(pr: &PointResult, validity: &Validity) -> Vec<Hint> {
     out.extend(preemptions(pr));
     out.extend(gpu_imbalance(&c));
     ramp_jumps(pr, &mut out);
+    out.extend(image_tokens(pr));
     out
+}
+
+/// What an image cost in prompt tokens (`image_tokens`): the server's
+/// prompt tokens beyond the text asked for, per image sent (the chat
+/// template's few tokens included, hence "about").
+fn image_tokens(pr: &PointResult) -> Option<Hint> {
+    let m = pr.merged.media.as_ref()?;
+    let per = m.prompt_tokens_per_image.filter(|t| t.is_finite())?;
+    let size = match pr.config.workload.images.as_ref().map(|i| &i.source) {
+        Some(infer_bench_spec::media::ImageSource::Synthetic { width, height, .. }) => {
+            format!("{width}x{height} ")
+        }
+        _ => String::new(),
+    };
+    Some(hint(
+        "image_tokens",
+        format!(
+            "each {size}image cost about {per:.0} prompt tokens on this server ({:.1} images and {:.0} KB of image files per request)",
+            m.images_per_request,
+            m.image_bytes_per_request / 1e3
+        ),
+        &[
+            ("prompt_tokens_per_image", per),
+            ("images_per_request", m.images_per_request),
+            ("image_bytes_per_request", m.image_bytes_per_request),
+        ],
+    ))
 }
 
 /// What several rules read of a point: its merged statistics, the

@@ -771,6 +771,7 @@ impl Backend for HttpBackend {
             input_tokens: prompt.input_tokens,
             output_tokens: prompt.output_tokens,
             part: prompt.part,
+            media: prompt.media.as_deref().map(|m| m.sent).unwrap_or_default(),
         }
     }
 
@@ -778,6 +779,7 @@ impl Backend for HttpBackend {
         rec.requested_input = req.input_tokens;
         rec.requested_output = req.output_tokens;
         rec.part = req.part;
+        rec.media = req.media;
         self.execute(req, &mut rec).await;
         if rec.t_done < rec.t_send {
             rec.t_done = Instant::now();

@@ -70,6 +70,8 @@ pub struct Prepared {
     pub output_tokens: u32,
     /// The part of a mixed workload the request is from.
     pub part: u32,
+    /// The images and audio its body carries.
+    pub media: infer_bench_workload::MediaSent,
 }
 
 /// Sends requests and times their responses.

@@ -400,7 +400,8 @@ impl BodyTemplate {
                 .iter()
                 .map(|m| m.content.len() + 32)
                 .sum::<usize>();
-        let mut out = Vec::with_capacity(self.fixed + text + 64);
+        let media = prompt.media.as_deref().map_or(0, |m| m.json_len() + 64);
+        let mut out = Vec::with_capacity(self.fixed + text + media + 64);
         for p in &self.parts {
             // Writing JSON into a Vec cannot fail.
             let _ = match p {
@@ -409,7 +410,10 @@ impl BodyTemplate {
                     Ok(())
                 }
                 BodyPart::Prompt => serde_json::to_writer(&mut out, &prompt.text),
-                BodyPart::Messages => serde_json::to_writer(&mut out, &Messages(prompt)),
+                BodyPart::Messages => match prompt.media.as_deref() {
+                    Some(m) => write_messages_with_media(&mut out, prompt, m),
+                    None => serde_json::to_writer(&mut out, &Messages(prompt)),
+                },
                 BodyPart::AnthropicMessages => {
                     serde_json::to_writer(&mut out, &AnthropicMessages(prompt))
                 }
@@ -427,6 +431,37 @@ impl BodyTemplate {
         }
         out
     }
+}
+
+/// A prompt's messages whose last user message carries media: its content
+/// is a list of parts, the text first, then each part's JSON copied as it
+/// was laid out before the send time (no JSON is built here). Keys sorted
+/// as everywhere in a body.
+fn write_messages_with_media(
+    out: &mut Vec<u8>,
+    prompt: &Prompt,
+    media: &infer_bench_workload::Media,
+) -> serde_json::Result<()> {
+    out.push(b'[');
+    for m in &prompt.history {
+        serde_json::to_writer(
+            &mut *out,
+            &WireMessage {
+                content: &m.content,
+                role: m.role,
+            },
+        )?;
+        out.push(b',');
+    }
+    out.extend_from_slice(b"{\"content\":[{\"text\":");
+    serde_json::to_writer(&mut *out, &prompt.text)?;
+    out.extend_from_slice(b",\"type\":\"text\"}");
+    for p in &media.parts {
+        out.push(b',');
+        p.write_to(out);
+    }
+    out.extend_from_slice(b"],\"role\":\"user\"}]");
+    Ok(())
 }
 
 /// The first useful line of an error body (OpenAI-style `error.message`).
@@ -776,6 +811,7 @@ mod tests {
                 input_tokens: 2,
                 output_tokens: 7,
                 part: 0,
+                media: None,
             },
             Prompt {
                 history: vec![
@@ -796,6 +832,7 @@ mod tests {
                 input_tokens: 30,
                 output_tokens: u32::MAX,
                 part: 1,
+                media: None,
             },
         ];
         let mut workloads = vec![
@@ -856,6 +893,7 @@ mod tests {
             input_tokens: 1,
             output_tokens: 4,
             part: 0,
+            media: None,
         };
         let body = |d: Dialect| -> serde_json::Map<String, serde_json::Value> {
             let t = BodyTemplate::new(w.api, &w, "m", d);
@@ -925,6 +963,7 @@ mod tests {
             input_tokens: 9,
             output_tokens: 5,
             part: 0,
+            media: None,
         };
         let keys = "sampling = { temperature = 0.5, top_k = 4, seed = 7 }";
         let w = workload(&format!("api = \"responses\"\n{keys}"));

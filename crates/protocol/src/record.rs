@@ -183,6 +183,8 @@ pub struct RequestRecord {
     pub connect_ns: u64,
     /// The response's `id`, as the server named it (joins with its logs).
     pub response_id: Option<String>,
+    /// The images and audio the request carried.
+    pub media: infer_bench_workload::MediaSent,
 }
 
 impl RequestRecord {
@@ -208,6 +210,7 @@ impl RequestRecord {
             retries: 0,
             connect_ns: 0,
             response_id: None,
+            media: Default::default(),
         }
     }
 

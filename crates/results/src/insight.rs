@@ -120,7 +120,7 @@ pub struct Finding {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Hint {
     /// client_bound, scheduling_bound, bandwidth_bound, tpot_spread,
-    /// throttling, preemptions, gpu_imbalance, ramp_jump.
+    /// throttling, preemptions, gpu_imbalance, ramp_jump, image_tokens.
     pub kind: String,
     pub message: String,
     /// The figures behind it, by name.

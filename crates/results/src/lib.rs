@@ -20,6 +20,7 @@ pub mod files;
 pub mod finite;
 pub mod hist;
 pub mod insight;
+pub mod media;
 pub mod metric;
 pub mod outside;
 pub mod reason;
@@ -507,6 +508,9 @@ pub struct TallyData {
     /// rates come from their totals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_window: Option<InWindow>,
+    /// The images and audio the requests carried; absent without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<media::MediaTotals>,
 }
 
 /// What a set of requests did inside a measurement window, counted by
@@ -619,6 +623,9 @@ pub struct Stats {
     pub achieved_send_rate: Option<f64>,
     pub concurrency_mean: f64,
     pub concurrency_max: u64,
+    /// The images and audio the requests carried; absent without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<media::MediaStats>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -20,6 +20,12 @@ use serde::{Deserialize, Serialize};
 /// One finished request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RequestLine {
+    /// Bytes of the request's audio file (before base64), where it carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_bytes: Option<u64>,
+    /// Seconds of the request's audio, where it carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_seconds: Option<f64>,
     /// Time spent opening a new connection for this request (TCP and TLS);
     /// 0 when it went out on a connection already open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,6 +52,16 @@ pub struct RequestLine {
     pub event_ms: Option<Vec<f64>>,
     /// Output events received (stream chunks that carried output).
     pub events: u64,
+    /// Bytes of the request's image files (before base64), where it
+    /// carried images (0 for URLs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_bytes: Option<u64>,
+    /// Pixels of the request's images (0 for URLs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pixels: Option<u64>,
+    /// Images the request carried, where it carried any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<u32>,
     /// The request's index in its run's schedule.
     pub index: u64,
     /// The prompt length the server reported (`usage`), if it did.
@@ -161,6 +177,11 @@ mod tests {
 
     fn line() -> RequestLine {
         RequestLine {
+            audio_bytes: None,
+            audio_seconds: None,
+            image_bytes: None,
+            image_pixels: None,
+            images: None,
             connect_ms: None,
             dispatch_lag_ms: 0.25,
             done_ms: None,
@@ -228,6 +249,11 @@ mod tests {
     #[test]
     fn newer_fields_sort_among_the_others_and_round_trip() {
         let full = RequestLine {
+            audio_bytes: Some(32044),
+            audio_seconds: Some(1.0),
+            image_bytes: Some(2_000_000),
+            image_pixels: Some(1 << 20),
+            images: Some(1),
             connect_ms: Some(0.0),
             done_ms: Some(121.0),
             event_ms: Some(vec![40.25, 80.5, 120.5]),

@@ -16,6 +16,7 @@ mod duration;
 pub mod files;
 pub mod judgeable;
 pub mod limits;
+pub mod media;
 pub mod model;
 mod percent;
 pub mod plan;

@@ -272,6 +272,12 @@ pub struct Workload {
     /// fields above are the parts' shared request settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mix: Vec<MixPart>,
+    /// Images in every request's last user message (chat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<crate::media::Images>,
+    /// An audio clip in every request's last user message (chat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<crate::media::Audio>,
 }
 
 /// One workload of a mix.

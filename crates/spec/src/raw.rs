@@ -456,6 +456,12 @@ pub struct RawWorkload {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
     pub extra_body: Option<BTreeMap<String, toml::Value>>,
+    /// Images sent with every request (chat only): { count, width, height, format, detail } or { urls }.
+    #[serde(default)]
+    pub images: Option<crate::media::RawImages>,
+    /// An audio clip sent with every request (chat only): { seconds, format, sample_rate }.
+    #[serde(default)]
+    pub audio: Option<crate::media::RawAudio>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

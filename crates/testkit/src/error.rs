@@ -26,4 +26,7 @@ pub enum BadRequest {
     MessageNotAnObject,
     #[error("a message's \"content\" must be a string or an array")]
     Content,
+    /// An image or audio part that does not decode.
+    #[error("media: {0}")]
+    Media(String),
 }

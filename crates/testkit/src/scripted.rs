@@ -71,6 +71,7 @@ use crate::error::BadRequest;
 use bytes::{Bytes, BytesMut};
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{Method, StatusCode};
+pub use media::ReceivedMedia;
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
@@ -138,6 +139,10 @@ pub struct Script {
     /// ([`ServedRequest::prompt`]); off by default, so that long runs do
     /// not hold every prompt.
     pub keep_prompts: bool,
+    /// Images cost prompt tokens as a vision model's patches do: one per
+    /// `image_patch` x `image_patch` pixels (sides rounded up) of each
+    /// decoded image; 0 (the default) counts none. URLs count none.
+    pub image_patch: u32,
 }
 
 /// The top-level request fields of OpenAI's completions and chat
@@ -238,6 +243,7 @@ impl Default for Script {
             owned_by: "vllm".to_owned(),
             strict: false,
             keep_prompts: false,
+            image_patch: 0,
         }
     }
 }
@@ -378,6 +384,9 @@ pub struct ServedRequest {
     /// string `prompt`; chat: the last message's string `content`), else
     /// empty.
     pub prompt: String,
+    /// The images and audio of a chat request's content parts, decoded,
+    /// in the order sent.
+    pub media: Vec<ReceivedMedia>,
     /// The credentials and API version the request carried: the values of
     /// its `authorization`, `x-api-key` and `anthropic-version` headers.
     pub credentials: Credentials,
@@ -553,6 +562,7 @@ impl Tracker {
                 fields: Vec::new(),
                 prompt: String::new(),
                 credentials: Credentials::default(),
+                media: Vec::new(),
             },
         }
     }
@@ -567,6 +577,7 @@ impl Drop for Tracker {
             fields: mem::take(&mut self.rec.fields),
             prompt: mem::take(&mut self.rec.prompt),
             credentials: mem::take(&mut self.rec.credentials),
+            media: mem::take(&mut self.rec.media),
             ..self.rec
         };
         self.state
@@ -670,7 +681,7 @@ fn metrics(state: &State) -> Response {
 // Completion requests.
 
 /// What a completion request asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Ask {
     fields: Vec<String>,
     model: Option<String>,
@@ -678,6 +689,7 @@ struct Ask {
     include_usage: bool,
     max_tokens: u32,
     prompt_tokens: u32,
+    media: Vec<ReceivedMedia>,
 }
 
 /// Everything a response needs, fixed when the request is read.
@@ -714,7 +726,12 @@ impl Ctx {
 async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Response {
     let seq = state.seq.fetch_add(1, Ordering::Relaxed) + 1;
     let mut t = Tracker::new(state.clone(), seq, endpoint, req.received);
-    let ask = match parse_ask(endpoint, &req.body, state.script.default_max_tokens) {
+    let ask = match parse_ask(
+        endpoint,
+        &req.body,
+        state.script.default_max_tokens,
+        state.script.image_patch,
+    ) {
         Ok(ask) => ask,
         Err(message) => {
             t.rec.status = 400;
@@ -733,6 +750,7 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         x_api_key: header("x-api-key"),
         anthropic_version: header("anthropic-version"),
     };
+    t.rec.media = ask.media;
     if state.script.keep_prompts {
         t.rec.prompt = prompt_text(endpoint, &req.body);
     }
@@ -1625,7 +1643,12 @@ fn token_text_raw(seq: u64, from: u32, n: u32) -> String {
 // ---------------------------------------------------------------------------
 // Reading a request.
 
-fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result<Ask, BadRequest> {
+fn parse_ask(
+    endpoint: Endpoint,
+    body: &[u8],
+    default_max_tokens: u32,
+    image_patch: u32,
+) -> Result<Ask, BadRequest> {
     let value: Value = serde_json::from_slice(body).map_err(BadRequest::Json)?;
     let Value::Object(obj) = &value else {
         return Err(BadRequest::NotAnObject);
@@ -1654,7 +1677,7 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
     if max_tokens == 0 {
         return Err(BadRequest::NoTokens);
     }
-    let prompt_tokens = match endpoint {
+    let mut prompt_tokens = match endpoint {
         Endpoint::Completions => prompt_words(obj.get("prompt"))?,
         Endpoint::ChatCompletions => message_words(obj.get("messages"))?,
         Endpoint::Responses => match obj.get("input") {
@@ -1670,6 +1693,16 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
             message_words(obj.get("messages"))?.saturating_add(system)
         }
     };
+    let media = match endpoint {
+        Endpoint::Completions | Endpoint::Responses | Endpoint::Messages => Vec::new(),
+        Endpoint::ChatCompletions => media::read(obj.get("messages"))?,
+    };
+    if image_patch > 0 {
+        for m in media.iter().filter(|m| m.is_image()) {
+            prompt_tokens += u64::from(m.width.div_ceil(image_patch))
+                * u64::from(m.height.div_ceil(image_patch));
+        }
+    }
     Ok(Ask {
         fields: obj.keys().cloned().collect(),
         model,
@@ -1677,6 +1710,7 @@ fn parse_ask(endpoint: Endpoint, body: &[u8], default_max_tokens: u32) -> Result
         include_usage,
         max_tokens,
         prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+        media,
     })
 }
 
@@ -1776,6 +1810,8 @@ fn message_words(messages: Option<&Value>) -> Result<u64, BadRequest> {
         Ok(n.saturating_add(more))
     })
 }
+
+mod media;
 
 #[cfg(test)]
 mod tests;

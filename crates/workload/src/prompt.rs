@@ -46,6 +46,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::media::{Media, MediaGen};
 use crate::message::Message;
 use rand::RngExt;
 
@@ -385,6 +386,8 @@ pub struct Prompt {
     /// A mixed workload: the index of the part this request is from (0
     /// otherwise).
     pub part: u32,
+    /// Images and audio after `text` in the last user message (chat).
+    pub media: Option<Arc<Media>>,
 }
 
 /// What a point's prompts are made from, read once per point before its
@@ -600,6 +603,8 @@ pub struct PromptGen {
     parts: Vec<(f64, PromptGen)>,
     /// Seeds a trace's blocks (the same in every run of the point).
     prefix_seed: u64,
+    /// The workload's images and audio, if any.
+    media: Option<Arc<MediaGen>>,
 }
 
 impl PromptGen {
@@ -650,9 +655,12 @@ impl PromptGen {
                 (upto, part_gen)
             })
             .collect();
+        let media =
+            MediaGen::new(workload.images.as_ref(), workload.audio.as_ref(), seed).map(Arc::new);
         PromptGen {
             parts,
             prefix_seed,
+            media,
             workload: workload.clone(),
             seed,
             salt: seed as u32,
@@ -684,6 +692,15 @@ impl PromptGen {
 
     /// The prompt of request `index`: the same for the same seed and index.
     pub fn prompt(&self, index: u64) -> Prompt {
+        let mut p = self.text_prompt(index);
+        if let Some(g) = &self.media {
+            p.media = Some(Arc::new(g.media(index)));
+        }
+        p
+    }
+
+    /// [`PromptGen::prompt`] without its media.
+    fn text_prompt(&self, index: u64) -> Prompt {
         if !self.parts.is_empty() {
             // A mix: the part by a draw of its own, the prompt by the part.
             let u: f64 = super::seed::rng(self.seed ^ 0x6d69_7865_6421, index).random();
@@ -741,6 +758,7 @@ impl PromptGen {
             input_tokens,
             output_tokens: output,
             part: 0,
+            media: None,
         }
     }
 
@@ -819,6 +837,7 @@ impl PromptGen {
             input_tokens,
             output_tokens: r.output_tokens,
             part: 0,
+            media: None,
         }
     }
 
@@ -839,6 +858,7 @@ impl PromptGen {
             input_tokens,
             output_tokens,
             part: 0,
+            media: None,
         }
     }
 }
@@ -864,6 +884,8 @@ mod tests {
             sampling: Default::default(),
             extra_body: Default::default(),
             mix: Vec::new(),
+            images: None,
+            audio: None,
         }
     }
 

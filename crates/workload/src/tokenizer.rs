@@ -155,6 +155,8 @@ mod tests {
             sampling: Default::default(),
             extra_body: Default::default(),
             mix: Vec::new(),
+            images: None,
+            audio: None,
         }
     }
 

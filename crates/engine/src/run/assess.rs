@@ -146,7 +146,10 @@ fn warnings(pr: &PointResult) -> Vec<Reason> {
     let cfg = &pr.config;
     let mut warnings = Vec::new();
     let t = &pr.merged.tokens;
-    if let Some(rep) = t.reported_input_mean {
+    // Images and audio cost prompt tokens the client cannot count: the
+    // `image_tokens` hint says what they came to instead.
+    let media = pr.merged.media.is_some();
+    if let Some(rep) = t.reported_input_mean.filter(|_| !media) {
         if t.requested_input_mean > 0.0 {
             let dev = rep / t.requested_input_mean - 1.0;
             if dev.abs() > 0.05 {

@@ -36,6 +36,7 @@ impl Backend for FakeBackend {
             input_tokens: prompt.input_tokens,
             output_tokens: prompt.output_tokens,
             part: prompt.part,
+            media: prompt.media.as_deref().map(|m| m.sent).unwrap_or_default(),
         }
     }
 
@@ -43,6 +44,7 @@ impl Backend for FakeBackend {
         rec.requested_input = req.input_tokens;
         rec.requested_output = req.output_tokens;
         rec.part = req.part;
+        rec.media = req.media;
         rec.t_send = Instant::now();
         if self.fail_every > 0 && rec.index % self.fail_every == self.fail_every - 1 {
             tokio::time::sleep(self.ttft).await;

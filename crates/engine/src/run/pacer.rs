@@ -872,6 +872,8 @@ mod tests {
                 sampling: Default::default(),
                 extra_body: Default::default(),
                 mix: Vec::new(),
+                images: None,
+                audio: None,
             }),
             load: Load {
                 arrival,

@@ -8,6 +8,7 @@
 //! costs a few MB (see this crate's `tests/recorder_memory.rs`).
 
 use infer_bench_results::Outside;
+use infer_bench_results::media::MediaTotals;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -192,6 +193,8 @@ pub struct Tally {
     /// Merged from a tally without `in_window` (an older file): rates come
     /// from totals.
     totals_only: bool,
+    /// The images and audio of the requests that carried them.
+    media: MediaTotals,
 }
 
 fn rec_us(h: &mut Hist, ns: u64) {
@@ -293,6 +296,20 @@ impl Tally {
         self.counts.resent += r.retries as u64;
         self.requested_input_sum += r.requested_input as u64;
         self.requested_output_sum += r.requested_output as u64;
+        if r.media != Default::default() {
+            let m = &r.media;
+            self.media.merge(&MediaTotals {
+                requests: 1,
+                images: m.images as u64,
+                image_pixels: m.image_pixels,
+                image_bytes: m.image_bytes,
+                audio_seconds: m.audio_seconds,
+                audio_bytes: m.audio_bytes,
+                reported_input_sum: r.usage.prompt_tokens.unwrap_or(0) as u64,
+                reported_input_n: r.usage.prompt_tokens.is_some() as u64,
+                requested_input_sum: r.requested_input as u64,
+            });
+        }
         let _ = self.hists[Series::RequestedInput].record(r.requested_input as u64);
         let _ = self.hists[Series::RequestedOutput].record(r.requested_output as u64);
         self.first_send = Some(self.first_send.map_or(r.t_send, |t| t.min(r.t_send)));
@@ -403,6 +420,7 @@ impl Tally {
         add(&mut self.reported_input_n, o.reported_input_n);
         add(&mut self.reported_input_exact, o.reported_input_exact);
         self.in_flight_ns = self.in_flight_ns.saturating_add(o.in_flight_ns);
+        self.media.merge(&o.media);
         self.merge_in_window(o.in_window.as_ref(), o.totals_only, o.counts.sent);
     }
 
@@ -522,6 +540,7 @@ impl Tally {
                 0.0
             },
             concurrency_max,
+            media: self.media.stats(),
         }
     }
 
@@ -636,6 +655,7 @@ impl Tally {
             last_done_ns: off(self.last_done),
             // A sum that fell back on totals says so by having none.
             in_window: self.in_window.filter(|_| !self.totals_only),
+            media: (self.media.requests > 0).then_some(self.media),
         }
     }
 
@@ -678,6 +698,7 @@ impl Tally {
             last_done: at(d.last_done_ns),
             in_window: d.in_window,
             totals_only: d.in_window.is_none() && d.counts.sent > 0,
+            media: d.media.unwrap_or_default(),
         })
     }
 

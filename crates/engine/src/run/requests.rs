@@ -131,6 +131,11 @@ pub(super) fn request_line(
         .and_then(|_| r.first_reasoning_and_answer().1)
         .filter(|_| r.ok());
     let line = RequestLine {
+        audio_bytes: (r.media.audio_bytes > 0).then_some(r.media.audio_bytes),
+        audio_seconds: (r.media.audio_bytes > 0).then_some(r.media.audio_seconds),
+        image_bytes: (r.media.images > 0).then_some(r.media.image_bytes),
+        image_pixels: (r.media.images > 0).then_some(r.media.image_pixels),
+        images: (r.media.images > 0).then_some(r.media.images),
         connect_ms: Some(r.connect_ns as f64 / 1e6),
         dispatch_lag_ms: ms(r.t_slot, r.t_send),
         done_ms: Some(us_ms(

@@ -330,6 +330,7 @@ impl Conversation {
             input_tokens: self.history_tokens + now.input_tokens,
             output_tokens: now.output_tokens,
             part: now.part,
+            media: now.media.clone(),
         };
         let prepared = backend.prepare(&prompt);
         self.history = prompt.history;

@@ -11,6 +11,7 @@
 mod cost;
 mod load;
 mod matrix;
+mod media;
 mod models;
 mod parse;
 mod regression;

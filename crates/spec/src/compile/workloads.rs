@@ -190,6 +190,8 @@ impl Cx<'_> {
                 think_time: c.think_time.unwrap_or_default(),
             }
         });
+        let images = w.images.and_then(|i| self.images(name, api, i));
+        let audio = w.audio.and_then(|a| self.audio(name, api, a));
         let mut extra_body = serde_json::Map::new();
         for (key, v) in w.extra_body.unwrap_or_default() {
             if matches!(
@@ -240,6 +242,8 @@ impl Cx<'_> {
             sampling: w.sampling.unwrap_or_default(),
             extra_body,
             mix: Vec::new(),
+            images,
+            audio,
         })
     }
 
@@ -363,6 +367,8 @@ impl Cx<'_> {
             sampling: f.sampling.clone(),
             extra_body: f.extra_body.clone(),
             mix: out,
+            images: None,
+            audio: None,
         })
     }
 

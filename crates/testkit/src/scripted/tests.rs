@@ -848,7 +848,7 @@ async fn bad_requests_get_openai_errors() {
 
 #[test]
 fn prompt_tokens_are_words_or_ids() {
-    let ask = |endpoint, body: Value| parse_ask(endpoint, body.to_string().as_bytes(), 16);
+    let ask = |endpoint, body: Value| parse_ask(endpoint, body.to_string().as_bytes(), 16, 0);
     let c = Endpoint::Completions;
     assert_eq!(
         ask(c, json!({"prompt": "  a b\tc\nd "}))
@@ -882,7 +882,7 @@ fn prompt_tokens_are_words_or_ids() {
             "messages": [
                 {"role": "system", "content": "a b"},
                 {"role": "assistant", "content": null},
-                {"role": "user", "content": [{"type": "text", "text": "c d e"}, {"type": "image_url"}]},
+                {"role": "user", "content": [{"type": "text", "text": "c d e"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
             ],
             "max_tokens": 5,
             "max_completion_tokens": 7,
@@ -891,6 +891,20 @@ fn prompt_tokens_are_words_or_ids() {
     .unwrap();
     assert_eq!(chat_ask.prompt_tokens, 5);
     assert_eq!(chat_ask.max_tokens, 7, "max_completion_tokens wins");
+    assert_eq!(chat_ask.media[0].url.as_deref(), Some("https://x/y.png"));
+    // An image part without its URL, or with a data URL that does not
+    // decode, is refused.
+    for part in [
+        json!({"type": "image_url"}),
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}),
+        json!({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}),
+    ] {
+        let body = json!({"messages": [{"role": "user", "content": [part]}]});
+        assert!(matches!(
+            ask(Endpoint::ChatCompletions, body),
+            Err(BadRequest::Media(_))
+        ));
+    }
 }
 
 #[test]
