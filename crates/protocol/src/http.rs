@@ -761,6 +761,7 @@ impl Backend for HttpBackend {
             input_tokens: prompt.input_tokens,
             output_tokens: prompt.output_tokens,
             part: prompt.part,
+            units: self.protocol.units(prompt),
         }
     }
 
@@ -768,6 +769,7 @@ impl Backend for HttpBackend {
         rec.requested_input = req.input_tokens;
         rec.requested_output = req.output_tokens;
         rec.part = req.part;
+        rec.units = req.units;
         self.execute(req, &mut rec).await;
         if rec.t_done < rec.t_send {
             rec.t_done = Instant::now();

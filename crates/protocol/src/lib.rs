@@ -16,10 +16,13 @@
 
 pub mod client;
 pub mod connect;
+pub mod embeddings;
 pub mod error;
 pub mod http;
+pub mod kinds;
 pub mod openai;
 pub mod record;
+pub mod rerank;
 pub mod sse;
 
 use std::future::Future;
@@ -27,6 +30,8 @@ use std::future::Future;
 pub use client::ClientOptions;
 pub use error::Error;
 pub use http::{HttpBackend, Reading};
+pub use kinds::for_workload;
+
 pub use record::{
     ErrorClass, Failure, OutputEvent, RequestRecord, ServerTiming, TokenSource, Usage,
 };
@@ -42,6 +47,19 @@ pub struct Prepared {
     pub output_tokens: u32,
     /// The part of a mixed workload the request is from.
     pub part: u32,
+    /// What it counts beside itself (embeddings' inputs, rerank's
+    /// documents).
+    pub units: Units,
+}
+
+/// What one request counts beside itself: an embeddings request its
+/// inputs, a rerank request its documents and their tokens (as built).
+/// All zero for chat and completions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Units {
+    pub inputs: u32,
+    pub documents: u32,
+    pub document_tokens: u32,
 }
 
 /// Sends requests and times their responses.
@@ -166,4 +184,12 @@ pub trait Protocol: Send + Sync + 'static {
     /// The classes a request of this kind can fail with: the transport's,
     /// and any of the kind's own answers.
     fn failure_classes(&self) -> &'static [ErrorClass];
+
+    /// What a prompt's request counts beside itself: embeddings its
+    /// inputs, rerank its documents (with their tokens); nothing for a
+    /// kind that counts neither.
+    fn units(&self, prompt: &Prompt) -> Units {
+        let _ = prompt;
+        Units::default()
+    }
 }

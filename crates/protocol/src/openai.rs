@@ -264,7 +264,9 @@ impl BodyTemplate {
         m.insert("model".into(), Slot::Value(Value::from(model)));
         match api {
             Api::Chat => m.insert("messages".into(), Slot::Hole(BodyPart::Messages)),
-            Api::Completions => m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt)),
+            Api::Completions | Api::Embeddings | Api::Rerank => {
+                m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt))
+            }
         };
         m.insert(
             workload.max_tokens_field.clone(),
@@ -415,6 +417,7 @@ pub fn for_workload(
     match workload.api {
         Api::Chat => Box::new(Chat::new(workload, model, dialect)),
         Api::Completions => Box::new(Completions::new(workload, model, dialect)),
+        _ => crate::kinds::for_workload(workload, model, dialect),
     }
 }
 
@@ -657,7 +660,7 @@ mod tests {
                 messages.push(json!({"role": "user", "content": prompt.text}));
                 m.insert("messages".into(), Value::Array(messages));
             }
-            Api::Completions => {
+            _ => {
                 m.insert("prompt".into(), Value::String(prompt.text.clone()));
             }
         }
@@ -699,6 +702,8 @@ mod tests {
                 input_tokens: 2,
                 output_tokens: 7,
                 part: 0,
+                items: Vec::new(),
+                item_tokens: 0,
             },
             Prompt {
                 history: vec![
@@ -719,6 +724,8 @@ mod tests {
                 input_tokens: 30,
                 output_tokens: u32::MAX,
                 part: 1,
+                items: Vec::new(),
+                item_tokens: 0,
             },
         ];
         let mut workloads = vec![
@@ -779,6 +786,8 @@ mod tests {
             input_tokens: 1,
             output_tokens: 4,
             part: 0,
+            items: Vec::new(),
+            item_tokens: 0,
         };
         let body = |d: Dialect| -> serde_json::Map<String, serde_json::Value> {
             let t = BodyTemplate::new(w.api, &w, "m", d);

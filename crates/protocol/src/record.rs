@@ -183,6 +183,9 @@ pub struct RequestRecord {
     pub connect_ns: u64,
     /// The response's `id`, as the server named it (joins with its logs).
     pub response_id: Option<String>,
+    /// Embeddings: the request's inputs; rerank: its documents and their
+    /// tokens (zero for other kinds).
+    pub units: crate::Units,
 }
 
 impl RequestRecord {
@@ -208,6 +211,7 @@ impl RequestRecord {
             retries: 0,
             connect_ns: 0,
             response_id: None,
+            units: crate::Units::default(),
         }
     }
 

@@ -507,6 +507,24 @@ pub struct TallyData {
     /// rates come from their totals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_window: Option<InWindow>,
+    /// Of successful embeddings and rerank requests: how many there were,
+    /// their inputs, documents and document tokens (absent for other
+    /// kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<UnitTotals>,
+}
+
+/// What successful embeddings and rerank requests counted beside
+/// themselves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UnitTotals {
+    pub requests: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inputs: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub documents: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub document_tokens: u64,
 }
 
 /// What a set of requests did inside a measurement window, counted by
@@ -619,6 +637,16 @@ pub struct Stats {
     pub achieved_send_rate: Option<f64>,
     pub concurrency_mean: f64,
     pub concurrency_max: u64,
+    /// Embeddings: inputs embedded per second (successful requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_per_s: Option<f64>,
+    /// Rerank: documents scored per second, and their tokens per second
+    /// (as built: a rerank server's usage counts query and documents
+    /// together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documents_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_tokens_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -749,6 +777,9 @@ impl Stats {
                 Metric::ErrorRate => self.error_rate,
                 Metric::ConcurrencyMean => self.concurrency_mean,
                 Metric::AchievedSendRate => self.achieved_send_rate?,
+                Metric::InputsPerS => self.inputs_per_s?,
+                Metric::DocumentsPerS => self.documents_per_s?,
+                Metric::DocumentTokensPerS => self.document_tokens_per_s?,
                 _ => return None,
             }),
         }

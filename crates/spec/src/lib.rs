@@ -22,6 +22,7 @@ pub mod plan;
 mod rate;
 pub mod raw;
 pub mod results;
+pub mod retrieval;
 pub mod schema;
 pub mod seed;
 mod slo;

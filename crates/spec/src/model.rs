@@ -272,6 +272,10 @@ pub struct Workload {
     /// fields above are the parts' shared request settings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mix: Vec<MixPart>,
+    /// Embeddings and rerank: what a request carries besides its first
+    /// text (`crate::retrieval`); `None` for chat and completions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrieval: Option<crate::retrieval::Retrieval>,
 }
 
 /// One workload of a mix.

@@ -152,6 +152,10 @@ pub enum Dialect {
     /// TensorRT-LLM's `trtllm-serve`: as vLLM.
     #[serde(rename = "trtllm")]
     Trtllm,
+    /// Hugging Face text-embeddings-inference: the OpenAI fields, and its
+    /// own rerank body (`{query, texts}`).
+    #[serde(rename = "tei")]
+    Tei,
 }
 
 /// Tuning of the simulator's performance model and scheduler.
@@ -368,6 +372,11 @@ pub enum Api {
     Chat,
     /// POST /completions with a prompt.
     Completions,
+    /// POST /embeddings with `batch` inputs (not streamed).
+    Embeddings,
+    /// POST /rerank (the target's dialect decides the path and fields): a
+    /// query and `documents` documents (not streamed).
+    Rerank,
 }
 
 /// The requests to send.
@@ -378,7 +387,7 @@ pub struct RawWorkload {
     /// weight, e.g. { chat = 0.7, rag = 0.3 }; a mix has no other keys.
     #[serde(default)]
     pub mix: Option<BTreeMap<String, f64>>,
-    /// chat or completions. Default chat.
+    /// chat, completions, embeddings or rerank. Default chat.
     #[serde(default)]
     pub api: Option<Api>,
     /// Prompt length in tokens: a number, a string such as "uniform(64, 256)", or a table with `dist`.
@@ -415,6 +424,24 @@ pub struct RawWorkload {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
     pub extra_body: Option<BTreeMap<String, toml::Value>>,
+    /// Embeddings: inputs per request. Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub batch: Option<u32>,
+    /// Embeddings: "float" (default) or "base64" (little-endian f32).
+    #[serde(default)]
+    pub encoding_format: Option<crate::retrieval::EncodingFormat>,
+    /// Embeddings: the dimension asked of the server (models that can shorten their vectors).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub dimensions: Option<u32>,
+    /// Rerank: documents per request (the query's length is `input_tokens`).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub documents: Option<u32>,
+    /// Rerank: each document's length in tokens, a distribution like `input_tokens`.
+    #[serde(default)]
+    pub document_tokens: Option<Dist>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

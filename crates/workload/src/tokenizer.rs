@@ -155,6 +155,7 @@ mod tests {
             sampling: Default::default(),
             extra_body: Default::default(),
             mix: Vec::new(),
+            retrieval: None,
         }
     }
 

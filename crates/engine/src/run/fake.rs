@@ -36,6 +36,7 @@ impl Backend for FakeBackend {
             input_tokens: prompt.input_tokens,
             output_tokens: prompt.output_tokens,
             part: prompt.part,
+            units: Default::default(),
         }
     }
 

@@ -872,6 +872,7 @@ mod tests {
                 sampling: Default::default(),
                 extra_body: Default::default(),
                 mix: Vec::new(),
+                retrieval: None,
             }),
             load: Load {
                 arrival,

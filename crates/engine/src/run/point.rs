@@ -224,7 +224,7 @@ impl Client {
         let rt = env.rt;
         let mut backend = {
             let _guard = rt.enter();
-            let protocol = openai::for_workload(
+            let protocol = infer_bench_protocol::for_workload(
                 &cfg.workload,
                 cfg.served_name(),
                 declared.map_or(Dialect::Openai, |(d, _)| d),
@@ -241,7 +241,8 @@ impl Client {
             Some(d) => d,
             None => match rt.block_on(openai::identify(&backend)) {
                 Some(d) => {
-                    let protocol = openai::for_workload(&cfg.workload, cfg.served_name(), d);
+                    let protocol =
+                        infer_bench_protocol::for_workload(&cfg.workload, cfg.served_name(), d);
                     backend.set_protocol(protocol)?;
                     (d, DialectFrom::Server)
                 }

@@ -330,6 +330,8 @@ impl Conversation {
             input_tokens: self.history_tokens + now.input_tokens,
             output_tokens: now.output_tokens,
             part: now.part,
+            items: Vec::new(),
+            item_tokens: 0,
         };
         let prepared = backend.prepare(&prompt);
         self.history = prompt.history;

@@ -14,6 +14,7 @@ mod matrix;
 mod models;
 mod parse;
 mod regression;
+mod retrieval;
 mod slo;
 mod targets;
 mod telemetry;

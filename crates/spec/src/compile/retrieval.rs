@@ -1,0 +1,167 @@
+//! The keys of the retrieval kinds (`api = "embeddings"` and `"rerank"`):
+//! `batch`, `encoding_format`, `dimensions`, `documents` and
+//! `document_tokens`, checked against the workload's api, and the keys
+//! of generation (`output_tokens`, `stream`, ...) that such a workload
+//! cannot take.
+
+use super::Cx;
+use crate::raw::{Api, RawWorkload};
+use crate::retrieval::Retrieval;
+use crate::{Dist, limits};
+
+/// Most inputs in one embeddings request.
+pub const MAX_BATCH: u32 = 65_536;
+/// Most documents in one rerank request.
+pub const MAX_DOCUMENTS: u32 = 65_536;
+
+/// Whether a workload of `api` sends no generation request (and so takes
+/// no `output_tokens`).
+pub(super) fn retrieves(api: Api) -> bool {
+    matches!(api, Api::Embeddings | Api::Rerank)
+}
+
+impl Cx<'_> {
+    /// The retrieval shape of `[workloads.NAME]`, or `None` for a chat or
+    /// completions workload; every key set where it does not belong is an
+    /// error at the key.
+    pub(super) fn retrieval(&mut self, name: &str, w: &RawWorkload, api: Api) -> Option<Retrieval> {
+        let k = |f: &str| format!("workloads.{name}.{f}");
+        let api_name = match api {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+            Api::Embeddings => "embeddings",
+            Api::Rerank => "rerank",
+        };
+        let embed_keys = [
+            ("batch", w.batch.is_some()),
+            ("encoding_format", w.encoding_format.is_some()),
+            ("dimensions", w.dimensions.is_some()),
+        ];
+        let rerank_keys = [
+            ("documents", w.documents.is_some()),
+            ("document_tokens", w.document_tokens.is_some()),
+        ];
+        let mut misplaced: Vec<(&str, &str)> = Vec::new();
+        if api != Api::Embeddings {
+            misplaced.extend(
+                embed_keys
+                    .iter()
+                    .filter(|(_, set)| *set)
+                    .map(|(key, _)| (*key, "embeddings")),
+            );
+        }
+        if api != Api::Rerank {
+            misplaced.extend(
+                rerank_keys
+                    .iter()
+                    .filter(|(_, set)| *set)
+                    .map(|(key, _)| (*key, "rerank")),
+            );
+        }
+        for (key, kind) in misplaced {
+            self.key_err(
+                &k(key),
+                format!(
+                    "`{key}` belongs to api = \"{kind}\"; this workload's api is \"{api_name}\""
+                ),
+                Some(format!("remove it, or set api = \"{kind}\"")),
+            );
+        }
+        if !retrieves(api) {
+            return None;
+        }
+        // What only a generation request takes.
+        let generation = [
+            ("output_tokens", w.output_tokens.is_some()),
+            ("stream", w.stream == Some(true)),
+            ("ignore_eos", w.ignore_eos.is_some()),
+            ("max_tokens_field", w.max_tokens_field.is_some()),
+            ("sampling", w.sampling.is_some()),
+            ("trace", w.trace.is_some()),
+        ];
+        for (key, _) in generation.iter().filter(|(_, set)| *set) {
+            self.key_err(
+                &k(key),
+                format!("an {api_name} request generates no text, so the workload cannot set `{key}`"),
+                Some(match api {
+                    Api::Embeddings => "an embeddings workload takes input_tokens (or a dataset), batch, encoding_format and dimensions".into(),
+                    _ => "a rerank workload takes input_tokens (the query, or a dataset), documents and document_tokens".into(),
+                }),
+            );
+        }
+        match api {
+            Api::Embeddings => {
+                self.count_in(
+                    &k("batch"),
+                    w.batch.map(u64::from),
+                    1,
+                    MAX_BATCH.into(),
+                    "a number of inputs per request",
+                );
+                self.count_in(
+                    &k("dimensions"),
+                    w.dimensions.map(u64::from),
+                    1,
+                    limits::MAX_ARCH_DIM.into(),
+                    "a number of dimensions",
+                );
+                Some(Retrieval::Embeddings {
+                    batch: w.batch.unwrap_or(1).max(1),
+                    encoding_format: w.encoding_format.unwrap_or_default(),
+                    dimensions: w.dimensions,
+                })
+            }
+            _ => {
+                if w.documents.is_none() {
+                    self.key_err(
+                        &format!("workloads.{name}"),
+                        "missing key `documents`",
+                        Some("a rerank workload sends a query and documents: add e.g. documents = 16, document_tokens = 256".into()),
+                    );
+                }
+                if w.document_tokens.is_none() {
+                    self.key_err(
+                        &format!("workloads.{name}"),
+                        "missing key `document_tokens`",
+                        Some("add e.g. document_tokens = 256 or \"uniform(64, 512)\"".into()),
+                    );
+                }
+                self.count_in(
+                    &k("documents"),
+                    w.documents.map(u64::from),
+                    1,
+                    MAX_DOCUMENTS.into(),
+                    "a number of documents per request",
+                );
+                let tokens = w
+                    .document_tokens
+                    .clone()
+                    .map(|d| self.load_dist(&k("document_tokens"), d))
+                    .unwrap_or(Dist::Fixed(1));
+                if let Some(top) = tokens.upper() {
+                    if top > limits::MAX_TOKENS {
+                        self.err(
+                            &k("document_tokens"),
+                            format!(
+                                "expected lengths of at most {} tokens, found up to {top}",
+                                limits::MAX_TOKENS
+                            ),
+                            Some("no model has a longer context; set a smaller `max`".into()),
+                        );
+                    }
+                }
+                if let Dist::Fixed(0) = tokens {
+                    self.err(
+                        &k("document_tokens"),
+                        "expected at least 1 token per document, found 0",
+                        None,
+                    );
+                }
+                Some(Retrieval::Rerank {
+                    documents: w.documents.unwrap_or(1).max(1),
+                    document_tokens: tokens,
+                })
+            }
+        }
+    }
+}
