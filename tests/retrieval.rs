@@ -290,3 +290,36 @@ fn validate_puts_each_misplaced_key_at_its_position() {
         );
     }
 }
+
+/// docs/examples/rag.toml as written, its three targets on one scripted
+/// server: an embeddings, a rerank and a chat point, each with its own
+/// columns.
+#[test]
+fn the_rag_example_runs_its_three_kinds() {
+    let rt = runtime();
+    let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/examples/rag.toml"),
+    )
+    .unwrap();
+    let base = server.base_url();
+    let text = ["8001", "8002", "8003"].iter().fold(text, |t, port| {
+        t.replace(&format!("http://127.0.0.1:{port}/v1"), &base)
+    });
+    let run = run(&text, &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stderr, run.stdout);
+    let points = run.results["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3);
+    for p in points {
+        let m = &p["merged"];
+        assert_eq!(m["requests"]["succeeded"], 40, "{}", p["slug"]);
+        let slug = p["slug"].as_str().unwrap();
+        match slug.split('.').nth(2).unwrap() {
+            "embed" => assert!(m["inputs_per_s"].as_f64().unwrap() > 0.0),
+            "rerank" => assert!(m["documents_per_s"].as_f64().unwrap() > 0.0),
+            _ => assert!(m["latency_ms"].get("ttft").is_some()),
+        }
+    }
+    assert!(run.stdout.contains("TTFT p50") && run.stdout.contains("inputs/s"));
+    rt.block_on(server.wait_idle());
+}
