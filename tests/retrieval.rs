@@ -77,7 +77,7 @@ fn scripted(workload: &str, requests: u32, script: Script) -> (Run, Vec<ServedRe
 #[test]
 fn embeddings_batches_are_sent_checked_and_counted() {
     let (run, served) = scripted(
-        "api = \"embeddings\"\ninput_tokens = 24\nbatch = 4",
+        "api = \"embeddings\"\ninput_tokens = 24\nbatch = 4\n\n[slo]\nlatency = \"p99 < 10s\"\n\n[goodput]\ne2e = \"10s\"",
         20,
         Script {
             ttft: Duration::from_millis(3),
@@ -114,6 +114,11 @@ fn embeddings_batches_are_sent_checked_and_counted() {
         "{inputs} vs {rps}"
     );
     assert!(m.get("documents_per_s").is_none());
+    // `latency` gates the whole request (e2e); goodput bounds it too.
+    let point = &run.results["points"][0];
+    assert_eq!(point["slo_pass"], true, "{}", point["slo"]);
+    assert_eq!(point["slo"][0]["metric"], "e2e");
+    assert_eq!(m["goodput_ratio"], 1.0);
     // The terminal table names inputs/s and shows no TTFT column.
     assert!(run.stdout.contains("inputs/s"), "{}", run.stdout);
     assert!(!run.stdout.contains("TTFT"), "{}", run.stdout);

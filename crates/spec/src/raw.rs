@@ -878,6 +878,10 @@ pub struct RawSlo {
     /// Output tokens per second, a plain number, e.g. "> 1000".
     #[serde(default)]
     pub output_tokens_per_s: Option<OneOrMany<SloExpr>>,
+    /// The whole request's latency (`e2e` under the name embeddings and
+    /// rerank know it by), e.g. "p99 < 50ms".
+    #[serde(default)]
+    pub latency: Option<OneOrMany<SloExpr>>,
 }
 
 /// Per-request bounds of goodput.

@@ -241,6 +241,7 @@ impl Cx<'_> {
                 e2e: g.e2e,
             })
             .unwrap_or_default();
+        self.stream_gates(&slo, &goodput, &workloads);
         self.search_target(&load, !slo.is_empty(), !goodput.is_empty());
         let cost = raw.cost.map(|c| self.cost(c)).unwrap_or_default();
         let telemetry = self.telemetry(raw.telemetry.unwrap_or_default());

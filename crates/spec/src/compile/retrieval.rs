@@ -21,6 +21,56 @@ pub(super) fn retrieves(api: Api) -> bool {
 }
 
 impl Cx<'_> {
+    /// An SLO or goodput bound on what only a streamed answer has (TTFT,
+    /// TPOT, ITL) where every workload is embeddings or rerank: no point
+    /// could measure it, so it is an error at the gate's key.
+    pub(super) fn stream_gates(
+        &mut self,
+        slo: &[crate::model::SloGate],
+        goodput: &crate::model::Goodput,
+        workloads: &std::collections::BTreeMap<String, crate::model::Workload>,
+    ) {
+        use infer_bench_results::metric::Metric;
+        if workloads.is_empty() || !workloads.values().all(|w| retrieves(w.api)) {
+            return;
+        }
+        let streamed = |m: Metric| {
+            matches!(
+                m,
+                Metric::Ttft
+                    | Metric::TtftFromSend
+                    | Metric::TtftReasoning
+                    | Metric::TtftAnswer
+                    | Metric::Tpot
+                    | Metric::Itl
+                    | Metric::ItlToken
+                    | Metric::OutputTokensPerS
+            )
+        };
+        let mut keys: Vec<String> = Vec::new();
+        for g in slo.iter().filter(|g| streamed(g.metric)) {
+            let key = format!("slo.{}", g.metric);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        for (name, set) in [
+            ("ttft", goodput.ttft.is_some()),
+            ("tpot", goodput.tpot.is_some()),
+        ] {
+            if set {
+                keys.push(format!("goodput.{name}"));
+            }
+        }
+        for key in keys {
+            self.key_err(
+                &key,
+                "every workload of this spec is embeddings or rerank, whose answers are not streamed: they have no TTFT, TPOT or ITL",
+                Some("gate the whole request's latency instead, e.g. [slo] latency = \"p99 < 50ms\" (or e2e), and [goodput] e2e".into()),
+            );
+        }
+    }
+
     /// The retrieval shape of `[workloads.NAME]`, or `None` for a chat or
     /// completions workload; every key set where it does not belong is an
     /// error at the key.
