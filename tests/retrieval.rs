@@ -328,3 +328,44 @@ fn the_rag_example_runs_its_three_kinds() {
     assert!(run.stdout.contains("TTFT p50") && run.stdout.contains("inputs/s"));
     rt.block_on(server.wait_idle());
 }
+
+/// The built-in simulator serves both kinds as prefill-only work: answers
+/// of the right shape (checked by the client), usage in its own count, and
+/// a latency its prefill physics set (eight inputs take longer than one).
+#[test]
+fn the_simulator_embeds_and_reranks_as_prefill() {
+    let text = "name = \"sim-retrieval\"\nseed = 1\n[targets.sim]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n\
+        [models.m]\npreset = \"llama-3.1-8b\"\n\
+        [workloads.one]\napi = \"embeddings\"\ninput_tokens = 512\n\
+        [workloads.eight]\napi = \"embeddings\"\ninput_tokens = 512\nbatch = 8\nencoding_format = \"base64\"\ndimensions = 32\n\
+        [workloads.rerank]\napi = \"rerank\"\ninput_tokens = 32\ndocuments = 4\ndocument_tokens = 128\n\
+        [load]\nconcurrency = 1\nrequests = 8\n[matrix]\nworkload = [\"one\", \"eight\", \"rerank\"]\n";
+    let run = run(text, &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let points = run.results["points"].as_array().unwrap();
+    let p50 = |i: usize| {
+        points[i]["merged"]["latency_ms"]["e2e"]["p50"]
+            .as_f64()
+            .unwrap()
+    };
+    for p in points {
+        assert_eq!(p["merged"]["requests"]["succeeded"], 8, "{}", p["slug"]);
+    }
+    // The simulator counts a word a token: our count exactly.
+    assert_eq!(points[0]["merged"]["tokens"]["reported_input_exact"], 1.0);
+    assert_eq!(
+        points[1]["merged"]["tokens"]["reported_input_mean"],
+        8.0 * 512.0
+    );
+    // A cross-encoder reads the query with every document.
+    assert_eq!(
+        points[2]["merged"]["tokens"]["reported_input_mean"],
+        4.0 * (32.0 + 128.0)
+    );
+    assert!(
+        p50(1) > p50(0),
+        "8 inputs ({} ms) take longer than 1 ({} ms)",
+        p50(1),
+        p50(0)
+    );
+}

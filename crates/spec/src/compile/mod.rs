@@ -242,6 +242,7 @@ impl Cx<'_> {
             })
             .unwrap_or_default();
         self.stream_gates(&slo, &goodput, &workloads);
+        self.virtual_retrieval(&targets, &workloads);
         self.search_target(&load, !slo.is_empty(), !goodput.is_empty());
         let cost = raw.cost.map(|c| self.cost(c)).unwrap_or_default();
         let telemetry = self.telemetry(raw.telemetry.unwrap_or_default());

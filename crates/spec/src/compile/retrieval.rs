@@ -21,6 +21,34 @@ pub(super) fn retrieves(api: Api) -> bool {
 }
 
 impl Cx<'_> {
+    /// A simulator in virtual time runs generation requests only: a spec
+    /// that would send it embeddings or rerank is an error at its clock.
+    pub(super) fn virtual_retrieval(
+        &mut self,
+        targets: &std::collections::BTreeMap<String, crate::model::Target>,
+        workloads: &std::collections::BTreeMap<String, crate::model::Workload>,
+    ) {
+        let Some(w) = workloads.values().find(|w| retrieves(w.api)) else {
+            return;
+        };
+        for (name, t) in targets {
+            if t.sim
+                .as_ref()
+                .is_some_and(|s| s.clock == crate::raw::SimClock::Virtual)
+            {
+                self.err(
+                    &format!("targets.{name}.sim.clock"),
+                    format!(
+                        "the simulator in virtual time serves chat and completions only, and workload \"{}\" is {}",
+                        w.name,
+                        if w.api == Api::Embeddings { "embeddings" } else { "rerank" }
+                    ),
+                    Some("use clock = \"real\" (the default): the simulator serves /v1/embeddings and /v1/rerank as prefill-only work".into()),
+                );
+            }
+        }
+    }
+
     /// An SLO or goodput bound on what only a streamed answer has (TTFT,
     /// TPOT, ITL) where every workload is embeddings or rerank: no point
     /// could measure it, so it is an error at the gate's key.
