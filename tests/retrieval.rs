@@ -369,3 +369,35 @@ fn the_simulator_embeds_and_reranks_as_prefill() {
         p50(0)
     );
 }
+
+/// `batch` and `documents` are matrix axes: each value a point of its own
+/// (its workload named `embed.b4`, `rerank.d3`), sending that many inputs
+/// or documents.
+#[test]
+fn batch_and_documents_are_matrix_axes() {
+    let rt = runtime();
+    let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
+    let text = format!(
+        "name = \"axes\"\nseed = 2\n[targets.s]\nkind = \"openai\"\nbase_url = \"{}\"\n[models.m]\nserved_name = \"scripted-model\"\n\
+         [workloads.embed]\napi = \"embeddings\"\ninput_tokens = 10\n\
+         [workloads.rerank]\napi = \"rerank\"\ninput_tokens = 5\ndocuments = 2\ndocument_tokens = 7\n\
+         [load]\nconcurrency = 1\nrequests = 3\n\
+         [matrix]\ninclude = [{{ workload = \"embed\", batch = 1 }}, {{ workload = \"embed\", batch = 4 }}, {{ workload = \"rerank\", documents = 3 }}]\n",
+        server.base_url()
+    );
+    let run = run(&text, &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    rt.block_on(server.wait_idle());
+    let points = run.results["points"].as_array().unwrap();
+    let slugs: Vec<&str> = points.iter().map(|p| p["slug"].as_str().unwrap()).collect();
+    assert_eq!(
+        slugs,
+        ["s.m.embed.b1.c1", "s.m.embed.b4.c1", "s.m.rerank.d3.c1"]
+    );
+    let tokens: Vec<u32> = server.records().iter().map(|r| r.prompt_tokens).collect();
+    assert_eq!(
+        tokens,
+        [10, 10, 10, 40, 40, 40, 26, 26, 26],
+        "5 + 3 x 7 for the reranks"
+    );
+}

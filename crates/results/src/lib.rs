@@ -747,6 +747,15 @@ pub struct CostResult {
     pub electricity_usd_per_1m_output_tokens: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub good_requests_per_gpu_usd: Option<f64>,
+    /// Embeddings: GPU dollars per million inputs embedded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_inputs: Option<f64>,
+    /// Rerank: GPU dollars per million documents scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_documents: Option<f64>,
+    /// Embeddings and rerank: GPU dollars per thousand successful requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1k_requests: Option<f64>,
 }
 
 impl Stats {

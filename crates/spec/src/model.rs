@@ -772,6 +772,10 @@ pub enum Axis {
     Concurrency,
     Rate,
     MaxConcurrency,
+    /// Embeddings: inputs per request.
+    Batch,
+    /// Rerank: documents per request.
+    Documents,
 }
 
 impl Axis {
@@ -783,6 +787,8 @@ impl Axis {
         Axis::Concurrency,
         Axis::Rate,
         Axis::MaxConcurrency,
+        Axis::Batch,
+        Axis::Documents,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -793,6 +799,8 @@ impl Axis {
             Axis::Concurrency => "concurrency",
             Axis::Rate => "rate",
             Axis::MaxConcurrency => "max_concurrency",
+            Axis::Batch => "batch",
+            Axis::Documents => "documents",
         }
     }
     pub fn from_name(s: &str) -> Option<Axis> {

@@ -765,6 +765,12 @@ pub struct RawMatrix {
     pub rate: Option<Vec<Rate>>,
     #[serde(default)]
     pub max_concurrency: Option<Vec<u32>>,
+    /// Embeddings: inputs per request, overriding the workload's `batch`.
+    #[serde(default)]
+    pub batch: Option<Vec<u32>>,
+    /// Rerank: documents per request, overriding the workload's `documents`.
+    #[serde(default)]
+    pub documents: Option<Vec<u32>>,
     /// Combinations to remove: an entry removes every combination it matches on all its keys.
     #[serde(default)]
     pub exclude: Vec<RawMatrixEntry>,
@@ -791,6 +797,10 @@ pub struct RawMatrixEntry {
     pub rate: Option<Rate>,
     #[serde(default)]
     pub max_concurrency: Option<u32>,
+    #[serde(default)]
+    pub batch: Option<u32>,
+    #[serde(default)]
+    pub documents: Option<u32>,
 }
 
 /// One expression or a list of them.

@@ -66,3 +66,44 @@ impl Retrieval {
         }
     }
 }
+
+/// A workload as a matrix point's `batch` and `documents` axes make it:
+/// the same workload when neither is set, else a copy with the count
+/// replaced, named `{name}.b{batch}` or `{name}.d{documents}` (so its
+/// slug, hash and prompts are its own). Err: the axis that does not fit
+/// the workload's api, and why.
+pub fn with_axes(
+    w: &crate::model::Workload,
+    batch: Option<u32>,
+    documents: Option<u32>,
+) -> Result<std::borrow::Cow<'_, crate::model::Workload>, (&'static str, String)> {
+    use std::borrow::Cow;
+    if batch.is_none() && documents.is_none() {
+        return Ok(Cow::Borrowed(w));
+    }
+    let mut out = w.clone();
+    let fits = |axis: &'static str, api: &str| {
+        (
+            axis,
+            format!(
+                "the matrix's `{axis}` axis applies to api = \"{api}\" workloads, and workload \"{}\" is not one",
+                w.name
+            ),
+        )
+    };
+    if let Some(b) = batch {
+        match &mut out.retrieval {
+            Some(Retrieval::Embeddings { batch, .. }) => *batch = b,
+            _ => return Err(fits("batch", "embeddings")),
+        }
+        out.name = format!("{}.b{b}", w.name);
+    }
+    if let Some(d) = documents {
+        match &mut out.retrieval {
+            Some(Retrieval::Rerank { documents, .. }) => *documents = d,
+            _ => return Err(fits("documents", "rerank")),
+        }
+        out.name = format!("{}.d{d}", w.name);
+    }
+    Ok(Cow::Owned(out))
+}
