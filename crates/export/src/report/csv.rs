@@ -57,7 +57,6 @@ pub const COLUMNS: &[&str] = &[
     "output_tokens_per_s_per_user",
     "usd_per_1m_output_tokens",
     "good_requests_per_gpu_usd",
-    "step",
     "api",
     "inputs_per_s",
     "documents_per_s",
@@ -66,6 +65,7 @@ pub const COLUMNS: &[&str] = &[
     "usd_per_1m_inputs",
     "usd_per_1m_documents",
     "usd_per_1k_requests",
+    "step",
 ];
 
 /// A field quoted as RFC 4180 asks (when it holds a comma, quote or line
@@ -231,8 +231,8 @@ pub fn render(sources: &[Source]) -> String {
                     },
                 ])
                 .chain(tail.iter().cloned())
-                .chain([step])
                 .chain(retrieval_cells(p, s))
+                .chain([step])
                 .collect();
             debug_assert_eq!(cells.len(), COLUMNS.len());
             out.push_str(&cells.iter().map(|c| field(c)).collect::<Vec<_>>().join(","));
