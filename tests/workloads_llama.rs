@@ -238,11 +238,22 @@ impl Drop for Server {
 /// line; the server is stopped when the returned guard drops, panics
 /// included.
 fn start(dir: &Path) -> Server {
+    start_with(dir, &[])
+}
+
+/// [`start`], with more arguments for llama-server.
+fn start_with(dir: &Path, extra: &[&str]) -> Server {
+    start_model(dir, "tiny-f16", extra)
+}
+
+/// [`start_with`] on `models/{model}.gguf`.
+fn start_model(dir: &Path, model: &str, extra: &[&str]) -> Server {
     let child = Command::new(dir.join("bin/llama-server"))
         .arg("-m")
-        .arg(dir.join("models/tiny-f16.gguf"))
+        .arg(dir.join(format!("models/{model}.gguf")))
         .args(["--host", "127.0.0.1", "--port", "0"])
         .args(["-np", "4", "-cb", "-c", "4096"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -378,6 +389,166 @@ workload = [{list}]
         assert_eq!(t.reported_input_exact, Some(1.0), "{}", p.slug);
         assert_eq!(p.workload.as_ref().unwrap().lengths, "tokenizer");
     }
+}
+
+/// Embeddings against llama-server (`--embeddings --pooling mean`): batches
+/// of inputs of exact lengths, every answer's vectors checked, and the
+/// server's `usage.prompt_tokens` equal to ours plus the one BOS llama.cpp
+/// puts before each input.
+#[test]
+fn llama_server_embeds_batches_and_counts_their_tokens() {
+    let Some(dir) = llama_dir() else { return };
+    let vocab = read_vocab(&dir.join("models/tiny-f16.gguf"));
+    let tmp = tempfile::tempdir().unwrap();
+    let tok_path = tmp.path().join("tokenizer.json");
+    std::fs::write(&tok_path, tokenizer_json(&vocab)).unwrap();
+    let server = start_with(
+        &dir,
+        &[
+            "--embeddings",
+            "--pooling",
+            "mean",
+            "-ub",
+            "4096",
+            "-b",
+            "4096",
+        ],
+    );
+    let spec_text = format!(
+        r#"
+name = "llama-embeddings"
+seed = 3
+[targets.llama]
+kind = "openai"
+base_url = "http://127.0.0.1:{port}/v1"
+headers = {{ Connection = "close" }}
+[models.tiny]
+served_name = "tiny"
+tokenizer = "{tok}"
+[workloads.f]
+api = "embeddings"
+input_tokens = "uniform(5, 40)"
+batch = 3
+[workloads.b]
+api = "embeddings"
+input_tokens = 17
+batch = 2
+encoding_format = "base64"
+[load]
+concurrency = 2
+requests = 6
+[matrix]
+workload = ["f", "b"]
+"#,
+        port = server.port,
+        tok = tok_path.display(),
+    );
+    let spec_path = tmp.path().join("spec.toml");
+    std::fs::write(&spec_path, spec_text).unwrap();
+    let spec = infer_bench::spec::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let plan = Plan::build(&spec).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = RunOptions {
+        requests_jsonl: true,
+        ..RunOptions::new(tmp.path().join("out"))
+    };
+    let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
+    let lines = std::fs::read_to_string(tmp.path().join("out/requests.jsonl")).unwrap();
+    let mut seen = 0;
+    for line in lines.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(r["error"].is_null(), "{r}");
+        let point = r["point"].as_str().unwrap();
+        let batch = if point.contains(".f.") { 3 } else { 2 };
+        let ours = r["input_tokens_requested"].as_u64().unwrap();
+        let server = r["input_tokens"].as_u64().unwrap();
+        assert_eq!(server, ours + batch, "one BOS per input: {r}");
+        seen += 1;
+    }
+    assert_eq!(seen, 12);
+    for p in &results.points {
+        let s = &p.merged;
+        assert_eq!(s.requests.succeeded, 6, "{}", p.slug);
+        assert_eq!(s.tokens.output_total, 0);
+        assert!(s.tokens.reported_input_mean.is_some(), "usage came back");
+        assert!(s.inputs_per_s.unwrap() > 0.0);
+        assert!(!s.latency_ms.contains_key("ttft"));
+    }
+}
+
+/// Rerank against llama-server (`--reranking`, the tiny Qwen3 reranker
+/// `scripts/setup-llama` writes): one score per document, checked, and the
+/// server's `usage.prompt_tokens` exactly what a cross-encoder reads: per
+/// document, BOS, the query and the document.
+#[test]
+fn llama_server_reranks_and_counts_every_query_document_pair() {
+    let Some(dir) = llama_dir() else { return };
+    assert!(
+        dir.join("models/tiny-rerank.gguf").is_file(),
+        "no models/tiny-rerank.gguf in {}: run scripts/setup-llama",
+        dir.display()
+    );
+    let vocab = read_vocab(&dir.join("models/tiny-f16.gguf"));
+    let tmp = tempfile::tempdir().unwrap();
+    let tok_path = tmp.path().join("tokenizer.json");
+    std::fs::write(&tok_path, tokenizer_json(&vocab)).unwrap();
+    let server = start_model(
+        &dir,
+        "tiny-rerank",
+        &["--reranking", "-ub", "4096", "-b", "4096"],
+    );
+    let (query, documents) = (9u64, 5u64);
+    let spec_text = format!(
+        r#"
+name = "llama-rerank"
+seed = 3
+[targets.llama]
+kind = "openai"
+base_url = "http://127.0.0.1:{port}/v1"
+headers = {{ Connection = "close" }}
+[models.tiny]
+served_name = "tiny"
+tokenizer = "{tok}"
+[workloads.r]
+api = "rerank"
+input_tokens = {query}
+documents = {documents}
+document_tokens = "uniform(4, 30)"
+[load]
+concurrency = 2
+requests = 6
+"#,
+        port = server.port,
+        tok = tok_path.display(),
+    );
+    let spec_path = tmp.path().join("spec.toml");
+    std::fs::write(&spec_path, spec_text).unwrap();
+    let spec = infer_bench::spec::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let plan = Plan::build(&spec).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = RunOptions {
+        requests_jsonl: true,
+        ..RunOptions::new(tmp.path().join("out"))
+    };
+    let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
+    let lines = std::fs::read_to_string(tmp.path().join("out/requests.jsonl")).unwrap();
+    let mut seen = 0;
+    for line in lines.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(r["error"].is_null(), "{r}");
+        // Ours: the query once and every document; the server's: BOS and
+        // the query with each document.
+        let ours = r["input_tokens_requested"].as_u64().unwrap();
+        let server = r["input_tokens"].as_u64().unwrap();
+        assert_eq!(server, ours + documents + (documents - 1) * query, "{r}");
+        seen += 1;
+    }
+    assert_eq!(seen, 6);
+    let s = &results.points[0].merged;
+    assert_eq!(s.requests.succeeded, 6);
+    assert!(s.documents_per_s.unwrap() > 0.0);
+    assert!(s.document_tokens_per_s.unwrap() > 0.0);
+    assert!(!s.latency_ms.contains_key("ttft"));
 }
 
 /// The Responses and Messages APIs against llama-server's own

@@ -8,6 +8,10 @@
 //! - `output_tokens_per_joule = output_tokens / energy_j`
 //! - `electricity_usd_per_1m_output_tokens = energy_j / 3.6e6 * kwh_usd / (output_tokens / 1e6)`
 //! - `good_requests_per_gpu_usd = goodput_per_s * 3600 / (gpu_hour_usd * gpus)`
+//! - embeddings and rerank (points with `inputs_per_s` or
+//!   `documents_per_s`): `usd_per_1m_inputs` (`usd_per_1m_documents`) =
+//!   `gpu_hour_usd * gpus * window_h / (inputs_per_s * window_s / 1e6)`,
+//!   and `usd_per_1k_requests` the same over `request_throughput * window_s / 1e3`
 //!
 //! `window_h` is the measurement windows' total length (all runs) in hours,
 //! and the token counts are those of the same windows; energy is measured
@@ -75,12 +79,43 @@ pub fn compute(cost: &Cost, gpus: u32, s: &Stats, energy_j: Option<f64>) -> Opti
         good_requests_per_gpu_usd: price
             .filter(|p| *p > 0.0)
             .map(|p| s.goodput * 3600.0 / (p * gpus_f)),
+        usd_per_1m_inputs: s
+            .inputs_per_s
+            .and_then(|r| per(gpu_usd, r * s.window_s / 1e6)),
+        usd_per_1m_documents: s
+            .documents_per_s
+            .and_then(|r| per(gpu_usd, r * s.window_s / 1e6)),
+        usd_per_1k_requests: (s.inputs_per_s.is_some() || s.documents_per_s.is_some())
+            .then(|| per(gpu_usd, s.request_throughput * s.window_s / 1e3))
+            .flatten(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retrieval_points_cost_per_input_document_and_request() {
+        let cost = Cost {
+            gpu_hour_usd: Some(3.6),
+            ..Cost::default()
+        };
+        // One hour at 10 req/s of 4 inputs: $3.60 for 36,000 requests and
+        // 144,000 inputs.
+        let mut s = stats(3600.0, 0, 0, 10.0);
+        s.request_throughput = 10.0;
+        s.inputs_per_s = Some(40.0);
+        let c = compute(&cost, 1, &s, None).unwrap();
+        assert!((c.usd_per_1m_inputs.unwrap() - 3.6 / 0.144).abs() < 1e-9);
+        assert!((c.usd_per_1k_requests.unwrap() - 3.6 / 36.0).abs() < 1e-9);
+        assert_eq!(c.usd_per_1m_documents, None);
+        assert_eq!(c.usd_per_1m_output_tokens, None, "no output tokens");
+        // A chat point gets none of them.
+        s.inputs_per_s = None;
+        let c = compute(&cost, 1, &s, None).unwrap();
+        assert_eq!((c.usd_per_1m_inputs, c.usd_per_1k_requests), (None, None));
+    }
 
     fn stats(window_s: f64, out: u64, good_out: u64, goodput: f64) -> Stats {
         let mut s = Stats {

@@ -7,6 +7,7 @@ mod findings;
 pub mod plan;
 pub mod report;
 pub mod resources;
+pub mod retrieval;
 pub mod summary;
 pub mod summary_details;
 pub mod table;

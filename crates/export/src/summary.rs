@@ -66,8 +66,14 @@ pub fn render(r: &Results, look: Look) -> String {
     ]);
     let mut notes = Vec::new();
     let mut findings = Findings::default();
+    // Retrieval points (no TTFT, TPOT or ITL) have a table of their own.
+    let mut generation = 0;
     for p in &r.points {
-        t.row(row(p, look, &mut findings));
+        let cells = row(p, look, &mut findings);
+        if !super::retrieval::is_retrieval(p) {
+            t.row(cells);
+            generation += 1;
+        }
     }
     super::summary_details::findings(r, &mut findings);
     let simulated = r
@@ -87,8 +93,16 @@ pub fn render(r: &Results, look: Look) -> String {
         if r.complete { "" } else { ", incomplete" }
     );
     let (text, hidden) = t.render_look(look, NARROW_DROPS);
-    out.push_str(&text);
-    if !hidden.is_empty() {
+    if generation > 0 {
+        out.push_str(&text);
+    }
+    if let Some(table) = super::retrieval::table(r, look) {
+        if generation > 0 {
+            out.push('\n');
+        }
+        out.push_str(&table);
+    }
+    if generation > 0 && !hidden.is_empty() {
         out.push_str(&format!(
             "(to fit {} columns, not shown: {}; --wide shows every column)\n",
             crate::term::WIDTH,

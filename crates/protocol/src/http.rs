@@ -772,6 +772,7 @@ impl Backend for HttpBackend {
             output_tokens: prompt.output_tokens,
             part: prompt.part,
             media: prompt.media.as_deref().map(|m| m.sent).unwrap_or_default(),
+            units: self.protocol.units(prompt),
         }
     }
 
@@ -780,6 +781,7 @@ impl Backend for HttpBackend {
         rec.requested_output = req.output_tokens;
         rec.part = req.part;
         rec.media = req.media;
+        rec.units = req.units;
         self.execute(req, &mut rec).await;
         if rec.t_done < rec.t_send {
             rec.t_done = Instant::now();

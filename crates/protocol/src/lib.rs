@@ -17,11 +17,14 @@
 
 pub mod client;
 pub mod connect;
+pub mod embeddings;
 pub mod error;
 pub mod http;
+pub mod kinds;
 pub mod messages;
 pub mod openai;
 pub mod record;
+pub mod rerank;
 pub mod responses;
 pub mod sse;
 
@@ -30,27 +33,13 @@ use std::future::Future;
 pub use client::ClientOptions;
 pub use error::Error;
 pub use http::{HttpBackend, Reading};
+pub use kinds::for_workload;
+
 pub use record::{
     ErrorClass, Failure, OutputEvent, RequestRecord, ServerTiming, TokenSource, Usage,
 };
 
 use infer_bench_workload::Prompt;
-
-/// The request kind a workload asks for (its `api`), writing bodies in
-/// `dialect`.
-pub fn for_workload(
-    workload: &infer_bench_spec::Workload,
-    model: &str,
-    dialect: infer_bench_spec::Dialect,
-) -> Box<dyn Protocol> {
-    use infer_bench_spec::raw::Api;
-    match workload.api {
-        Api::Chat => Box::new(openai::Chat::new(workload, model, dialect)),
-        Api::Completions => Box::new(openai::Completions::new(workload, model, dialect)),
-        Api::Responses => Box::new(responses::Responses::new(workload, model, dialect)),
-        Api::Messages => Box::new(messages::Messages::new(workload, model, dialect)),
-    }
-}
 
 /// How a request kind carries the target's API key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +61,19 @@ pub struct Prepared {
     pub part: u32,
     /// The images and audio its body carries.
     pub media: infer_bench_workload::MediaSent,
+    /// What it counts beside itself (embeddings' inputs, rerank's
+    /// documents).
+    pub units: Units,
+}
+
+/// What one request counts beside itself: an embeddings request its
+/// inputs, a rerank request its documents and their tokens (as built).
+/// All zero for chat and completions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Units {
+    pub inputs: u32,
+    pub documents: u32,
+    pub document_tokens: u32,
 }
 
 /// Sends requests and times their responses.
@@ -207,4 +209,12 @@ pub trait Protocol: Send + Sync + 'static {
     /// The classes a request of this kind can fail with: the transport's,
     /// and any of the kind's own answers.
     fn failure_classes(&self) -> &'static [ErrorClass];
+
+    /// What a prompt's request counts beside itself: embeddings its
+    /// inputs, rerank its documents (with their tokens); nothing for a
+    /// kind that counts neither.
+    fn units(&self, prompt: &Prompt) -> Units {
+        let _ = prompt;
+        Units::default()
+    }
 }

@@ -319,6 +319,8 @@ impl BodyTemplate {
                 m.insert("input".into(), Slot::Hole(BodyPart::Messages))
             }
             Api::Messages => m.insert("messages".into(), Slot::Hole(BodyPart::AnthropicMessages)),
+            // Their bodies are their own (`embeddings`, `rerank`).
+            Api::Embeddings | Api::Rerank => m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt)),
         };
         m.insert(
             workload.max_tokens_field.clone(),
@@ -771,7 +773,7 @@ mod tests {
             Api::Completions => {
                 m.insert("prompt".into(), Value::String(prompt.text.clone()));
             }
-            Api::Responses | Api::Messages => unreachable!("the map wrote chat and completions"),
+            _ => unreachable!("the map wrote chat and completions"),
         }
         m.insert(
             w.max_tokens_field.clone(),
@@ -812,6 +814,8 @@ mod tests {
                 output_tokens: 7,
                 part: 0,
                 media: None,
+                items: Vec::new(),
+                item_tokens: 0,
             },
             Prompt {
                 history: vec![
@@ -833,6 +837,8 @@ mod tests {
                 output_tokens: u32::MAX,
                 part: 1,
                 media: None,
+                items: Vec::new(),
+                item_tokens: 0,
             },
         ];
         let mut workloads = vec![
@@ -894,6 +900,8 @@ mod tests {
             output_tokens: 4,
             part: 0,
             media: None,
+            items: Vec::new(),
+            item_tokens: 0,
         };
         let body = |d: Dialect| -> serde_json::Map<String, serde_json::Value> {
             let t = BodyTemplate::new(w.api, &w, "m", d);
@@ -964,6 +972,8 @@ mod tests {
             output_tokens: 5,
             part: 0,
             media: None,
+            items: Vec::new(),
+            item_tokens: 0,
         };
         let keys = "sampling = { temperature = 0.5, top_k = 4, seed = 7 }";
         let w = workload(&format!("api = \"responses\"\n{keys}"));

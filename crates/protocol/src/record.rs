@@ -185,6 +185,9 @@ pub struct RequestRecord {
     pub response_id: Option<String>,
     /// The images and audio the request carried.
     pub media: infer_bench_workload::MediaSent,
+    /// Embeddings: the request's inputs; rerank: its documents and their
+    /// tokens (zero for other kinds).
+    pub units: crate::Units,
 }
 
 impl RequestRecord {
@@ -211,6 +214,7 @@ impl RequestRecord {
             connect_ns: 0,
             response_id: None,
             media: Default::default(),
+            units: crate::Units::default(),
         }
     }
 

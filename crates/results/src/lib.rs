@@ -511,6 +511,24 @@ pub struct TallyData {
     /// The images and audio the requests carried; absent without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<media::MediaTotals>,
+    /// Of successful embeddings and rerank requests: how many there were,
+    /// their inputs, documents and document tokens (absent for other
+    /// kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<UnitTotals>,
+}
+
+/// What successful embeddings and rerank requests counted beside
+/// themselves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UnitTotals {
+    pub requests: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inputs: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub documents: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub document_tokens: u64,
 }
 
 /// What a set of requests did inside a measurement window, counted by
@@ -626,6 +644,16 @@ pub struct Stats {
     /// The images and audio the requests carried; absent without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<media::MediaStats>,
+    /// Embeddings: inputs embedded per second (successful requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_per_s: Option<f64>,
+    /// Rerank: documents scored per second, and their tokens per second
+    /// (as built: a rerank server's usage counts query and documents
+    /// together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documents_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_tokens_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -726,6 +754,15 @@ pub struct CostResult {
     pub electricity_usd_per_1m_output_tokens: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub good_requests_per_gpu_usd: Option<f64>,
+    /// Embeddings: GPU dollars per million inputs embedded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_inputs: Option<f64>,
+    /// Rerank: GPU dollars per million documents scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1m_documents: Option<f64>,
+    /// Embeddings and rerank: GPU dollars per thousand successful requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_1k_requests: Option<f64>,
 }
 
 impl Stats {
@@ -756,6 +793,9 @@ impl Stats {
                 Metric::ErrorRate => self.error_rate,
                 Metric::ConcurrencyMean => self.concurrency_mean,
                 Metric::AchievedSendRate => self.achieved_send_rate?,
+                Metric::InputsPerS => self.inputs_per_s?,
+                Metric::DocumentsPerS => self.documents_per_s?,
+                Metric::DocumentTokensPerS => self.document_tokens_per_s?,
                 _ => return None,
             }),
         }

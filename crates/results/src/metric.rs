@@ -56,6 +56,12 @@ pub enum Metric {
     ErrorRate,
     ConcurrencyMean,
     AchievedSendRate,
+    /// Embeddings: inputs embedded per second (successful requests).
+    InputsPerS,
+    /// Rerank: documents scored per second (successful requests).
+    DocumentsPerS,
+    /// Rerank: tokens of the documents scored per second.
+    DocumentTokensPerS,
 }
 
 impl Metric {
@@ -80,6 +86,9 @@ impl Metric {
         Metric::ErrorRate,
         Metric::ConcurrencyMean,
         Metric::AchievedSendRate,
+        Metric::InputsPerS,
+        Metric::DocumentsPerS,
+        Metric::DocumentTokensPerS,
     ];
 
     /// The distributions recorded per request, in the order results list them.
@@ -119,6 +128,9 @@ impl Metric {
             Metric::ErrorRate => "error_rate",
             Metric::ConcurrencyMean => "concurrency_mean",
             Metric::AchievedSendRate => "achieved_send_rate",
+            Metric::InputsPerS => "inputs_per_s",
+            Metric::DocumentsPerS => "documents_per_s",
+            Metric::DocumentTokensPerS => "document_tokens_per_s",
         }
     }
 
@@ -134,12 +146,15 @@ impl Metric {
             | Metric::E2e
             | Metric::DispatchLag => Kind::Latency,
             Metric::InputTokens | Metric::OutputTokens => Kind::Tokens,
-            Metric::RequestThroughput | Metric::Goodput | Metric::AchievedSendRate => {
-                Kind::RequestRate
-            }
-            Metric::InputTokensPerS | Metric::OutputTokensPerS | Metric::TotalTokensPerS => {
-                Kind::TokenRate
-            }
+            Metric::RequestThroughput
+            | Metric::Goodput
+            | Metric::AchievedSendRate
+            | Metric::InputsPerS
+            | Metric::DocumentsPerS => Kind::RequestRate,
+            Metric::InputTokensPerS
+            | Metric::OutputTokensPerS
+            | Metric::TotalTokensPerS
+            | Metric::DocumentTokensPerS => Kind::TokenRate,
             Metric::GoodputRatio | Metric::ErrorRate => Kind::Ratio,
             Metric::ConcurrencyMean => Kind::Count,
         }
@@ -163,6 +178,11 @@ impl Metric {
 
     /// The unit values are reported in.
     pub fn unit(self) -> &'static str {
+        match self {
+            Metric::InputsPerS => return "inputs/s",
+            Metric::DocumentsPerS => return "docs/s",
+            _ => {}
+        }
         match self.kind() {
             Kind::Latency => "ms",
             Kind::Tokens => "tokens",

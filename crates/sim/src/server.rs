@@ -357,6 +357,8 @@ fn error(status: StatusCode, message: &str, kind: &str) -> Response {
     http::error_response_typed(status, message, kind)
 }
 
+mod retrieval;
+
 async fn handle(ctx: Arc<Ctx>, req: Request) -> Response {
     match (req.method.clone(), req.path.as_str()) {
         (Method::GET, "/health") => Response::full(StatusCode::OK, "text/plain", ""),
@@ -382,6 +384,8 @@ async fn handle(ctx: Arc<Ctx>, req: Request) -> Response {
         (Method::POST, "/v1/chat/completions") => complete(ctx, req, Wire::Chat).await,
         (Method::POST, "/v1/responses") => complete(ctx, req, Wire::Responses).await,
         (Method::POST, "/v1/messages") => complete(ctx, req, Wire::Messages).await,
+        (Method::POST, "/v1/embeddings") => retrieval::answer(ctx, req, false).await,
+        (Method::POST, "/v1/rerank" | "/rerank") => retrieval::answer(ctx, req, true).await,
         _ => error(
             StatusCode::NOT_FOUND,
             &format!("no route for {} {}", req.method, req.path),

@@ -14,13 +14,14 @@ pub use crate::raw::Dialect;
 pub const EXTRA_FIELDS: [&str; 4] = ["ignore_eos", "top_k", "min_p", "repetition_penalty"];
 
 impl Dialect {
-    pub const ALL: [Dialect; 6] = [
+    pub const ALL: [Dialect; 7] = [
         Dialect::Openai,
         Dialect::Vllm,
         Dialect::Sglang,
         Dialect::Tgi,
         Dialect::LlamaCpp,
         Dialect::Trtllm,
+        Dialect::Tei,
     ];
 
     /// The name a spec uses.
@@ -32,6 +33,7 @@ impl Dialect {
             Dialect::Tgi => "tgi",
             Dialect::LlamaCpp => "llama.cpp",
             Dialect::Trtllm => "trtllm",
+            Dialect::Tei => "tei",
         }
     }
 
@@ -43,7 +45,7 @@ impl Dialect {
             return Some(field);
         }
         match self {
-            Dialect::Openai | Dialect::Tgi => None,
+            Dialect::Openai | Dialect::Tgi | Dialect::Tei => None,
             Dialect::Vllm | Dialect::Sglang | Dialect::Trtllm => Some(field),
             Dialect::LlamaCpp if field == "repetition_penalty" => Some("repeat_penalty"),
             Dialect::LlamaCpp => Some(field),
@@ -110,7 +112,7 @@ mod tests {
 
     #[test]
     fn strict_dialects_carry_only_the_openai_fields() {
-        for d in [Dialect::Openai, Dialect::Tgi] {
+        for d in [Dialect::Openai, Dialect::Tgi, Dialect::Tei] {
             for f in EXTRA_FIELDS {
                 assert_eq!(d.wire_name(f), None, "{d} {f}");
             }

@@ -23,6 +23,7 @@ pub mod plan;
 mod rate;
 pub mod raw;
 pub mod results;
+pub mod retrieval;
 pub mod schema;
 pub mod seed;
 mod slo;

@@ -278,6 +278,10 @@ pub struct Workload {
     /// An audio clip in every request's last user message (chat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio: Option<crate::media::Audio>,
+    /// Embeddings and rerank: what a request carries besides its first
+    /// text (`crate::retrieval`); `None` for chat and completions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrieval: Option<crate::retrieval::Retrieval>,
 }
 
 /// One workload of a mix.
@@ -774,6 +778,10 @@ pub enum Axis {
     Concurrency,
     Rate,
     MaxConcurrency,
+    /// Embeddings: inputs per request.
+    Batch,
+    /// Rerank: documents per request.
+    Documents,
 }
 
 impl Axis {
@@ -785,6 +793,8 @@ impl Axis {
         Axis::Concurrency,
         Axis::Rate,
         Axis::MaxConcurrency,
+        Axis::Batch,
+        Axis::Documents,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -795,6 +805,8 @@ impl Axis {
             Axis::Concurrency => "concurrency",
             Axis::Rate => "rate",
             Axis::MaxConcurrency => "max_concurrency",
+            Axis::Batch => "batch",
+            Axis::Documents => "documents",
         }
     }
     pub fn from_name(s: &str) -> Option<Axis> {

@@ -530,7 +530,21 @@ fn level_slug(level: &Level) -> String {
 fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, SpecError> {
     let (tname, target) = pick(spec, combo, Axis::Target, &spec.targets)?;
     let (mname, (model, precisions)) = pick(spec, combo, Axis::Model, &spec.models)?;
-    let (_, workload) = pick(spec, combo, Axis::Workload, &spec.workloads)?;
+    let (wname, workload) = pick(spec, combo, Axis::Workload, &spec.workloads)?;
+    let workload = &*crate::retrieval::with_axes(
+        workload,
+        count_of(combo, Axis::Batch),
+        count_of(combo, Axis::Documents),
+    )
+    .map_err(|(axis, msg)| {
+        spec.error(
+            &format!("matrix.{axis}"),
+            msg,
+            Some(format!(
+                "give `{axis}` only to the workloads it fits, in `include` entries such as {{ workload = \"...\", {axis} = 8 }}, or `exclude` workload \"{wname}\" from it"
+            )),
+        )
+    })?;
     let precision = match name_of(combo, Axis::Precision) {
         Some(p) => match precisions.get(p) {
             Some(prec) => Some(prec.clone()),

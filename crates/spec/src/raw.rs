@@ -152,6 +152,10 @@ pub enum Dialect {
     /// TensorRT-LLM's `trtllm-serve`: as vLLM.
     #[serde(rename = "trtllm")]
     Trtllm,
+    /// Hugging Face text-embeddings-inference: the OpenAI fields, and its
+    /// own rerank body (`{query, texts}`).
+    #[serde(rename = "tei")]
+    Tei,
 }
 
 /// Tuning of the simulator's performance model and scheduler.
@@ -372,6 +376,11 @@ pub enum Api {
     Responses,
     /// POST /messages (Anthropic's Messages API), the key sent as `x-api-key`.
     Messages,
+    /// POST /embeddings with `batch` inputs (not streamed).
+    Embeddings,
+    /// POST /rerank (the target's dialect decides the path and fields): a
+    /// query and `documents` documents (not streamed).
+    Rerank,
 }
 
 impl Api {
@@ -382,6 +391,8 @@ impl Api {
             Api::Completions => "completions",
             Api::Responses => "responses",
             Api::Messages => "messages",
+            Api::Embeddings => "embeddings",
+            Api::Rerank => "rerank",
         }
     }
 
@@ -404,7 +415,9 @@ impl Api {
     /// The fields that may cap a request's output (`max_tokens_field`).
     pub fn max_tokens_fields(self) -> &'static [&'static str] {
         match self {
-            Api::Chat | Api::Completions => &["max_tokens", "max_completion_tokens"],
+            Api::Chat | Api::Completions | Api::Embeddings | Api::Rerank => {
+                &["max_tokens", "max_completion_tokens"]
+            }
             Api::Responses => &["max_output_tokens"],
             Api::Messages => &["max_tokens"],
         }
@@ -419,7 +432,7 @@ pub struct RawWorkload {
     /// weight, e.g. { chat = 0.7, rag = 0.3 }; a mix has no other keys.
     #[serde(default)]
     pub mix: Option<BTreeMap<String, f64>>,
-    /// chat, completions, responses (OpenAI Responses API) or messages (Anthropic Messages API). Default chat.
+    /// chat, completions, responses (OpenAI Responses API), messages (Anthropic Messages API), embeddings or rerank. Default chat.
     #[serde(default)]
     pub api: Option<Api>,
     /// Prompt length in tokens: a number, a string such as "uniform(64, 256)", or a table with `dist`.
@@ -462,6 +475,24 @@ pub struct RawWorkload {
     /// An audio clip sent with every request (chat only): { seconds, format, sample_rate }.
     #[serde(default)]
     pub audio: Option<crate::media::RawAudio>,
+    /// Embeddings: inputs per request. Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub batch: Option<u32>,
+    /// Embeddings: "float" (default) or "base64" (little-endian f32).
+    #[serde(default)]
+    pub encoding_format: Option<crate::retrieval::EncodingFormat>,
+    /// Embeddings: the dimension asked of the server (models that can shorten their vectors).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub dimensions: Option<u32>,
+    /// Rerank: documents per request (the query's length is `input_tokens`).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub documents: Option<u32>,
+    /// Rerank: each document's length in tokens, a distribution like `input_tokens`.
+    #[serde(default)]
+    pub document_tokens: Option<Dist>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -785,6 +816,12 @@ pub struct RawMatrix {
     pub rate: Option<Vec<Rate>>,
     #[serde(default)]
     pub max_concurrency: Option<Vec<u32>>,
+    /// Embeddings: inputs per request, overriding the workload's `batch`.
+    #[serde(default)]
+    pub batch: Option<Vec<u32>>,
+    /// Rerank: documents per request, overriding the workload's `documents`.
+    #[serde(default)]
+    pub documents: Option<Vec<u32>>,
     /// Combinations to remove: an entry removes every combination it matches on all its keys.
     #[serde(default)]
     pub exclude: Vec<RawMatrixEntry>,
@@ -811,6 +848,10 @@ pub struct RawMatrixEntry {
     pub rate: Option<Rate>,
     #[serde(default)]
     pub max_concurrency: Option<u32>,
+    #[serde(default)]
+    pub batch: Option<u32>,
+    #[serde(default)]
+    pub documents: Option<u32>,
 }
 
 /// One expression or a list of them.
@@ -898,6 +939,10 @@ pub struct RawSlo {
     /// Output tokens per second, a plain number, e.g. "> 1000".
     #[serde(default)]
     pub output_tokens_per_s: Option<OneOrMany<SloExpr>>,
+    /// The whole request's latency (`e2e` under the name embeddings and
+    /// rerank know it by), e.g. "p99 < 50ms".
+    #[serde(default)]
+    pub latency: Option<OneOrMany<SloExpr>>,
 }
 
 /// Per-request bounds of goodput.

@@ -13,8 +13,9 @@
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions`,
 //! `POST /v1/responses` (OpenAI's Responses API), `POST /v1/messages`
-//! (Anthropic's Messages API), `GET /v1/models`, `GET /health`,
-//! `GET /metrics`. A streamed completion is
+//! (Anthropic's Messages API), `POST /v1/embeddings`, `POST /v1/rerank`
+//! (see `retrieval`), `GET /v1/models`, `GET /health`, `GET /metrics`. A
+//! streamed completion is
 //! framed like llama.cpp's `llama-server` and vLLM (compare
 //! `/work/shared/fixtures/llama-server/`):
 //!
@@ -350,7 +351,10 @@ pub struct ChunkTruth {
 pub struct ServedRequest {
     /// 1-based arrival order among completion requests.
     pub seq: u64,
+    /// For a retrieval request, `Completions`: see `retrieval`.
     pub endpoint: Endpoint,
+    /// An embeddings or rerank request (`None` for completions).
+    pub retrieval: Option<Retrieval>,
     /// When the request's body had been read.
     pub received: Instant,
     pub stream: bool,
@@ -547,6 +551,7 @@ impl Tracker {
             rec: ServedRequest {
                 seq,
                 endpoint,
+                retrieval: None,
                 received,
                 stream: false,
                 model: String::new(),
@@ -605,6 +610,14 @@ async fn handle(state: Arc<State>, req: Request) -> Response {
         MESSAGES => Some(Endpoint::Messages),
         _ => None,
     };
+    let retrieval = match req.path.as_str() {
+        "/v1/embeddings" => Some(Retrieval::Embeddings),
+        "/v1/rerank" | "/rerank" => Some(Retrieval::Rerank),
+        _ => None,
+    };
+    if let (&Method::POST, Some(kind)) = (&req.method, retrieval) {
+        return retrieval::answer(state, kind, req).await;
+    }
     match (&req.method, req.path.as_str(), endpoint) {
         (&Method::POST, _, Some(endpoint)) => completion(state, endpoint, req).await,
         (&Method::GET, "/v1/models", _) => models(&state),
@@ -1812,6 +1825,8 @@ fn message_words(messages: Option<&Value>) -> Result<u64, BadRequest> {
 }
 
 mod media;
+mod retrieval;
+pub use retrieval::{DEFAULT_DIMENSION, Retrieval};
 
 #[cfg(test)]
 mod tests;

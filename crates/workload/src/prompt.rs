@@ -388,6 +388,11 @@ pub struct Prompt {
     pub part: u32,
     /// Images and audio after `text` in the last user message (chat).
     pub media: Option<Arc<Media>>,
+    /// Embeddings: the inputs after `text`; rerank: the documents (`text`
+    /// is the query). Empty for chat and completions.
+    pub items: Vec<String>,
+    /// Of `input_tokens`, the tokens of `items`.
+    pub item_tokens: u32,
 }
 
 /// What a point's prompts are made from, read once per point before its
@@ -692,15 +697,20 @@ impl PromptGen {
 
     /// The prompt of request `index`: the same for the same seed and index.
     pub fn prompt(&self, index: u64) -> Prompt {
-        let mut p = self.text_prompt(index);
+        let mut p = self.first(index);
+        if self.parts.is_empty() {
+            self.add_items(index, &mut p);
+        }
         if let Some(g) = &self.media {
             p.media = Some(Arc::new(g.media(index)));
         }
         p
     }
 
-    /// [`PromptGen::prompt`] without its media.
-    fn text_prompt(&self, index: u64) -> Prompt {
+    /// The prompt of request `index` without its media and without the
+    /// items of a retrieval request (embeddings' further inputs, rerank's
+    /// documents).
+    fn first(&self, index: u64) -> Prompt {
         if !self.parts.is_empty() {
             // A mix: the part by a draw of its own, the prompt by the part.
             let u: f64 = super::seed::rng(self.seed ^ 0x6d69_7865_6421, index).random();
@@ -759,6 +769,8 @@ impl PromptGen {
             output_tokens: output,
             part: 0,
             media: None,
+            items: Vec::new(),
+            item_tokens: 0,
         }
     }
 
@@ -838,6 +850,8 @@ impl PromptGen {
             output_tokens: r.output_tokens,
             part: 0,
             media: None,
+            items: Vec::new(),
+            item_tokens: 0,
         }
     }
 
@@ -859,7 +873,71 @@ impl PromptGen {
             output_tokens,
             part: 0,
             media: None,
+            items: Vec::new(),
+            item_tokens: 0,
         }
+    }
+}
+
+/// Seeds the items of retrieval requests (a stream of their own, so a
+/// request's first text is what it would be without them).
+const ITEMS: u64 = 0x6974_656d_7321;
+
+impl PromptGen {
+    /// Adds a retrieval request's items to its prompt: an embeddings
+    /// request's `batch - 1` further inputs (each of `input_tokens`, or
+    /// drawn from the dataset), a rerank request's `documents` documents
+    /// (each of `document_tokens`). Each item opens with words spelling a
+    /// draw of its own, so no two items of a point are alike (a server
+    /// cannot answer one from a cache of another).
+    fn add_items(&self, index: u64, p: &mut Prompt) {
+        use infer_bench_spec::retrieval::Retrieval;
+        let Some(r) = &self.workload.retrieval else {
+            return;
+        };
+        let n = r.items();
+        let mut rng = super::seed::rng(self.seed ^ ITEMS, index);
+        let words = self.material.words();
+        p.items.reserve(n as usize);
+        for _ in 0..n {
+            if let (Retrieval::Embeddings { .. }, Some(ds)) = (r, &self.material.dataset) {
+                let e = &ds.entries[rng.random_range(0..ds.entries.len())];
+                p.items.push(e.text.clone());
+                p.item_tokens += e.input_tokens;
+                continue;
+            }
+            let dist = match r {
+                Retrieval::Embeddings { .. } => self.workload.input_tokens.as_ref(),
+                Retrieval::Rerank {
+                    document_tokens, ..
+                } => Some(document_tokens),
+            };
+            let target = dist
+                .map(|d| super::lengths::sample(d, &mut rng))
+                .unwrap_or(1)
+                .max(1);
+            let mut text = String::new();
+            let marker = target.min(self.marker_words);
+            let mut v = rng.random::<u64>();
+            let base = words.len().max(1) as u64;
+            for _ in 0..marker {
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(words[(v % base) as usize]);
+                v /= base;
+            }
+            push_words(&mut rng, words, target - marker, &mut text);
+            let tokens = match &self.material.counter {
+                Some(c) if !self.material.additive => {
+                    fit(c, words, &mut text, 0, target, false, &mut rng)
+                }
+                _ => target,
+            };
+            p.items.push(text);
+            p.item_tokens += tokens;
+        }
+        p.input_tokens += p.item_tokens;
     }
 }
 
@@ -886,6 +964,7 @@ mod tests {
             mix: Vec::new(),
             images: None,
             audio: None,
+            retrieval: None,
         }
     }
 

@@ -157,6 +157,7 @@ mod tests {
             mix: Vec::new(),
             images: None,
             audio: None,
+            retrieval: None,
         }
     }
 

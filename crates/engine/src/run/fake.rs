@@ -37,6 +37,7 @@ impl Backend for FakeBackend {
             output_tokens: prompt.output_tokens,
             part: prompt.part,
             media: prompt.media.as_deref().map(|m| m.sent).unwrap_or_default(),
+            units: Default::default(),
         }
     }
 

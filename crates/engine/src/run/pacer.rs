@@ -874,6 +874,7 @@ mod tests {
                 mix: Vec::new(),
                 images: None,
                 audio: None,
+                retrieval: None,
             }),
             load: Load {
                 arrival,

@@ -167,6 +167,9 @@ pub struct Tally {
     http_status_examples: BTreeMap<String, Outside>,
     good: u64,
     good_output_total: u64,
+    /// Of successful requests: embeddings' inputs, rerank's documents and
+    /// their tokens.
+    units: UnitTotals,
     input_total: u64,
     output_total: u64,
     sources: BTreeMap<String, u64>,
@@ -195,6 +198,41 @@ pub struct Tally {
     totals_only: bool,
     /// The images and audio of the requests that carried them.
     media: MediaTotals,
+}
+
+use infer_bench_results::UnitTotals;
+
+trait UnitRates {
+    fn add(&mut self, u: infer_bench_protocol::Units);
+    fn merge(&mut self, o: &UnitTotals);
+    fn rate(&self, total: u64, requests_per_s: f64) -> Option<f64>;
+}
+
+impl UnitRates for UnitTotals {
+    fn add(&mut self, u: infer_bench_protocol::Units) {
+        if u == infer_bench_protocol::Units::default() {
+            return;
+        }
+        self.inputs += u.inputs as u64;
+        self.documents += u.documents as u64;
+        self.document_tokens += u.document_tokens as u64;
+        self.requests += 1;
+    }
+
+    fn merge(&mut self, o: &UnitTotals) {
+        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        add(&mut self.inputs, o.inputs);
+        add(&mut self.documents, o.documents);
+        add(&mut self.document_tokens, o.document_tokens);
+        add(&mut self.requests, o.requests);
+    }
+
+    /// A total per second, at `requests_per_s` successful requests a
+    /// second: the request rate times the mean per request.
+    fn rate(&self, total: u64, requests_per_s: f64) -> Option<f64> {
+        (total > 0 && self.requests > 0)
+            .then(|| requests_per_s * total as f64 / self.requests as f64)
+    }
 }
 
 fn rec_us(h: &mut Hist, ns: u64) {
@@ -335,6 +373,7 @@ impl Tally {
             return;
         }
         self.counts.succeeded += 1;
+        self.units.add(r.units);
         if d.good {
             self.good += 1;
             self.good_output_total += d.output as u64;
@@ -412,6 +451,7 @@ impl Tally {
         add(&mut self.reasoning_total, o.reasoning_total);
         add(&mut self.good, o.good);
         add(&mut self.good_output_total, o.good_output_total);
+        self.units.merge(&o.units);
         add(&mut self.input_total, o.input_total);
         add(&mut self.output_total, o.output_total);
         add(&mut self.requested_input_sum, o.requested_input_sum);
@@ -541,6 +581,15 @@ impl Tally {
             },
             concurrency_max,
             media: self.media.stats(),
+            inputs_per_s: self
+                .units
+                .rate(self.units.inputs, per_s(basis.requests as f64)),
+            documents_per_s: self
+                .units
+                .rate(self.units.documents, per_s(basis.requests as f64)),
+            document_tokens_per_s: self
+                .units
+                .rate(self.units.document_tokens, per_s(basis.requests as f64)),
         }
     }
 
@@ -656,6 +705,7 @@ impl Tally {
             // A sum that fell back on totals says so by having none.
             in_window: self.in_window.filter(|_| !self.totals_only),
             media: (self.media.requests > 0).then_some(self.media),
+            units: (self.units.requests > 0).then_some(self.units),
         }
     }
 
@@ -680,6 +730,7 @@ impl Tally {
             http_status_examples: d.http_status_examples.clone(),
             good: d.good,
             good_output_total: d.good_output_total,
+            units: d.units.unwrap_or_default(),
             input_total: d.input_total,
             output_total: d.output_total,
             sources: d.output_source.clone(),

@@ -331,6 +331,8 @@ impl Conversation {
             output_tokens: now.output_tokens,
             part: now.part,
             media: now.media.clone(),
+            items: Vec::new(),
+            item_tokens: 0,
         };
         let prepared = backend.prepare(&prompt);
         self.history = prompt.history;

@@ -57,6 +57,14 @@ pub const COLUMNS: &[&str] = &[
     "output_tokens_per_s_per_user",
     "usd_per_1m_output_tokens",
     "good_requests_per_gpu_usd",
+    "api",
+    "inputs_per_s",
+    "documents_per_s",
+    "document_tokens_per_s",
+    "e2e_p99.9_ms",
+    "usd_per_1m_inputs",
+    "usd_per_1m_documents",
+    "usd_per_1k_requests",
     "step",
 ];
 
@@ -223,6 +231,7 @@ pub fn render(sources: &[Source]) -> String {
                     },
                 ])
                 .chain(tail.iter().cloned())
+                .chain(retrieval_cells(p, s))
                 .chain([step])
                 .collect();
             debug_assert_eq!(cells.len(), COLUMNS.len());
@@ -231,6 +240,33 @@ pub fn render(sources: &[Source]) -> String {
         }
     }
     out
+}
+
+/// The columns of embeddings and rerank points (empty for other kinds,
+/// but `api`): inputs and documents per second, the latency's P99.9 and
+/// the cost per input, document and thousand requests.
+fn retrieval_cells(
+    p: &infer_bench_spec::results::PointResult,
+    s: &infer_bench_results::Stats,
+) -> [String; 8] {
+    let api = p.config.workload.api.name();
+    let o = |x: Option<f64>| x.filter(|x| x.is_finite()).map(num).unwrap_or_default();
+    let retrieval = s.inputs_per_s.is_some() || s.documents_per_s.is_some();
+    let cost = p.cost.as_ref();
+    [
+        api.to_string(),
+        o(s.inputs_per_s),
+        o(s.documents_per_s),
+        o(s.document_tokens_per_s),
+        if retrieval {
+            o(s.latency_ms.get("e2e").map(|x| x.p999))
+        } else {
+            String::new()
+        },
+        o(cost.and_then(|c| c.usd_per_1m_inputs)),
+        o(cost.and_then(|c| c.usd_per_1m_documents)),
+        o(cost.and_then(|c| c.usd_per_1k_requests)),
+    ]
 }
 
 #[cfg(test)]

@@ -169,6 +169,7 @@ pub fn render(sources: &[Source]) -> String {
     ramp_section(&mut h, &a, sources, &ramps);
     h.push_str(&searches);
     reasoning_section(&mut h, &reasoning);
+    retrieval_section(&mut h, &super::retrieval_rows(&a, sources));
     pareto_section(&mut h, &a, sources);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {
@@ -206,6 +207,32 @@ pub fn render(sources: &[Source]) -> String {
             .unwrap_or(infer_bench_results::METRICS_VERSION)
     );
     h
+}
+
+/// Embeddings and rerank points, a row each; nothing without any.
+fn retrieval_section(h: &mut String, rows: &[Vec<String>]) {
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str("<section id=\"retrieval\"><h2>Embeddings and rerank</h2><div class=\"table-wrap\"><table class=\"steps\"><thead><tr><th class=\"l\">point</th>");
+    for (k, c) in super::RETRIEVAL_COLUMNS.iter().enumerate() {
+        let class = if k == 0 { " class=\"l\"" } else { "" };
+        let _ = write!(h, "<th{class}>{}</th>", escape(c));
+    }
+    h.push_str("</tr></thead><tbody>");
+    for row in rows {
+        h.push_str("<tr>");
+        for (k, c) in row.iter().enumerate() {
+            let class = if k <= 1 { " class=\"l\"" } else { "" };
+            let _ = write!(h, "<td{class}>{}</td>", escape(c));
+        }
+        h.push_str("</tr>");
+    }
+    let _ = writeln!(
+        h,
+        "</tbody></table></div><p class=\"lead\">{}</p></section>",
+        escape(super::RETRIEVAL_NOTE)
+    );
 }
 
 /// Reasoning against answer, a row per point that reasoned; nothing

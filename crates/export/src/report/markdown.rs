@@ -169,6 +169,15 @@ pub fn render(sources: &[Source]) -> String {
         out.push_str(&format!("\n{}\n", super::REASONING_NOTE));
     }
 
+    let retrieval = super::retrieval_rows(&a, sources);
+    if !retrieval.is_empty() {
+        out.push_str("\n## Embeddings and rerank\n\n");
+        let mut header = vec!["point"];
+        header.extend(super::RETRIEVAL_COLUMNS);
+        table(&mut out, &header, |i| i > 1, &retrieval);
+        out.push_str(&format!("\n{}\n", super::RETRIEVAL_NOTE));
+    }
+
     let notes = notes(&a, sources);
     if !notes.is_empty() {
         out.push_str("\n## Notes\n\n");

@@ -515,6 +515,58 @@ pub(crate) fn reasoning_rows(a: &Analysis, sources: &[Source]) -> Vec<Vec<String
         .collect()
 }
 
+/// Header of the retrieval table (embeddings and rerank points), HTML and
+/// Markdown.
+pub(crate) const RETRIEVAL_COLUMNS: &[&str] = &[
+    "kind",
+    "req/s",
+    "inputs/s",
+    "docs/s",
+    "in tok/s",
+    "latency p50 ms",
+    "latency p99 ms",
+    "latency p99.9 ms",
+    "$/1M inputs",
+    "$/1M docs",
+    "$/1k req",
+];
+
+/// What the retrieval table shows, under it.
+pub(crate) const RETRIEVAL_NOTE: &str = "Embeddings and rerank answers are not streamed: their latency is the whole request's (e2e, from the scheduled send), and they have no TTFT, TPOT or ITL. Input tokens are the server's usage where it reports one.";
+
+/// The rows of the analysis's embeddings and rerank points, each with the
+/// point's label first.
+pub(crate) fn retrieval_rows(a: &Analysis, sources: &[Source]) -> Vec<Vec<String>> {
+    (0..a.points.len())
+        .filter_map(|i| {
+            let p = a.point(sources, i);
+            if !crate::retrieval::is_retrieval(p) {
+                return None;
+            }
+            let s = &p.merged;
+            let e2e = s.latency_ms.get("e2e");
+            let cost = p.cost.as_ref();
+            Some(vec![
+                a.points[i].label.clone(),
+                match p.config.workload.api {
+                    infer_bench_spec::raw::Api::Embeddings => "embeddings".into(),
+                    _ => "rerank".into(),
+                },
+                fmt_opt(Some(s.request_throughput), 2),
+                fmt_opt(s.inputs_per_s, 1),
+                fmt_opt(s.documents_per_s, 1),
+                fmt_opt(Some(s.input_tokens_per_s), 0),
+                fmt_opt(e2e.map(|x| x.p50), 1),
+                fmt_opt(e2e.map(|x| x.p99), 1),
+                fmt_opt(e2e.map(|x| x.p999), 1),
+                fmt_opt(cost.and_then(|c| c.usd_per_1m_inputs), 2),
+                fmt_opt(cost.and_then(|c| c.usd_per_1m_documents), 2),
+                fmt_opt(cost.and_then(|c| c.usd_per_1k_requests), 4),
+            ])
+        })
+        .collect()
+}
+
 /// What the reasoning table's times count from, under it.
 pub(crate) const REASONING_NOTE: &str = "Times in ms from the scheduled send. The answer begins with the first output event that is not reasoning; reasoning tokens are the server's count where usage gives one, else counted from events.";
 

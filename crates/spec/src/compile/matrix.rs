@@ -58,6 +58,16 @@ impl Cx<'_> {
                 m.max_concurrency
                     .map(|v| v.into_iter().map(AxisValue::Count).collect()),
             ),
+            (
+                Axis::Batch,
+                m.batch
+                    .map(|v| v.into_iter().map(AxisValue::Count).collect()),
+            ),
+            (
+                Axis::Documents,
+                m.documents
+                    .map(|v| v.into_iter().map(AxisValue::Count).collect()),
+            ),
         ];
         // The file's order of axes decides the order of points, as in GitHub Actions.
         let order = self.loc.keys(&[Seg::Key("matrix".into())]);
@@ -158,6 +168,8 @@ impl Cx<'_> {
                         Axis::MaxConcurrency,
                         e.max_concurrency.map(AxisValue::Count),
                     ),
+                    (Axis::Batch, e.batch.map(AxisValue::Count)),
+                    (Axis::Documents, e.documents.map(AxisValue::Count)),
                 ]
                 .into_iter()
                 .filter_map(|(a, v)| v.map(|v| (a, v)))
@@ -252,6 +264,30 @@ impl Cx<'_> {
             }
             (Axis::Concurrency | Axis::MaxConcurrency, AxisValue::Count(0)) => {
                 self.err(key, "expected a concurrency of at least 1, found 0", None);
+            }
+            (Axis::Batch, AxisValue::Count(c))
+                if !(1..=super::retrieval::MAX_BATCH).contains(c) =>
+            {
+                self.err(
+                    key,
+                    format!(
+                        "expected a number of inputs per request between 1 and {}, found {c}",
+                        super::retrieval::MAX_BATCH
+                    ),
+                    None,
+                );
+            }
+            (Axis::Documents, AxisValue::Count(c))
+                if !(1..=super::retrieval::MAX_DOCUMENTS).contains(c) =>
+            {
+                self.err(
+                    key,
+                    format!(
+                        "expected a number of documents per request between 1 and {}, found {c}",
+                        super::retrieval::MAX_DOCUMENTS
+                    ),
+                    None,
+                );
             }
             (Axis::Concurrency | Axis::MaxConcurrency, AxisValue::Count(c))
                 if *c > crate::limits::MAX_CONCURRENCY =>

@@ -15,6 +15,7 @@ mod media;
 mod models;
 mod parse;
 mod regression;
+mod retrieval;
 mod slo;
 mod targets;
 mod telemetry;
@@ -241,6 +242,8 @@ impl Cx<'_> {
                 e2e: g.e2e,
             })
             .unwrap_or_default();
+        self.stream_gates(&slo, &goodput, &workloads);
+        self.virtual_retrieval(&targets, &workloads);
         self.search_target(&load, !slo.is_empty(), !goodput.is_empty());
         let cost = raw.cost.map(|c| self.cost(c)).unwrap_or_default();
         let telemetry = self.telemetry(raw.telemetry.unwrap_or_default());

@@ -25,15 +25,22 @@ impl Cx<'_> {
             (Metric::RequestThroughput, s.request_throughput),
             (Metric::OutputTokensPerS, s.output_tokens_per_s),
         ];
+        // `latency`: the whole request's latency (`e2e`), under the name a
+        // non-streaming kind (embeddings, rerank) knows it by.
+        let fields = fields.into_iter().map(|(m, e)| (m, m.name(), e)).chain([(
+            Metric::E2e,
+            "latency",
+            s.latency,
+        )]);
         let mut gates = Vec::new();
-        for (metric, exprs) in fields {
+        for (metric, name, exprs) in fields {
             let Some(exprs) = exprs else { continue };
             let many = matches!(exprs, OneOrMany::Many(_));
             for (i, expr) in exprs.into_vec().into_iter().enumerate() {
                 let key = if many {
-                    format!("slo.{metric}[{i}]")
+                    format!("slo.{name}[{i}]")
                 } else {
-                    format!("slo.{metric}")
+                    format!("slo.{name}")
                 };
                 let (want_stat, want) = match metric.kind() {
                     Kind::Latency | Kind::Tokens => (true, "a duration such as 500ms"),

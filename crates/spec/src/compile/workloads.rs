@@ -30,6 +30,7 @@ impl Cx<'_> {
             );
         }
         let api = w.api.unwrap_or_default();
+        let retrieval = self.retrieval(name, &w, api);
         if w.trace.is_some() {
             // A trace gives every request's lengths and arrival: what
             // would set them otherwise has no say.
@@ -53,7 +54,7 @@ impl Cx<'_> {
                 ("input_tokens", &w.input_tokens),
                 ("output_tokens", &w.output_tokens),
             ] {
-                if v.is_none() {
+                if v.is_none() && !(key == "output_tokens" && super::retrieval::retrieves(api)) {
                     self.key_err(
                         &format!("workloads.{name}"),
                         format!("missing key `{key}`"),
@@ -147,7 +148,7 @@ impl Cx<'_> {
                 count: p.count.unwrap_or(1).max(1),
             }
         });
-        let need_output = output_tokens.is_none();
+        let need_output = output_tokens.is_none() && !super::retrieval::retrieves(api);
         let dataset = w
             .dataset
             .and_then(|d| self.dataset(&k("dataset"), d, api, need_output));
@@ -237,13 +238,14 @@ impl Cx<'_> {
             trace,
             conversation,
             ignore_eos: w.ignore_eos.unwrap_or(false),
-            stream: w.stream.unwrap_or(true),
+            stream: w.stream.unwrap_or(!super::retrieval::retrieves(api)),
             max_tokens_field,
             sampling: w.sampling.unwrap_or_default(),
             extra_body,
             mix: Vec::new(),
             images,
             audio,
+            retrieval,
         })
     }
 
@@ -352,6 +354,7 @@ impl Cx<'_> {
             return None;
         }
         let f = &out[0].workload;
+        let retrieval = f.retrieval.clone();
         Some(Workload {
             name: name.to_string(),
             api: f.api,
@@ -369,12 +372,13 @@ impl Cx<'_> {
             mix: out,
             images: None,
             audio: None,
+            retrieval,
         })
     }
 
     /// Loads an empirical distribution's file: one length per line, or
     /// `length,weight` (a histogram); `#` starts a comment.
-    fn load_dist(&mut self, key: &str, d: Dist) -> Dist {
+    pub(super) fn load_dist(&mut self, key: &str, d: Dist) -> Dist {
         let Dist::Empirical(Empirical::File(file)) = &d else {
             return d;
         };
