@@ -305,3 +305,18 @@ fn the_vlm_example_runs_against_the_scripted_server() {
         [("jpeg".into(), 896, 672, 1), ("png".into(), 448, 448, 2)]
     );
 }
+
+#[test]
+fn the_simulator_counts_image_tokens() {
+    let text = "name = \"sim-media\"\nseed = 1\n[targets.s]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 16\noutput_tokens = 4\nimages = { count = 2, width = 448, height = 448 }\n[load]\nconcurrency = 2\nrequests = 6\n";
+    let r = run(text);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let media = &r.results["points"][0]["merged"]["media"];
+    assert_eq!(media["images_per_request"], 2.0);
+    // 16 x 16 tokens of 28 pixels per image, and the chat template's 10
+    // tokens (5 for the message, 5 for the request) shared by two images.
+    assert_eq!(media["prompt_tokens_per_image"], 256.0 + 5.0);
+    for line in &r.lines {
+        assert_eq!(line["input_tokens"], 16 + 2 * 256 + 10);
+    }
+}

@@ -126,14 +126,69 @@ struct StreamOptions {
     include_usage: Option<bool>,
 }
 
-/// Tokens of a prompt as the simulator counts them: one per word.
+/// Tokens of a prompt as the simulator counts them: one per word, and an
+/// image's tokens for an `image_url` part ([`image_tokens`]).
 fn words(v: &serde_json::Value) -> u32 {
     match v {
         serde_json::Value::String(s) => s.split_whitespace().count() as u32,
         serde_json::Value::Array(a) => a.iter().map(words).sum(),
-        serde_json::Value::Object(o) => o.get("text").map(words).unwrap_or(0),
+        serde_json::Value::Object(o) => match o.get("image_url") {
+            Some(i) => image_tokens(i.get("url").and_then(|u| u.as_str()).unwrap_or("")),
+            None => o.get("text").map(words).unwrap_or(0),
+        },
         _ => 0,
     }
+}
+
+/// Pixels a vision model's token covers on each side: 14-pixel patches
+/// merged 2 x 2 (Qwen2-VL).
+pub const IMAGE_TOKEN_PX: u32 = 28;
+/// Tokens of an image the simulator cannot see the size of (a URL it does
+/// not fetch): a LLaVA-1.5 image (576).
+pub const URL_IMAGE_TOKENS: u32 = 576;
+
+/// The prompt tokens of an image: one per [`IMAGE_TOKEN_PX`] square of a
+/// PNG's or JPEG's size read from its data URL's header (sides rounded
+/// up), else [`URL_IMAGE_TOKENS`].
+pub fn image_tokens(url: &str) -> u32 {
+    let size = url
+        .strip_prefix("data:image/")
+        .and_then(|r| r.split_once(";base64,"))
+        .and_then(|(_, data)| image_size(data));
+    match size {
+        Some((w, h)) => w
+            .div_ceil(IMAGE_TOKEN_PX)
+            .saturating_mul(h.div_ceil(IMAGE_TOKEN_PX)),
+        None => URL_IMAGE_TOKENS,
+    }
+}
+
+/// A PNG's (IHDR) or JPEG's (first SOF) width and height, from the start of
+/// its base64 (at most 64 KiB of it is decoded).
+fn image_size(b64: &str) -> Option<(u32, u32)> {
+    use base64::Engine as _;
+    let head = &b64.as_bytes()[..b64.len().min(65_536) / 4 * 4];
+    let f = base64::engine::general_purpose::STANDARD
+        .decode(head)
+        .ok()?;
+    if f.starts_with(b"\x89PNG\r\n\x1a\n") && f.len() >= 24 {
+        let be = |i: usize| u32::from_be_bytes([f[i], f[i + 1], f[i + 2], f[i + 3]]);
+        return Some((be(16), be(20)));
+    }
+    if !f.starts_with(&[0xff, 0xd8]) {
+        return None;
+    }
+    let mut i = 2;
+    while i + 9 <= f.len() && f[i] == 0xff {
+        let len = u16::from_be_bytes([f[i + 2], f[i + 3]]) as usize;
+        if matches!(f[i + 1], 0xc0..=0xc3) {
+            let h = u16::from_be_bytes([f[i + 5], f[i + 6]]) as u32;
+            let w = u16::from_be_bytes([f[i + 7], f[i + 8]]) as u32;
+            return Some((w, h));
+        }
+        i += 2 + len;
+    }
+    None
 }
 
 /// Tokens of a list of messages with the chat template's.
@@ -336,6 +391,29 @@ pub fn speed_of(noise: f64, seed: u64, run: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn images_cost_a_token_per_28_pixel_square() {
+        use base64::Engine as _;
+        let mut png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+        png.extend_from_slice(&448u32.to_be_bytes());
+        png.extend_from_slice(&300u32.to_be_bytes());
+        png.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&png);
+        assert_eq!(
+            image_tokens(&format!("data:image/png;base64,{b64}")),
+            16 * 11
+        );
+        assert_eq!(image_tokens("https://x/y.png"), URL_IMAGE_TOKENS);
+        let body = format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":[{{"type":"text","text":"a b"}},{{"type":"image_url","image_url":{{"url":"data:image/png;base64,{b64}"}}}}]}}]}}"#
+        );
+        let a = read(body.as_bytes(), Wire::Chat, &["m".to_string()], 100_000).unwrap();
+        assert_eq!(
+            a.prompt_tokens,
+            2 + 176 + CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_PER_REQUEST
+        );
+    }
 
     fn served() -> Vec<String> {
         vec!["m".into()]
