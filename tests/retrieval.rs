@@ -401,3 +401,78 @@ fn batch_and_documents_are_matrix_axes() {
         "5 + 3 x 7 for the reranks"
     );
 }
+
+/// Regression gates and cost on an embeddings point: blessed, run again
+/// and judged on `inputs_per_s` and the latency's p50 (the simulator, so
+/// the second run measures the same server), with the cost per million
+/// inputs and per thousand requests in the results.
+#[test]
+fn regression_gates_and_cost_judge_an_embedder() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"reg-retrieval\"\nseed = 1\n[targets.sim]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n\
+         [models.m]\npreset = \"llama-3.1-8b\"\n\
+         [workloads.embed]\napi = \"embeddings\"\ninput_tokens = 128\nbatch = 4\n\
+         [load]\nconcurrency = 2\nrequests = 30\nruns = 3\n\
+         [regression]\nbaseline = \"base.json\"\nmetrics = [{ metric = \"inputs_per_s\", noise = \"50%\" }, { metric = \"e2e\", stat = \"p50\", noise = \"50%\" }]\n\
+         [cost]\ngpu_hour_usd = 2.5\n\
+         # A loaded machine must not make the point INVALID here.\n[validity]\nmax_dispatch_lag_p99 = \"5s\"\n",
+    )
+    .unwrap();
+    let bin = || Command::new(env!("CARGO_BIN_EXE_infer-bench"));
+    let run_to = |out: &str| {
+        let o = bin()
+            .arg("run")
+            .arg(&spec)
+            .arg("--out")
+            .arg(dir.path().join(out))
+            .arg("-q")
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run_to("r1");
+    let o = bin()
+        .arg("bless")
+        .arg(dir.path().join("r1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run_to("r2");
+    let o = bin()
+        .arg("diff")
+        .arg(dir.path().join("r2"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("inputs_per_s") && text.contains("inputs/s"),
+        "{text}"
+    );
+    assert!(text.contains("e2e p50"), "{text}");
+    assert!(!text.contains("UNJUDGED"), "{text}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r2/results.json")).unwrap())
+            .unwrap();
+    let cost = &r["points"][0]["cost"];
+    let m = &r["points"][0]["merged"];
+    // $2.50 an hour over the windows, per million inputs embedded in them.
+    let inputs = m["inputs_per_s"].as_f64().unwrap() * m["window_s"].as_f64().unwrap();
+    let usd = 2.5 * m["window_s"].as_f64().unwrap() / 3600.0;
+    let per_1m = cost["usd_per_1m_inputs"].as_f64().unwrap();
+    assert!(
+        (per_1m - usd / (inputs / 1e6)).abs() < 1e-6 * per_1m,
+        "{cost}"
+    );
+    assert!(
+        cost["usd_per_1k_requests"].as_f64().unwrap() > 0.0,
+        "{cost}"
+    );
+}

@@ -57,6 +57,18 @@ impl Retrieval {
         }
     }
 
+    /// Whether requests of `self` and `other` are sent and read alike (the
+    /// same count of inputs or documents, encoding and dimension): what the
+    /// parts of a mix must share; document lengths may differ.
+    pub fn sends_alike(&self, other: &Retrieval) -> bool {
+        match (self, other) {
+            (Retrieval::Rerank { documents: a, .. }, Retrieval::Rerank { documents: b, .. }) => {
+                a == b
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// What a request counts per second beside requests: inputs
     /// (embeddings, `batch` of them) or documents (rerank).
     pub fn units(&self) -> u32 {

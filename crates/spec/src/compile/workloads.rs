@@ -339,6 +339,13 @@ impl Cx<'_> {
                     ("sampling", f.sampling != o.sampling),
                     ("extra_body", f.extra_body != o.extra_body),
                     ("ignore_eos", f.ignore_eos != o.ignore_eos),
+                    (
+                        "batch, documents, encoding_format or dimensions",
+                        match (&f.retrieval, &o.retrieval) {
+                            (Some(a), Some(b)) => !a.sends_alike(b),
+                            (a, b) => a.is_some() != b.is_some(),
+                        },
+                    ),
                 ];
                 if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
                     self.err(
