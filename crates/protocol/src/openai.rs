@@ -320,7 +320,9 @@ impl BodyTemplate {
             }
             Api::Messages => m.insert("messages".into(), Slot::Hole(BodyPart::AnthropicMessages)),
             // Their bodies are their own (`embeddings`, `rerank`).
-            Api::Embeddings | Api::Rerank => m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt)),
+            Api::Embeddings | Api::Rerank => {
+                m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt))
+            }
         };
         m.insert(
             workload.max_tokens_field.clone(),
