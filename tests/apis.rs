@@ -270,6 +270,8 @@ fn whole_answers_are_timed_and_counted() {
 
 #[test]
 fn each_api_carries_the_key_its_own_way() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let env = [("APIS_TEST_KEY", "sk-test-123")];
     let target = "api_key_env = \"APIS_TEST_KEY\"";
     let workload = |api: &str| format!("api = \"{api}\"\ninput_tokens = 8\noutput_tokens = 2");
@@ -300,6 +302,8 @@ fn each_api_carries_the_key_its_own_way() {
 
 #[test]
 fn a_broken_answer_fails_in_its_class() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     for api in APIS {
         for (fault, class) in [
             (Fault::StreamError { after_events: 2 }, "stream_error"),
@@ -337,6 +341,8 @@ fn a_broken_answer_fails_in_its_class() {
 
 #[test]
 fn the_simulator_answers_both_apis() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     for api in APIS {
         for stream in [true, false] {
             let dir = tempfile::tempdir().unwrap();
@@ -378,6 +384,8 @@ fn the_simulator_answers_both_apis() {
 
 #[test]
 fn validate_names_the_cap_each_api_takes() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let spec = "name = \"caps\"\n\n[targets.sim]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n\n\
         [models.m]\npreset = \"llama-3.1-8b\"\n\n\
@@ -402,6 +410,8 @@ fn validate_names_the_cap_each_api_takes() {
 
 #[test]
 fn conversations_send_the_history_back_by_each_api() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     for api in APIS {
         let ran = run(
             Script::fast(),

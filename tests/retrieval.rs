@@ -76,6 +76,8 @@ fn scripted(workload: &str, requests: u32, script: Script) -> (Run, Vec<ServedRe
 
 #[test]
 fn embeddings_batches_are_sent_checked_and_counted() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let (run, served) = scripted(
         "api = \"embeddings\"\ninput_tokens = 24\nbatch = 4\n\n[slo]\nlatency = \"p99 < 10s\"\n\n[goodput]\ne2e = \"10s\"",
         20,
@@ -126,6 +128,8 @@ fn embeddings_batches_are_sent_checked_and_counted() {
 
 #[test]
 fn base64_vectors_of_the_asked_dimension_are_read() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let (run, _) = scripted(
         "api = \"embeddings\"\ninput_tokens = 8\nbatch = 3\nencoding_format = \"base64\"\ndimensions = 64",
         6,
@@ -137,6 +141,8 @@ fn base64_vectors_of_the_asked_dimension_are_read() {
 
 #[test]
 fn a_huge_embedding_answer_fails_as_oversized() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     // 200,000 floats per vector: over a megabyte, past a 64 KiB bound.
     let (run, _) = scripted(
         "api = \"embeddings\"\ninput_tokens = 8\ndimensions = 200000\n\n[load.limits]\nmax_response_bytes = 65536",
@@ -150,6 +156,8 @@ fn a_huge_embedding_answer_fails_as_oversized() {
 
 #[test]
 fn rerank_scores_every_document_once() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let (run, served) = scripted(
         "api = \"rerank\"\ninput_tokens = 12\ndocuments = 6\ndocument_tokens = 20",
         10,
@@ -174,6 +182,8 @@ fn rerank_scores_every_document_once() {
 
 #[test]
 fn tei_takes_texts_and_answers_a_bare_array() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
     let text = spec(
@@ -257,6 +267,8 @@ fn embeddings_latency_agrees_with_the_server_truth_at_200_per_s() {
 
 #[test]
 fn validate_puts_each_misplaced_key_at_its_position() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spec.toml");
     let text = "name = \"v\"\n[targets.s]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n[models.m]\nserved_name = \"m\"\n\
@@ -301,6 +313,8 @@ fn validate_puts_each_misplaced_key_at_its_position() {
 /// columns.
 #[test]
 fn the_rag_example_runs_its_three_kinds() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
     let text = std::fs::read_to_string(
@@ -334,6 +348,8 @@ fn the_rag_example_runs_its_three_kinds() {
 /// a latency its prefill physics set (eight inputs take longer than one).
 #[test]
 fn the_simulator_embeds_and_reranks_as_prefill() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let text = "name = \"sim-retrieval\"\nseed = 1\n[targets.sim]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n\
         [models.m]\npreset = \"llama-3.1-8b\"\n\
         [workloads.one]\napi = \"embeddings\"\ninput_tokens = 512\n\
@@ -375,6 +391,8 @@ fn the_simulator_embeds_and_reranks_as_prefill() {
 /// or documents.
 #[test]
 fn batch_and_documents_are_matrix_axes() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(Script::fast())).unwrap();
     let text = format!(
@@ -408,6 +426,8 @@ fn batch_and_documents_are_matrix_axes() {
 /// inputs and per thousand requests in the results.
 #[test]
 fn regression_gates_and_cost_judge_an_embedder() {
+    // One at a time: this file's timing checks need the cores to themselves.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("spec.toml");
     std::fs::write(

@@ -266,9 +266,9 @@ impl<'de> Visitor<'de> for Answer<'_> {
 }
 
 /// Checks that `indices` name each of `0..expected` once.
-pub(crate) fn check_indices(indices: &[u64], expected: u32, what: &str) -> Result<(), String> {
+pub(crate) fn check_indices(indices: &[u64], expected: u32, what: &str) -> Result<(), Unreadable> {
     if indices.len() != expected as usize {
-        return Err(format!(
+        return Err(Unreadable(format!(
             "expected {expected} {what} (one per {}), found {}",
             if what == "embeddings" {
                 "input"
@@ -276,18 +276,22 @@ pub(crate) fn check_indices(indices: &[u64], expected: u32, what: &str) -> Resul
                 "document"
             },
             indices.len()
-        ));
+        )));
     }
     let mut seen = vec![false; expected as usize];
     for &i in indices {
         match seen.get_mut(i as usize) {
             None => {
-                return Err(format!(
+                return Err(Unreadable(format!(
                     "a {} has index {i}, outside 0..{expected}",
                     what.trim_end_matches('s')
-                ));
+                )));
             }
-            Some(true) => return Err(format!("index {i} comes twice among the {what}")),
+            Some(true) => {
+                return Err(Unreadable(format!(
+                    "index {i} comes twice among the {what}"
+                )));
+            }
             Some(s) => *s = true,
         }
     }
@@ -324,7 +328,7 @@ pub fn read_answer(
     if let Some(p) = seen.problem {
         return Err(Unreadable(p));
     }
-    check_indices(&seen.indices, batch, "embeddings").map_err(Unreadable)?;
+    check_indices(&seen.indices, batch, "embeddings")?;
     if let (Some(want), Some(got)) = (dimensions, seen.dimension) {
         if got != want as usize {
             return Err(Unreadable(format!(

@@ -201,7 +201,7 @@ pub fn read_answer(body: &[u8], documents: u32) -> Result<EventInfo, Unreadable>
     if !parts.results {
         return Err(Unreadable("a rerank answer without `results`".into()));
     }
-    check_indices(&scores.indices, documents, "scores").map_err(Unreadable)?;
+    check_indices(&scores.indices, documents, "scores")?;
     Ok(EventInfo {
         output: true,
         finished: true,

@@ -26,6 +26,9 @@ pub enum BadRequest {
     MessageNotAnObject,
     #[error("a message's \"content\" must be a string or an array")]
     Content,
+    /// A required field that is absent.
+    #[error("\"{0}\" is required")]
+    Missing(&'static str),
     /// An image or audio part that does not decode.
     #[error("media: {0}")]
     Media(String),

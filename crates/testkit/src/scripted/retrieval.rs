@@ -24,7 +24,8 @@ use hyper::StatusCode;
 use hyper::header::{CONTENT_LENGTH, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{ChunkTruth, Endpoint, Fault, State, Tracker, later};
+use super::{ChunkTruth, Endpoint, Fault, State, Tracker, field, later};
+use crate::error::BadRequest;
 use infer_bench_sim::http::{self, BodyClosed, Request, Response};
 
 /// Which retrieval endpoint a request came to.
@@ -72,7 +73,7 @@ pub(super) async fn answer(state: Arc<State>, kind: Retrieval, req: Request) -> 
         Err(message) => {
             t.rec.status = 400;
             t.rec.finished = Some(Instant::now());
-            return http::error_response(StatusCode::BAD_REQUEST, &message);
+            return http::error_response(StatusCode::BAD_REQUEST, &message.to_string());
         }
     };
     if state.script.keep_prompts {
@@ -131,18 +132,21 @@ pub(super) async fn answer(state: Arc<State>, kind: Retrieval, req: Request) -> 
 }
 
 /// An embeddings answer and its prompt tokens.
-fn embeddings(obj: &serde_json::Map<String, Value>, model: &str) -> Result<(String, u32), String> {
+fn embeddings(
+    obj: &serde_json::Map<String, Value>,
+    model: &str,
+) -> Result<(String, u32), BadRequest> {
     let inputs: Vec<Value> = match obj.get("input") {
         Some(Value::Array(a)) => a.clone(),
         Some(s @ Value::String(_)) => vec![s.clone()],
-        _ => return Err("`input` must be a string or an array of strings".into()),
+        _ => return Err(field("input", "a string or an array of strings")),
     };
     let dim = match obj.get("dimensions") {
         None => DEFAULT_DIMENSION,
         Some(d) => d
             .as_u64()
             .filter(|d| *d > 0)
-            .ok_or("`dimensions` must be a positive integer")? as usize,
+            .ok_or_else(|| field("dimensions", "a positive integer"))? as usize,
     };
     let base64 = obj.get("encoding_format").and_then(Value::as_str) == Some("base64");
     let tokens: u32 = inputs.iter().map(words).sum();
@@ -182,12 +186,14 @@ fn embeddings(obj: &serde_json::Map<String, Value>, model: &str) -> Result<(Stri
 
 /// A rerank answer (Cohere-style or TEI-style, as the body was) and its
 /// prompt tokens.
-fn rerank(obj: &serde_json::Map<String, Value>, model: &str) -> Result<(String, u32), String> {
-    let query = obj.get("query").ok_or("missing `query`")?;
+fn rerank(obj: &serde_json::Map<String, Value>, model: &str) -> Result<(String, u32), BadRequest> {
+    let query = obj.get("query").ok_or(BadRequest::Missing("query"))?;
     let (docs, tei) = match (obj.get("documents"), obj.get("texts")) {
         (Some(Value::Array(d)), None) => (d, false),
         (None, Some(Value::Array(d))) => (d, true),
-        _ => return Err("expected `documents` (or TEI's `texts`): an array of strings".into()),
+        _ => {
+            return Err(field("documents", "an array of strings (or TEI's `texts`)"));
+        }
     };
     let tokens = words(query) + docs.iter().map(words).sum::<u32>();
     // Scores by the documents' lengths, so the order is not the input's.

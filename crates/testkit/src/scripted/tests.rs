@@ -838,7 +838,7 @@ async fn bad_requests_get_openai_errors() {
 
     let wire = request(server.addr(), "GET", COMPLETIONS, "").await;
     assert_eq!(wire.status, 405);
-    let wire = request(server.addr(), "POST", "/v1/embeddings", "{}").await;
+    let wire = request(server.addr(), "POST", "/v1/audio/speech", "{}").await;
     assert_eq!(wire.status, 404);
     assert_eq!(
         serde_json::from_slice::<Value>(&wire.body()).unwrap()["error"]["code"],
