@@ -249,13 +249,30 @@ fn embeddings_latency_agrees_with_the_server_truth_at_200_per_s() {
     assert_eq!(measured.len(), 400);
     // Debug builds spend several times the CPU per request.
     let tolerance = if cfg!(debug_assertions) { 5.0 } else { 1.0 };
+    // The p99 is the 4th-worst of 400: on a busy 2-core machine a client
+    // that was off the cores for a moment moves it. How long the client
+    // waited for a core in this very run (its own dispatch lag, p99 less
+    // p50) is added to that bound, so a loaded machine widens it by what
+    // it measured and an idle one keeps it at 1 ms.
+    let lags: Vec<f64> = run
+        .requests
+        .iter()
+        .filter(|l| l["warmup"] != true)
+        .map(|l| l["dispatch_lag_ms"].as_f64().unwrap())
+        .collect();
+    let jitter = (percentile(lags.clone(), 99.0) - percentile(lags, 50.0)).max(0.0);
     for p in [50.0, 99.0] {
+        let tolerance = if p == 99.0 {
+            tolerance + jitter
+        } else {
+            tolerance
+        };
         let (m, t) = (
             percentile(measured.clone(), p),
             percentile(truth.clone(), p),
         );
         eprintln!(
-            "p{p}: measured {m:.3} ms, truth {t:.3} ms, error {:.3} ms",
+            "p{p}: measured {m:.3} ms, truth {t:.3} ms, error {:.3} ms (bound {tolerance:.3} ms)",
             m - t
         );
         assert!(
