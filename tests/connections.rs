@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use infer_bench::plan::Plan;
 use infer_bench::protocol::{Backend, RequestRecord};
-use infer_bench::protocol::{ClientOptions, HttpBackend, Reading, openai};
+use infer_bench::protocol::{ClientOptions, HttpBackend, Reading};
 use infer_bench::run::parts::{Connections, run_once};
 use infer_bench::run::{Interrupt, Live, RunEnv, Sink};
 use infer_bench::workload::Material;
@@ -130,7 +130,7 @@ fn records_of(spec: &str, url: &str, warm: bool) -> Vec<Vec<RequestRecord>> {
         Arc::new(
             HttpBackend::new(
                 &options,
-                openai::for_workload(
+                infer_bench::protocol::for_workload(
                     &cfg.workload,
                     cfg.served_name(),
                     infer_bench::spec::Dialect::Vllm,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infer_bench::plan::Plan;
-use infer_bench::protocol::{ClientOptions, HttpBackend, Reading, openai};
+use infer_bench::protocol::{ClientOptions, HttpBackend, Reading};
 use infer_bench::run::Interrupt;
 use infer_bench::run::parts::{request_bodies, workload_fingerprint};
 use infer_bench::run::{RunOptions, run_plan};
@@ -332,7 +332,7 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
     };
     let backend = HttpBackend::new(
         &options,
-        openai::for_workload(
+        infer_bench::protocol::for_workload(
             &cfg.workload,
             cfg.served_name(),
             infer_bench::spec::Dialect::Vllm,

@@ -311,14 +311,14 @@ pub fn read_answer(
         .deserialize_map(Answer(&mut seen))
         .and_then(|p| de.end().map(|_| p))
         .map_err(|e| {
-            let shown = String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
-            Unreadable(format!("not an embeddings answer: {e}: {shown}"))
+            Unreadable(format!(
+                "not an embeddings answer: {e}: {}",
+                crate::openai::shown(body)
+            ))
         })?;
     if let Some(e) = &parts.error {
         return Ok(EventInfo {
-            error: Some(crate::openai::error_body_message(
-                &serde_json::to_vec(&serde_json::json!({ "error": e })).unwrap_or_default(),
-            )),
+            error: Some(crate::openai::error_text(e)),
             ..EventInfo::default()
         });
     }

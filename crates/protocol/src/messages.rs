@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::openai::{BodyTemplate, clip_id, error_text, unreadable};
+use crate::openai::{BodyTemplate, error_text, take_id, unreadable};
 use crate::record::ErrorClass;
 use crate::{Auth, EventInfo, Protocol, Unreadable, Usage};
 use infer_bench_spec::Dialect;
@@ -124,12 +124,6 @@ fn block_output<'b>(b: &'b Block<'_>) -> Option<(&'b str, bool)> {
         }
     }
     None
-}
-
-fn take_id(id: Option<&mut Option<String>>, named: Option<&str>) {
-    if let (Some(slot @ None), Some(named)) = (id, named) {
-        *slot = Some(clip_id(named));
-    }
 }
 
 fn error_of(ev: &Event<'_>) -> String {

@@ -88,10 +88,22 @@ pub(crate) fn error_text(v: &serde_json::Value) -> String {
     }
 }
 
+/// Keeps the id a response names in `id`, when asked and still unset (the
+/// first id a response names is its own).
+pub(crate) fn take_id(id: Option<&mut Option<String>>, named: Option<&str>) {
+    if let (Some(slot @ None), Some(named)) = (id, named) {
+        *slot = Some(clip_id(named));
+    }
+}
+
+/// The first bytes of a body that did not read, for its failure's detail.
+pub(crate) fn shown(data: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(&data[..data.len().min(120)])
+}
+
 /// Why `data` is not the JSON expected, with its first bytes.
 pub(crate) fn unreadable(e: serde_json::Error, data: &[u8]) -> Unreadable {
-    let shown = String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned();
-    Unreadable(format!("{e}: {shown}"))
+    Unreadable(format!("{e}: {}", shown(data)))
 }
 
 /// Interprets one event's data. `reply`, when given, collects the text.
@@ -104,7 +116,7 @@ pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<EventInfo, U
 pub const MAX_RESPONSE_ID_BYTES: usize = 128;
 
 /// At most [`MAX_RESPONSE_ID_BYTES`] of `id`, cut at a character boundary.
-pub(crate) fn clip_id(id: &str) -> String {
+fn clip_id(id: &str) -> String {
     let mut end = id.len().min(MAX_RESPONSE_ID_BYTES);
     while !id.is_char_boundary(end) {
         end -= 1;
@@ -126,9 +138,7 @@ fn interpret_into(
         });
     }
     let chunk: Chunk = serde_json::from_slice(data).map_err(|e| unreadable(e, data))?;
-    if let (Some(slot @ None), Some(named)) = (id, chunk.id.as_deref()) {
-        *slot = Some(clip_id(named));
-    }
+    take_id(id, chunk.id.as_deref());
     let mut info = EventInfo::default();
     if let Some(e) = &chunk.error {
         info.error = Some(error_text(e));
@@ -232,38 +242,25 @@ struct WireMessage<'a> {
     role: Role,
 }
 
-/// A prompt's messages: its history, then its text from the user.
-struct Messages<'a>(&'a Prompt);
+/// A prompt's messages: its history, then its text from the user. With
+/// `system` false the history's system messages are left out (Anthropic's
+/// Messages API takes them in a top-level `system`).
+struct Messages<'a> {
+    prompt: &'a Prompt,
+    system: bool,
+}
 
 impl Serialize for Messages<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
-        let p = self.0;
-        let mut seq = s.serialize_seq(Some(p.history.len() + 1))?;
-        for m in &p.history {
-            seq.serialize_element(&WireMessage {
-                content: &m.content,
-                role: m.role,
-            })?;
-        }
-        seq.serialize_element(&WireMessage {
-            content: &p.text,
-            role: Role::User,
-        })?;
-        seq.end()
-    }
-}
-
-/// A prompt's messages for Anthropic's Messages API: system messages go in
-/// the top-level `system`, not in the list.
-struct AnthropicMessages<'a>(&'a Prompt);
-
-impl Serialize for AnthropicMessages<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let p = self.0;
-        let mut seq = s.serialize_seq(None)?;
-        for m in p.history.iter().filter(|m| m.role != Role::System) {
+        let p = self.prompt;
+        let len = self.system.then_some(p.history.len() + 1);
+        let mut seq = s.serialize_seq(len)?;
+        for m in p
+            .history
+            .iter()
+            .filter(|m| self.system || m.role != Role::System)
+        {
             seq.serialize_element(&WireMessage {
                 content: &m.content,
                 role: m.role,
@@ -416,11 +413,21 @@ impl BodyTemplate {
                 BodyPart::Prompt => serde_json::to_writer(&mut out, &prompt.text),
                 BodyPart::Messages => match prompt.media.as_deref() {
                     Some(m) => write_messages_with_media(&mut out, prompt, m),
-                    None => serde_json::to_writer(&mut out, &Messages(prompt)),
+                    None => serde_json::to_writer(
+                        &mut out,
+                        &Messages {
+                            prompt,
+                            system: true,
+                        },
+                    ),
                 },
-                BodyPart::AnthropicMessages => {
-                    serde_json::to_writer(&mut out, &AnthropicMessages(prompt))
-                }
+                BodyPart::AnthropicMessages => serde_json::to_writer(
+                    &mut out,
+                    &Messages {
+                        prompt,
+                        system: false,
+                    },
+                ),
                 BodyPart::System => match system_text(prompt) {
                     Some(text) => {
                         out.extend_from_slice(b"\"system\":");
@@ -521,16 +528,6 @@ impl Completions {
             stream: workload.stream,
         }
     }
-}
-
-/// The request kind a workload asks for, writing bodies in `dialect` (the
-/// same as [`crate::for_workload`]).
-pub fn for_workload(
-    workload: &infer_bench_spec::Workload,
-    model: &str,
-    dialect: Dialect,
-) -> Box<dyn Protocol> {
-    crate::for_workload(workload, model, dialect)
 }
 
 impl Protocol for Chat {

@@ -187,14 +187,14 @@ pub fn read_answer(body: &[u8], documents: u32) -> Result<EventInfo, Unreadable>
         .deserialize_any(Answer(&mut scores))
         .and_then(|p| de.end().map(|_| p))
         .map_err(|e| {
-            let shown = String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
-            Unreadable(format!("not a rerank answer: {e}: {shown}"))
+            Unreadable(format!(
+                "not a rerank answer: {e}: {}",
+                crate::openai::shown(body)
+            ))
         })?;
     if let Some(e) = &parts.error {
         return Ok(EventInfo {
-            error: Some(crate::openai::error_body_message(
-                &serde_json::to_vec(&serde_json::json!({ "error": e })).unwrap_or_default(),
-            )),
+            error: Some(crate::openai::error_text(e)),
             ..EventInfo::default()
         });
     }

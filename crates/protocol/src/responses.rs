@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::openai::{BodyTemplate, clip_id, error_text, unreadable};
+use crate::openai::{BodyTemplate, error_text, take_id, unreadable};
 use crate::record::ErrorClass;
 use crate::{EventInfo, Protocol, Unreadable, Usage};
 use infer_bench_spec::Dialect;
@@ -133,12 +133,6 @@ fn output(info: &mut EventInfo, text: &str, reasoning: bool, reply: Option<&mut 
     info.text_bytes += text.len() as u32;
     if let (Some(r), false) = (reply, reasoning) {
         r.push_str(text);
-    }
-}
-
-fn take_id(id: Option<&mut Option<String>>, named: Option<&str>) {
-    if let (Some(slot @ None), Some(named)) = (id, named) {
-        *slot = Some(clip_id(named));
     }
 }
 
