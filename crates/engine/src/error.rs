@@ -81,6 +81,10 @@ pub enum PointError {
     /// The simulator of a virtual-time run refused the point.
     #[error(transparent)]
     Server(#[from] ServerError),
+    /// A KServe v2 server or model that is not ready, or whose metadata
+    /// does not fit the workload.
+    #[error(transparent)]
+    Kserve(#[from] infer_bench_protocol::kserve::KserveError),
 }
 
 /// Why a point's server could not be started, or stopped being there.

@@ -96,11 +96,19 @@ pub fn render(r: &Results, look: Look) -> String {
     if generation > 0 {
         out.push_str(&text);
     }
-    if let Some(table) = super::retrieval::table(r, look) {
-        if generation > 0 {
+    let mut before = generation > 0;
+    for table in [
+        super::retrieval::table(r, look),
+        super::retrieval::tensor_table(r, look),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if before {
             out.push('\n');
         }
         out.push_str(&table);
+        before = true;
     }
     if generation > 0 && !hidden.is_empty() {
         out.push_str(&format!(

@@ -41,6 +41,10 @@ pub struct HttpBackend {
     /// Connections on their way back to the pool (`connect`).
     returning: Arc<crate::connect::Returning>,
     content_type: reqwest::header::HeaderValue,
+    /// The names of the target's own headers (they win over a kind's).
+    target_headers: Vec<String>,
+    /// The request kind's headers, on every request.
+    kind_headers: reqwest::header::HeaderMap,
     protocol: Box<dyn Protocol>,
     timeouts: Timeouts,
     limits: Limits,
@@ -72,9 +76,6 @@ impl HttpBackend {
         let url = base.join(protocol.path()).map_err(bad_url)?;
         let warm_url = base.join(protocol.warm_path()).map_err(bad_url)?;
         let mut headers = reqwest::header::HeaderMap::new();
-        for (k, v) in protocol.headers() {
-            headers.insert(*k, reqwest::header::HeaderValue::from_static(v));
-        }
         for (k, v) in o.headers {
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| Error::HeaderName(k.clone()))?;
@@ -95,6 +96,7 @@ impl HttpBackend {
             v.set_sensitive(true);
             headers.insert(name, v);
         }
+        let kind_headers = kind_headers(&*protocol, &headers)?;
         // Every connect is timed and charged to the request that waited
         // for it (`connect`); the target's headers go with every request
         // without a copy per request.
@@ -123,6 +125,8 @@ impl HttpBackend {
             keep_alive: o.pool_size > 0,
             returning,
             content_type: reqwest::header::HeaderValue::from_static(protocol.content_type()),
+            target_headers: o.headers.keys().cloned().collect(),
+            kind_headers,
             protocol,
             timeouts: reading.timeouts,
             limits: reading.limits,
@@ -151,6 +155,13 @@ impl HttpBackend {
                 source,
             })?;
         self.content_type = reqwest::header::HeaderValue::from_static(protocol.content_type());
+        let mut own = reqwest::header::HeaderMap::new();
+        for k in &self.target_headers {
+            if let Ok(name) = reqwest::header::HeaderName::from_bytes(k.as_bytes()) {
+                own.insert(name, reqwest::header::HeaderValue::from_static(""));
+            }
+        }
+        self.kind_headers = kind_headers(&*protocol, &own)?;
         self.protocol = protocol;
         Ok(())
     }
@@ -172,6 +183,26 @@ impl HttpBackend {
         Some(read_capped(response, cap, deadline).await)
     }
 
+    /// `GET {base_url}/{path}` on the pool: its status and body (read up
+    /// to `cap` bytes) within the connect timeout and five seconds, or why
+    /// there was no answer.
+    pub async fn get_answer(&self, path: &str, cap: usize) -> Result<(u16, Vec<u8>), String> {
+        let deadline = Instant::now() + self.connect_timeout + Duration::from_secs(5);
+        let url = self.base.join(path).map_err(|e| e.to_string())?;
+        let get = self.client.get(url).send();
+        let response = tokio::time::timeout_at(deadline.into(), get)
+            .await
+            .map_err(|_| "no answer within the connect timeout and 5 s".to_string())?
+            .map_err(|e| error_chain(&e))?;
+        let status = response.status().as_u16();
+        Ok((status, read_capped(response, cap, deadline).await))
+    }
+
+    /// The target's base URL.
+    pub fn base_url(&self) -> &str {
+        self.base.as_str()
+    }
+
     async fn execute(&self, req: Prepared, rec: &mut RequestRecord) {
         let t = self.timeouts;
         let mut attempt = 0;
@@ -180,6 +211,9 @@ impl HttpBackend {
             request
                 .headers_mut()
                 .insert(reqwest::header::CONTENT_TYPE, self.content_type.clone());
+            if !self.kind_headers.is_empty() {
+                request.headers_mut().extend(self.kind_headers.clone());
+            }
             *request.body_mut() = Some(req.body.clone().into());
             rec.t_send = Instant::now();
             let total_deadline = rec.t_send + t.total.as_std();
@@ -764,10 +798,27 @@ async fn warm_one(
     Ok(())
 }
 
+/// A request kind's headers, less those the target sets itself.
+fn kind_headers(
+    protocol: &dyn Protocol,
+    target: &reqwest::header::HeaderMap,
+) -> Result<reqwest::header::HeaderMap, Error> {
+    let mut out = reqwest::header::HeaderMap::new();
+    for (k, v) in protocol.headers() {
+        if target.contains_key(k) {
+            continue;
+        }
+        let value =
+            reqwest::header::HeaderValue::from_str(&v).map_err(|_| Error::HeaderValue(k.into()))?;
+        out.insert(k, value);
+    }
+    Ok(out)
+}
+
 impl Backend for HttpBackend {
     fn prepare(&self, prompt: &Prompt) -> Prepared {
         Prepared {
-            body: Bytes::from(self.body(prompt)),
+            body: self.protocol.body_bytes(prompt),
             input_tokens: prompt.input_tokens,
             output_tokens: prompt.output_tokens,
             part: prompt.part,

@@ -18,5 +18,20 @@ pub fn for_workload(
         Api::Messages => Box::new(crate::messages::Messages::new(workload, model, dialect)),
         Api::Embeddings => Box::new(crate::embeddings::Embeddings::new(workload, model)),
         Api::Rerank => Box::new(crate::rerank::Rerank::new(workload, model, dialect)),
+        // Its bodies wait for the model's metadata (`kserve::handshake`).
+        Api::Kserve => match &workload.retrieval {
+            Some(infer_bench_spec::retrieval::Retrieval::Tensors(t)) => {
+                Box::new(crate::kserve::Kserve::unresolved(t, model))
+            }
+            _ => Box::new(crate::kserve::Kserve::unresolved(
+                &infer_bench_spec::tensor::Tensors {
+                    batch: 1,
+                    inputs: Vec::new(),
+                    binary: true,
+                    version: None,
+                },
+                model,
+            )),
+        },
     }
 }

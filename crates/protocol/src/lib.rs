@@ -4,7 +4,8 @@
 //! that sends a request and reads its answer on the clock (`http`), and
 //! the request kinds it carries, each an implementation of [`Protocol`]
 //! (`openai`: chat and completions; `responses`: OpenAI's Responses API;
-//! `messages`: Anthropic's Messages API), chosen by [`for_workload`].
+//! `messages`: Anthropic's Messages API; `embeddings`, `rerank`;
+//! `kserve`: KServe v2 tensors), chosen by [`for_workload`].
 //!
 //! Two traits are the seams. [`Protocol`] is what a request kind knows:
 //! where it is sent, how its body is written and how its answer (an event
@@ -21,6 +22,7 @@ pub mod embeddings;
 pub mod error;
 pub mod http;
 pub mod kinds;
+pub mod kserve;
 pub mod messages;
 pub mod openai;
 pub mod record;
@@ -161,8 +163,8 @@ pub trait Protocol: Send + Sync + 'static {
 
     /// Headers every request of this kind carries (the target's own
     /// `headers` win over these).
-    fn headers(&self) -> &'static [(&'static str, &'static str)] {
-        &[]
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
     }
 
     /// The `Content-Type` of request bodies.
@@ -172,6 +174,12 @@ pub trait Protocol: Send + Sync + 'static {
 
     /// The body of a prompt's request.
     fn body(&self, prompt: &Prompt) -> Vec<u8>;
+
+    /// The body as the transport sends it: by default [`Protocol::body`];
+    /// a kind whose bodies are built ahead hands out a shared one.
+    fn body_bytes(&self, prompt: &Prompt) -> bytes::Bytes {
+        bytes::Bytes::from(self.body(prompt))
+    }
 
     /// Whether answers come as an event stream (`text/event-stream`).
     fn streams(&self) -> bool;

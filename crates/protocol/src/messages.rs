@@ -254,8 +254,8 @@ impl Protocol for Messages {
         Auth::ApiKeyHeader
     }
 
-    fn headers(&self) -> &'static [(&'static str, &'static str)] {
-        &[("anthropic-version", ANTHROPIC_VERSION)]
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        vec![("anthropic-version", ANTHROPIC_VERSION.to_string())]
     }
 
     fn read_event(

@@ -316,8 +316,8 @@ impl BodyTemplate {
                 m.insert("input".into(), Slot::Hole(BodyPart::Messages))
             }
             Api::Messages => m.insert("messages".into(), Slot::Hole(BodyPart::AnthropicMessages)),
-            // Their bodies are their own (`embeddings`, `rerank`).
-            Api::Embeddings | Api::Rerank => {
+            // Their bodies are their own (`embeddings`, `rerank`, `kserve`).
+            Api::Embeddings | Api::Rerank | Api::Kserve => {
                 m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt))
             }
         };

@@ -27,6 +27,7 @@ pub mod reason;
 pub mod redact;
 pub mod requests;
 pub mod search;
+pub mod stages;
 pub mod telemetry;
 
 pub use error::{Error, FieldError, FileKind, FormatError, HistError, Result};
@@ -270,6 +271,10 @@ pub struct PointResult<C = serde_json::Value> {
     /// Patterns in the numbers that suggest a bottleneck (never verdicts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<Hint>,
+    /// The server's own account of the requests (Triton's statistics):
+    /// queue, compute and the rest of the latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<stages::ServerStages>,
 }
 
 /// What a point sent, as the client built it.

@@ -54,9 +54,9 @@ impl Wire {
             Api::Chat => Wire::Chat,
             Api::Responses => Wire::Responses,
             Api::Messages => Wire::Messages,
-            // `validate` refuses embeddings and rerank in virtual time (the
-            // only caller); their requests never reach this reader.
-            Api::Embeddings | Api::Rerank => Wire::Completions,
+            // `validate` refuses embeddings, rerank and tensors in virtual
+            // time (the only caller); their requests never reach this reader.
+            Api::Embeddings | Api::Rerank | Api::Kserve => Wire::Completions,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod results;
 pub mod retrieval;
 pub mod schema;
 pub mod seed;
+pub mod tensor;
 mod slo;
 pub mod trace;
 

@@ -381,6 +381,9 @@ pub enum Api {
     /// POST /rerank (the target's dialect decides the path and fields): a
     /// query and `documents` documents (not streamed).
     Rerank,
+    /// POST /v2/models/{model}/infer (the KServe v2 inference protocol of
+    /// Triton, KServe, TorchServe): `batch` items of each input tensor.
+    Kserve,
 }
 
 impl Api {
@@ -393,7 +396,15 @@ impl Api {
             Api::Messages => "messages",
             Api::Embeddings => "embeddings",
             Api::Rerank => "rerank",
+            Api::Kserve => "kserve",
         }
+    }
+
+    /// Whether a request generates text (streamed or not): chat,
+    /// completions, Responses and Messages; not embeddings, rerank or
+    /// tensors, whose answers are one body with no TTFT, TPOT or ITL.
+    pub fn generates(self) -> bool {
+        !matches!(self, Api::Embeddings | Api::Rerank | Api::Kserve)
     }
 
     /// Whether a request is a list of messages (chat, Responses, Messages):
@@ -415,7 +426,7 @@ impl Api {
     /// The fields that may cap a request's output (`max_tokens_field`).
     pub fn max_tokens_fields(self) -> &'static [&'static str] {
         match self {
-            Api::Chat | Api::Completions | Api::Embeddings | Api::Rerank => {
+            Api::Chat | Api::Completions | Api::Embeddings | Api::Rerank | Api::Kserve => {
                 &["max_tokens", "max_completion_tokens"]
             }
             Api::Responses => &["max_output_tokens"],
@@ -432,7 +443,7 @@ pub struct RawWorkload {
     /// weight, e.g. { chat = 0.7, rag = 0.3 }; a mix has no other keys.
     #[serde(default)]
     pub mix: Option<BTreeMap<String, f64>>,
-    /// chat, completions, responses (OpenAI Responses API), messages (Anthropic Messages API), embeddings or rerank. Default chat.
+    /// chat, completions, responses (OpenAI Responses API), messages (Anthropic Messages API), embeddings, rerank or kserve (KServe v2 tensors: Triton, KServe). Default chat.
     #[serde(default)]
     pub api: Option<Api>,
     /// Prompt length in tokens: a number, a string such as "uniform(64, 256)", or a table with `dist`.
@@ -475,7 +486,7 @@ pub struct RawWorkload {
     /// An audio clip sent with every request (chat only): { seconds, format, sample_rate }.
     #[serde(default)]
     pub audio: Option<crate::media::RawAudio>,
-    /// Embeddings: inputs per request. Default 1.
+    /// Embeddings: inputs per request; kserve: items per request (the tensors' leading dimension). Default 1.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub batch: Option<u32>,
@@ -493,6 +504,15 @@ pub struct RawWorkload {
     /// Rerank: each document's length in tokens, a distribution like `input_tokens`.
     #[serde(default)]
     pub document_tokens: Option<Dist>,
+    /// Kserve: the input tensors, each { name, datatype, shape (per item), fill }; default: every input the model's metadata names, filled uniform(0, 1).
+    #[serde(default)]
+    pub inputs: Option<Vec<crate::tensor::RawTensorInput>>,
+    /// Kserve: send tensors with the binary tensor extension (default true) or as JSON numbers (false).
+    #[serde(default)]
+    pub binary: Option<bool>,
+    /// Kserve: the model version to call (default: the server's choice).
+    #[serde(default)]
+    pub model_version: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

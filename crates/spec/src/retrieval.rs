@@ -1,7 +1,9 @@
-//! The shape of the two retrieval request kinds, embeddings and rerank:
-//! what a workload of `api = "embeddings"` or `api = "rerank"` sends in
-//! each request besides its first text (`input_tokens`). Compiled in
-//! `compile/retrieval.rs`; a chat or completions workload has none.
+//! The shape of the request kinds that generate no text: the two
+//! retrieval kinds, embeddings and rerank (what a workload of `api =
+//! "embeddings"` or `"rerank"` sends besides its first text,
+//! `input_tokens`), and KServe v2 tensors (`api = "kserve"`,
+//! `crate::tensor`). Compiled in `compile/retrieval.rs` and
+//! `compile/tensors.rs`; a generation workload has none.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -45,6 +47,8 @@ pub enum Retrieval {
         documents: u32,
         document_tokens: Dist,
     },
+    /// KServe v2 inference: `batch` items of each input tensor.
+    Tensors(crate::tensor::Tensors),
 }
 
 impl Retrieval {
@@ -54,6 +58,7 @@ impl Retrieval {
         match self {
             Retrieval::Embeddings { batch, .. } => batch.saturating_sub(1),
             Retrieval::Rerank { documents, .. } => *documents,
+            Retrieval::Tensors(_) => 0,
         }
     }
 
@@ -70,11 +75,13 @@ impl Retrieval {
     }
 
     /// What a request counts per second beside requests: inputs
-    /// (embeddings, `batch` of them) or documents (rerank).
+    /// (embeddings, `batch` of them), documents (rerank) or items
+    /// (tensors, `batch` of them).
     pub fn units(&self) -> u32 {
         match self {
             Retrieval::Embeddings { batch, .. } => *batch,
             Retrieval::Rerank { documents, .. } => *documents,
+            Retrieval::Tensors(t) => t.batch,
         }
     }
 }
@@ -106,7 +113,8 @@ pub fn with_axes(
     if let Some(b) = batch {
         match &mut out.retrieval {
             Some(Retrieval::Embeddings { batch, .. }) => *batch = b,
-            _ => return Err(fits("batch", "embeddings")),
+            Some(Retrieval::Tensors(t)) => t.batch = b,
+            _ => return Err(fits("batch", "embeddings\" or \"kserve")),
         }
         out.name = format!("{}.b{b}", w.name);
     }

@@ -12,6 +12,7 @@ pub mod lengths;
 pub mod media;
 pub mod message;
 pub mod prompt;
+pub mod tensor;
 pub mod tokenizer;
 pub mod trace;
 

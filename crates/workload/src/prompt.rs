@@ -725,6 +725,19 @@ impl PromptGen {
         }
         let mut rng = super::seed::rng(self.seed, index);
         let w = &self.workload;
+        if w.api == Api::Kserve {
+            // Tensors, not text: the protocol writes them (`crate::tensor`).
+            return Prompt {
+                history: Vec::new(),
+                text: String::new(),
+                input_tokens: 0,
+                output_tokens: 0,
+                part: 0,
+                media: None,
+                items: Vec::new(),
+                item_tokens: 0,
+            };
+        }
         if let Some(ds) = &self.material.dataset {
             return self.drawn_from(ds, &mut rng);
         }
@@ -911,6 +924,7 @@ impl PromptGen {
                 Retrieval::Rerank {
                     document_tokens, ..
                 } => Some(document_tokens),
+                Retrieval::Tensors(_) => None,
             };
             let target = dist
                 .map(|d| super::lengths::sample(d, &mut rng))

@@ -96,6 +96,7 @@ pub fn failed_point(p: &Point, failure: String) -> PointResult {
         client: None,
         preflight: Vec::new(),
         hints: Vec::new(),
+        stages: None,
     }
 }
 
@@ -173,6 +174,7 @@ pub fn finish_point(
         client: None,
         preflight: Vec::new(),
         hints: Vec::new(),
+        stages: None,
     };
     if pr.merged.requests.succeeded == 0 && pr.merged.requests.failed > 0 {
         let connect_only = pr
@@ -197,4 +199,41 @@ pub fn finish_point(
         }
     }
     pr
+}
+
+/// The server's account of a kserve point's requests from its statistics
+/// over the runs; `None` when the server counted no request. The rest of
+/// the client's latency (`outside_ms`) is given only when the server
+/// counted about as many requests as the client sent (no other client
+/// shared the model).
+pub fn stages(
+    s: &infer_bench_protocol::kserve::Stats,
+    merged: &Stats,
+    stats_path: &str,
+) -> Option<infer_bench_results::stages::ServerStages> {
+    if s.success.count == 0 && s.fail.count == 0 {
+        return None;
+    }
+    let request_ms = s.success.mean_ms();
+    let client = merged.requests.succeeded;
+    let close = client > 0 && s.success.count.abs_diff(client) * 50 <= client.max(s.success.count);
+    let outside_ms = merged
+        .latency_ms
+        .get("e2e")
+        .filter(|_| close)
+        .map(|e2e| e2e.mean - request_ms);
+    Some(infer_bench_results::stages::ServerStages {
+        source: format!("triton /{stats_path}"),
+        requests: s.success.count,
+        failures: s.fail.count,
+        inferences: s.inferences,
+        executions: s.executions,
+        request_ms,
+        // Triton counts queue and compute per request, as it does success.
+        queue_ms: s.queue.mean_ms(),
+        compute_input_ms: s.compute_input.mean_ms(),
+        compute_infer_ms: s.compute_infer.mean_ms(),
+        compute_output_ms: s.compute_output.mean_ms(),
+        outside_ms,
+    })
 }

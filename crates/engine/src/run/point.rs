@@ -19,7 +19,9 @@ use super::recorder::Tally;
 use super::requests::{LineOptions, RequestLog, RunClock, request_line};
 use super::servers::Server;
 use crate::error::PointError;
-use infer_bench_protocol::{Backend, ClientOptions, HttpBackend, Reading, RequestRecord, openai};
+use infer_bench_protocol::{
+    Backend, ClientOptions, HttpBackend, Reading, RequestRecord, kserve, openai,
+};
 use infer_bench_results::{
     ClientLoad, PhaseTimeline, PointStatus, Reason, ReasonKind, RunResult, now_rfc3339,
 };
@@ -173,6 +175,20 @@ struct Client {
     from: DialectFrom,
     unsent: Vec<&'static str>,
     conns: Connections,
+    /// A kserve point: the model's statistics (Triton's extension).
+    stats_path: Option<String>,
+}
+
+impl Client {
+    /// The model's statistics now, where the server keeps them (`None`
+    /// for a point not of kserve, or a server without Triton's extension).
+    fn model_stats(&self, rt: &tokio::runtime::Runtime) -> Option<kserve::Stats> {
+        let path = self.stats_path.as_ref()?;
+        match rt.block_on(self.backend.get_answer(path, kserve::META_CAP)) {
+            Ok((200, body)) => kserve::parse_stats(&body, None).ok(),
+            _ => None,
+        }
+    }
 }
 
 impl Client {
@@ -249,6 +265,26 @@ impl Client {
                 None => (Dialect::Openai, DialectFrom::Default),
             },
         };
+        // A tensor workload reads the model's metadata first: its bodies
+        // are built from it, and what does not fit is said now.
+        let mut stats_path = None;
+        if let Some(infer_bench_spec::retrieval::Retrieval::Tensors(t)) = &cfg.workload.retrieval {
+            let protocol = {
+                let b = &backend;
+                rt.block_on(kserve::handshake(
+                    |path| async move { b.get_answer(&path, kserve::META_CAP).await },
+                    &base_url,
+                    t,
+                    cfg.served_name(),
+                    &cfg.workload,
+                ))?
+            };
+            backend.set_protocol(Box::new(protocol))?;
+            stats_path = Some(format!(
+                "{}/stats",
+                kserve::model_path(cfg.served_name(), t.version.as_deref())
+            ));
+        }
         env.opts.observer.event(&Event::Dialect {
             label: job.label,
             dialect,
@@ -265,6 +301,7 @@ impl Client {
             from,
             unsent,
             conns,
+            stats_path,
         })
     }
 }
@@ -294,6 +331,8 @@ struct Runs {
     /// follow one another on one timeline, as real runs do.
     virtual_next: Option<Instant>,
     load: LoadMeter,
+    /// A kserve point: the model's statistics over the runs, summed.
+    model_stats: Option<kserve::Stats>,
 }
 
 impl Runs {
@@ -315,6 +354,7 @@ impl Runs {
             died: None,
             virtual_time,
             load,
+            model_stats: None,
         }
     }
 
@@ -333,6 +373,7 @@ impl Runs {
         if !self.virtual_time {
             self.warm(run, job, client, server, env);
         }
+        let stats_before = client.model_stats(env.rt);
         self.telemetry.mark();
         let live = Arc::new(Live::default());
         let started_at = now_rfc3339();
@@ -387,6 +428,11 @@ impl Runs {
                 return Err(Abandon::Failed(e));
             }
         };
+        if let (Some(before), Some(after)) = (stats_before, client.model_stats(env.rt)) {
+            let d = after.since(&before);
+            let sum = self.model_stats.get_or_insert_with(Default::default);
+            *sum = sum.plus(&d);
+        }
         let stats = out.recorder.stats();
         ended(Some(&stats));
         if out.interrupted {
@@ -603,6 +649,13 @@ impl Runs {
             server.info(),
             &server.base_url(),
         );
+        pr.stages = self.model_stats.as_ref().and_then(|s| {
+            super::assemble::stages(
+                s,
+                &pr.merged,
+                client.stats_path.as_deref().unwrap_or_default(),
+            )
+        });
         pr.telemetry = Some(self.telemetry.finish());
         pr.workload = Some(super::workload::info(&job.material, fingerprint));
         pr.turns = super::workload::turn_results(&self.turns, open);

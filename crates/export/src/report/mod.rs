@@ -532,7 +532,7 @@ pub(crate) const RETRIEVAL_COLUMNS: &[&str] = &[
 ];
 
 /// What the retrieval table shows, under it.
-pub(crate) const RETRIEVAL_NOTE: &str = "Embeddings and rerank answers are not streamed: their latency is the whole request's (e2e, from the scheduled send), and they have no TTFT, TPOT or ITL. Input tokens are the server's usage where it reports one.";
+pub(crate) const RETRIEVAL_NOTE: &str = "Embeddings, rerank and kserve answers are not streamed: their latency is the whole request's (e2e, from the scheduled send), and they have no TTFT, TPOT or ITL. Input tokens are the server's usage where it reports one. For kserve (tensor) points, inputs/s counts items (batch x inferences/s).";
 
 /// The rows of the analysis's embeddings and rerank points, each with the
 /// point's label first.
@@ -548,10 +548,7 @@ pub(crate) fn retrieval_rows(a: &Analysis, sources: &[Source]) -> Vec<Vec<String
             let cost = p.cost.as_ref();
             Some(vec![
                 a.points[i].label.clone(),
-                match p.config.workload.api {
-                    infer_bench_spec::raw::Api::Embeddings => "embeddings".into(),
-                    _ => "rerank".into(),
-                },
+                p.config.workload.api.name().to_string(),
                 fmt_opt(Some(s.request_throughput), 2),
                 fmt_opt(s.inputs_per_s, 1),
                 fmt_opt(s.documents_per_s, 1),

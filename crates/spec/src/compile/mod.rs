@@ -16,6 +16,7 @@ mod models;
 mod parse;
 mod regression;
 mod retrieval;
+mod tensors;
 mod slo;
 mod targets;
 mod telemetry;

@@ -15,9 +15,9 @@ pub const MAX_BATCH: u32 = 65_536;
 pub const MAX_DOCUMENTS: u32 = 65_536;
 
 /// Whether a workload of `api` sends no generation request (and so takes
-/// no `output_tokens`).
+/// no `output_tokens`): embeddings, rerank, tensors.
 pub(super) fn retrieves(api: Api) -> bool {
-    matches!(api, Api::Embeddings | Api::Rerank)
+    !api.generates()
 }
 
 impl Cx<'_> {
@@ -41,9 +41,9 @@ impl Cx<'_> {
                     format!(
                         "the simulator in virtual time serves generation requests only (chat, completions, responses, messages), and workload \"{}\" is {}",
                         w.name,
-                        if w.api == Api::Embeddings { "embeddings" } else { "rerank" }
+                        w.api.name()
                     ),
-                    Some("use clock = \"real\" (the default): the simulator serves /v1/embeddings and /v1/rerank as prefill-only work".into()),
+                    Some("use clock = \"real\" (the default): the simulator serves /v1/embeddings and /v1/rerank as prefill-only work, and /v2 tensors".into()),
                 );
             }
         }
@@ -93,7 +93,7 @@ impl Cx<'_> {
         for key in keys {
             self.key_err(
                 &key,
-                "every workload of this spec is embeddings or rerank, whose answers are not streamed: they have no TTFT, TPOT or ITL",
+                "every workload of this spec is embeddings, rerank or kserve, whose answers are not streamed: they have no TTFT, TPOT or ITL",
                 Some("gate the whole request's latency instead, e.g. [slo] latency = \"p99 < 50ms\" (or e2e), and [goodput] e2e".into()),
             );
         }
@@ -106,7 +106,7 @@ impl Cx<'_> {
         let k = |f: &str| format!("workloads.{name}.{f}");
         let api_name = api.name();
         let embed_keys = [
-            ("batch", w.batch.is_some()),
+            ("batch", w.batch.is_some() && api != Api::Kserve),
             ("encoding_format", w.encoding_format.is_some()),
             ("dimensions", w.dimensions.is_some()),
         ];
@@ -129,6 +129,19 @@ impl Cx<'_> {
                     .iter()
                     .filter(|(_, set)| *set)
                     .map(|(key, _)| (*key, "rerank")),
+            );
+        }
+        if api != Api::Kserve {
+            let kserve_keys = [
+                ("inputs", w.inputs.is_some()),
+                ("binary", w.binary.is_some()),
+                ("model_version", w.model_version.is_some()),
+            ];
+            misplaced.extend(
+                kserve_keys
+                    .iter()
+                    .filter(|(_, set)| *set)
+                    .map(|(key, _)| (*key, "kserve")),
             );
         }
         for (key, kind) in misplaced {
@@ -158,11 +171,13 @@ impl Cx<'_> {
                 format!("an {api_name} request generates no text, so the workload cannot set `{key}`"),
                 Some(match api {
                     Api::Embeddings => "an embeddings workload takes input_tokens (or a dataset), batch, encoding_format and dimensions".into(),
+                    Api::Kserve => super::tensors::TAKES.into(),
                     _ => "a rerank workload takes input_tokens (the query, or a dataset), documents and document_tokens".into(),
                 }),
             );
         }
         match api {
+            Api::Kserve => self.tensors(name, w).map(Retrieval::Tensors),
             Api::Embeddings => {
                 self.count_in(
                     &k("batch"),

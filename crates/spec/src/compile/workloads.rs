@@ -54,7 +54,12 @@ impl Cx<'_> {
                 ("input_tokens", &w.input_tokens),
                 ("output_tokens", &w.output_tokens),
             ] {
-                if v.is_none() && !(key == "output_tokens" && super::retrieval::retrieves(api)) {
+                let needed = match key {
+                    "output_tokens" => !super::retrieval::retrieves(api),
+                    // A tensor request has no text.
+                    _ => api != Api::Kserve,
+                };
+                if v.is_none() && needed {
                     self.key_err(
                         &format!("workloads.{name}"),
                         format!("missing key `{key}`"),

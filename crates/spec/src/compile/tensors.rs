@@ -1,0 +1,193 @@
+//! The keys of `api = "kserve"`: `inputs` (name, datatype, per-item shape,
+//! fill), `batch`, `binary` and `model_version`, each checked where it is
+//! written; the keys of text workloads that a tensor request cannot take.
+//! What the model's metadata says is checked before the run, by the
+//! protocol crate.
+
+use super::{Cx, shown};
+use crate::raw::RawWorkload;
+use crate::tensor::{DataType, Fill, TensorInput, Tensors};
+
+/// What a kserve workload takes, for hints.
+pub(super) const TAKES: &str = "a kserve workload takes inputs, batch, binary and model_version";
+
+/// Most bytes one request's tensors may hold together.
+pub const MAX_REQUEST_BYTES: u64 = 256 << 20;
+/// Most dimensions of one input.
+pub const MAX_RANK: usize = 8;
+
+impl Cx<'_> {
+    /// The tensors of `[workloads.NAME]`, whose api is kserve.
+    pub(super) fn tensors(&mut self, name: &str, w: &RawWorkload) -> Option<Tensors> {
+        let k = |f: &str| format!("workloads.{name}.{f}");
+        for (key, set) in [
+            ("input_tokens", w.input_tokens.is_some()),
+            ("dataset", w.dataset.is_some()),
+            ("shared_prefix", w.shared_prefix.is_some()),
+            ("conversation", w.conversation.is_some()),
+            ("images", w.images.is_some()),
+            ("audio", w.audio.is_some()),
+        ] {
+            if set {
+                self.key_err(
+                    &k(key),
+                    format!("a kserve request sends tensors, not text, so the workload cannot set `{key}`"),
+                    Some(TAKES.into()),
+                );
+            }
+        }
+        self.count_in(
+            &k("batch"),
+            w.batch.map(u64::from),
+            1,
+            super::retrieval::MAX_BATCH.into(),
+            "a number of items per request",
+        );
+        let batch = w.batch.unwrap_or(1).max(1);
+        let mut inputs: Vec<TensorInput> = Vec::new();
+        for (i, raw) in w.inputs.iter().flatten().enumerate() {
+            let at = |f: &str| format!("workloads.{name}.inputs[{i}].{f}");
+            if raw.name.is_empty() || raw.name.len() > 256 || raw.name.chars().any(char::is_control) {
+                self.err(
+                    &at("name"),
+                    format!(
+                        "expected an input name of 1 to 256 printable characters, found \"{}\"",
+                        shown(&raw.name)
+                    ),
+                    None,
+                );
+            } else if inputs.iter().any(|t| t.name == raw.name) {
+                self.err(
+                    &at("name"),
+                    format!("input \"{}\" is declared twice", shown(&raw.name)),
+                    None,
+                );
+            }
+            let datatype = match DataType::parse(&raw.datatype) {
+                Some(DataType::Bytes) => {
+                    self.err(
+                        &at("datatype"),
+                        "BYTES inputs (strings) are not sent by a workload yet: their length has no shape to declare",
+                        Some("declare a numeric input; a model with string inputs needs its own client for now".into()),
+                    );
+                    None
+                }
+                Some(d) => Some(d),
+                None => {
+                    let names: Vec<&str> = DataType::ALL
+                        .iter()
+                        .filter(|d| **d != DataType::Bytes)
+                        .map(|d| d.name())
+                        .collect();
+                    self.err(
+                        &at("datatype"),
+                        format!(
+                            "expected a datatype ({}), found \"{}\"",
+                            names.join(", "),
+                            shown(&raw.datatype)
+                        ),
+                        None,
+                    );
+                    None
+                }
+            };
+            let mut shape = Vec::with_capacity(raw.shape.len());
+            if raw.shape.is_empty() || raw.shape.len() > MAX_RANK {
+                self.err(
+                    &at("shape"),
+                    format!(
+                        "expected 1 to {MAX_RANK} dimensions per item (the batch dimension is `batch`, not part of the shape), found {}",
+                        raw.shape.len()
+                    ),
+                    Some("e.g. shape = [3, 224, 224] for one RGB image".into()),
+                );
+            }
+            for (j, d) in raw.shape.iter().enumerate() {
+                if *d < 1 {
+                    self.err(
+                        &format!("workloads.{name}.inputs[{i}].shape[{j}]"),
+                        format!("expected a dimension of at least 1, found {d}"),
+                        (*d == -1).then(|| {
+                            "a variable dimension (-1 in the model's metadata) needs the length to send: write it here".to_string()
+                        }),
+                    );
+                } else {
+                    shape.push(*d as u64);
+                }
+            }
+            let fill = match raw.fill.as_deref().map(Fill::parse) {
+                None => Fill::default(),
+                Some(Ok(f)) => f,
+                Some(Err(e)) => {
+                    self.err(&at("fill"), e, None);
+                    Fill::default()
+                }
+            };
+            if let Some(d) = datatype {
+                let (lo, hi) = fill.bounds();
+                let (min, max) = d.range();
+                if lo < min || hi > max {
+                    self.err(
+                        &at("fill"),
+                        format!(
+                            "{d} holds values in [{min}, {max}]; this fill reaches [{lo}, {hi}]"
+                        ),
+                        None,
+                    );
+                }
+                if shape.len() == raw.shape.len() {
+                    inputs.push(TensorInput {
+                        name: raw.name.clone(),
+                        datatype: d,
+                        shape,
+                        fill,
+                    });
+                }
+            }
+        }
+        if w.inputs.as_ref().is_some_and(Vec::is_empty) {
+            self.err(
+                &k("inputs"),
+                "expected at least one input",
+                Some("leave `inputs` out to send every input the model's metadata names".into()),
+            );
+        }
+        let bytes: u64 = inputs
+            .iter()
+            .map(|t| {
+                t.shape
+                    .iter()
+                    .try_fold(t.datatype.size().unwrap_or(1) as u64, |a, d| a.checked_mul(*d))
+                    .unwrap_or(u64::MAX)
+            })
+            .fold(0u64, u64::saturating_add)
+            .saturating_mul(batch.into());
+        if bytes > MAX_REQUEST_BYTES {
+            self.err(
+                &k("inputs"),
+                format!(
+                    "a request would carry {bytes} bytes of tensors (batch {batch}); expected at most {MAX_REQUEST_BYTES}"
+                ),
+                Some("use a smaller batch or smaller shapes".into()),
+            );
+        }
+        if let Some(v) = &w.model_version {
+            if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                self.err(
+                    &k("model_version"),
+                    format!(
+                        "expected a version of letters, digits, `-`, `_` or `.`, found \"{}\"",
+                        shown(v)
+                    ),
+                    None,
+                );
+            }
+        }
+        Some(Tensors {
+            batch,
+            inputs,
+            binary: w.binary.unwrap_or(true),
+            version: w.model_version.clone(),
+        })
+    }
+}

@@ -1,0 +1,287 @@
+//! Tensors, for `api = "kserve"` (the KServe v2 inference protocol that
+//! Triton, KServe, TorchServe and Seldon serve): their datatypes, an
+//! input's declared name, datatype, per-item shape and fill, and the
+//! request shape (`batch`, the binary extension, a model version) that
+//! [`crate::retrieval::Retrieval::Tensors`] carries. Compiled in
+//! `compile/tensors.rs`; read against the model's metadata by the
+//! protocol crate before a point runs.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A tensor's datatype, spelled as the KServe v2 protocol spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+pub enum DataType {
+    #[serde(rename = "BOOL")]
+    Bool,
+    #[serde(rename = "UINT8")]
+    Uint8,
+    #[serde(rename = "UINT16")]
+    Uint16,
+    #[serde(rename = "UINT32")]
+    Uint32,
+    #[serde(rename = "UINT64")]
+    Uint64,
+    #[serde(rename = "INT8")]
+    Int8,
+    #[serde(rename = "INT16")]
+    Int16,
+    #[serde(rename = "INT32")]
+    Int32,
+    #[serde(rename = "INT64")]
+    Int64,
+    #[serde(rename = "FP16")]
+    Fp16,
+    #[serde(rename = "BF16")]
+    Bf16,
+    #[serde(rename = "FP32")]
+    Fp32,
+    #[serde(rename = "FP64")]
+    Fp64,
+    /// Strings: sent by no workload (their length has no declared shape),
+    /// but an output of this type is read.
+    #[serde(rename = "BYTES")]
+    Bytes,
+}
+
+impl DataType {
+    pub const ALL: [DataType; 14] = [
+        DataType::Bool,
+        DataType::Uint8,
+        DataType::Uint16,
+        DataType::Uint32,
+        DataType::Uint64,
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::Fp16,
+        DataType::Bf16,
+        DataType::Fp32,
+        DataType::Fp64,
+        DataType::Bytes,
+    ];
+
+    /// Its name on the wire ("FP32").
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::Bool => "BOOL",
+            DataType::Uint8 => "UINT8",
+            DataType::Uint16 => "UINT16",
+            DataType::Uint32 => "UINT32",
+            DataType::Uint64 => "UINT64",
+            DataType::Int8 => "INT8",
+            DataType::Int16 => "INT16",
+            DataType::Int32 => "INT32",
+            DataType::Int64 => "INT64",
+            DataType::Fp16 => "FP16",
+            DataType::Bf16 => "BF16",
+            DataType::Fp32 => "FP32",
+            DataType::Fp64 => "FP64",
+            DataType::Bytes => "BYTES",
+        }
+    }
+
+    /// The datatype named `s` on the wire.
+    pub fn parse(s: &str) -> Option<DataType> {
+        DataType::ALL.into_iter().find(|d| d.name() == s)
+    }
+
+    /// Bytes per element in the binary tensor extension; `None` for BYTES,
+    /// whose elements are length-prefixed.
+    pub fn size(self) -> Option<usize> {
+        Some(match self {
+            DataType::Bool | DataType::Uint8 | DataType::Int8 => 1,
+            DataType::Uint16 | DataType::Int16 | DataType::Fp16 | DataType::Bf16 => 2,
+            DataType::Uint32 | DataType::Int32 | DataType::Fp32 => 4,
+            DataType::Uint64 | DataType::Int64 | DataType::Fp64 => 8,
+            DataType::Bytes => return None,
+        })
+    }
+
+    /// A floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            DataType::Fp16 | DataType::Bf16 | DataType::Fp32 | DataType::Fp64
+        )
+    }
+
+    /// The smallest and largest value it holds (as f64; 64-bit integers
+    /// rounded), for checking a fill.
+    pub fn range(self) -> (f64, f64) {
+        match self {
+            DataType::Bool => (0.0, 1.0),
+            DataType::Uint8 => (0.0, u8::MAX as f64),
+            DataType::Uint16 => (0.0, u16::MAX as f64),
+            DataType::Uint32 => (0.0, u32::MAX as f64),
+            DataType::Uint64 => (0.0, u64::MAX as f64),
+            DataType::Int8 => (i8::MIN as f64, i8::MAX as f64),
+            DataType::Int16 => (i16::MIN as f64, i16::MAX as f64),
+            DataType::Int32 => (i32::MIN as f64, i32::MAX as f64),
+            DataType::Int64 => (i64::MIN as f64, i64::MAX as f64),
+            DataType::Fp16 => (-65504.0, 65504.0),
+            DataType::Bf16 | DataType::Fp32 => (f32::MIN as f64, f32::MAX as f64),
+            DataType::Fp64 | DataType::Bytes => (f64::MIN, f64::MAX),
+        }
+    }
+}
+
+impl std::fmt::Display for DataType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How an input's elements are filled, from the point's seed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Fill {
+    /// Uniform in `[low, high)` (integers: `[low, high]`).
+    Uniform { low: f64, high: f64 },
+    /// Normal with this mean and standard deviation (integers: rounded),
+    /// clamped to the datatype's range.
+    Normal { mean: f64, std: f64 },
+    /// Every element the same.
+    Constant { value: f64 },
+}
+
+impl Default for Fill {
+    /// Pixels scaled to `[0, 1)`.
+    fn default() -> Fill {
+        Fill::Uniform {
+            low: 0.0,
+            high: 1.0,
+        }
+    }
+}
+
+impl Fill {
+    /// The fill a spec writes as `"uniform(0, 1)"`, `"normal(0, 1)"` or
+    /// `"constant(0.5)"` (a bare `"uniform"` or `"normal"` takes (0, 1));
+    /// Err: what was expected.
+    pub fn parse(s: &str) -> Result<Fill, String> {
+        let expected = "expected \"uniform(low, high)\", \"normal(mean, std)\" or \"constant(value)\"";
+        let s = s.trim();
+        let (name, args) = match s.find('(') {
+            Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
+            Some(_) => return Err(expected.into()),
+            None => (s, ""),
+        };
+        let nums: Vec<f64> = if args.trim().is_empty() {
+            Vec::new()
+        } else {
+            args.split(',')
+                .map(|a| a.trim().parse::<f64>().ok().filter(|x| x.is_finite()))
+                .collect::<Option<_>>()
+                .ok_or_else(|| format!("{expected}, with finite numbers"))?
+        };
+        match (name.trim(), nums.as_slice()) {
+            ("uniform", []) => Ok(Fill::default()),
+            ("uniform", [low, high]) if low < high => Ok(Fill::Uniform {
+                low: *low,
+                high: *high,
+            }),
+            ("uniform", [_, _]) => Err("expected uniform(low, high) with low < high".into()),
+            ("normal", []) => Ok(Fill::Normal {
+                mean: 0.0,
+                std: 1.0,
+            }),
+            ("normal", [mean, std]) if *std >= 0.0 => Ok(Fill::Normal {
+                mean: *mean,
+                std: *std,
+            }),
+            ("normal", [_, _]) => Err("expected normal(mean, std) with std >= 0".into()),
+            ("constant", [value]) => Ok(Fill::Constant { value: *value }),
+            _ => Err(expected.into()),
+        }
+    }
+
+    /// The values it can produce, roughly: what must fit the datatype.
+    pub fn bounds(self) -> (f64, f64) {
+        match self {
+            Fill::Uniform { low, high } => (low, high),
+            Fill::Normal { mean, .. } => (mean, mean),
+            Fill::Constant { value } => (value, value),
+        }
+    }
+}
+
+/// One input tensor of a request, per item: its shape leaves out the
+/// batch dimension, which the request's `batch` leads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TensorInput {
+    pub name: String,
+    pub datatype: DataType,
+    pub shape: Vec<u64>,
+    pub fill: Fill,
+}
+
+impl TensorInput {
+    /// Elements per item.
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+}
+
+/// A KServe v2 request's shape: `batch` items of each input (declared, or
+/// all read from the model's metadata when `inputs` is empty), written as
+/// JSON or with the binary tensor extension, to one version of the model
+/// or its default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Tensors {
+    pub batch: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<TensorInput>,
+    pub binary: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// The raw form of one entry of `inputs`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTensorInput {
+    /// The input's name, as the model's metadata has it.
+    pub name: String,
+    /// Its datatype: BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32 or FP64.
+    pub datatype: String,
+    /// Its shape per item, without the batch dimension, e.g. [3, 224, 224].
+    pub shape: Vec<i64>,
+    /// How its elements are filled: "uniform(low, high)" (default uniform(0, 1)), "normal(mean, std)" or "constant(value)".
+    #[serde(default)]
+    pub fill: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_parse_and_refuse() {
+        assert_eq!(Fill::parse("uniform").unwrap(), Fill::default());
+        assert_eq!(
+            Fill::parse(" normal(0.5, 2) ").unwrap(),
+            Fill::Normal {
+                mean: 0.5,
+                std: 2.0
+            }
+        );
+        assert_eq!(
+            Fill::parse("constant(3)").unwrap(),
+            Fill::Constant { value: 3.0 }
+        );
+        assert!(Fill::parse("uniform(2, 1)").unwrap_err().contains("low < high"));
+        assert!(Fill::parse("gauss(1)").unwrap_err().contains("expected"));
+        assert!(Fill::parse("constant(nan)").unwrap_err().contains("finite"));
+    }
+
+    #[test]
+    fn datatypes_round_trip_their_names() {
+        for d in DataType::ALL {
+            assert_eq!(DataType::parse(d.name()), Some(d));
+        }
+        assert_eq!(DataType::Fp16.size(), Some(2));
+        assert_eq!(DataType::Bytes.size(), None);
+    }
+}
