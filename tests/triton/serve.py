@@ -238,6 +238,23 @@ def main() -> int:
         triton.bind("tokens", token_sum,
                     [Tensor(name="ids", dtype=np.int64, shape=(-1,))],
                     [Tensor(name="sum", dtype=np.int64, shape=(1,))], config=plain)
+        # pytriton waits 120 s for a tritonserver that already exited (e.g.
+        # a port in use): a watchdog interrupts the start-up instead.
+        died = threading.Event()
+
+        def watchdog():
+            seen = False
+            while not serving and not stop.is_set():
+                alive = bool(tritonserver_tree())
+                if seen and not alive:
+                    died.set()
+                    # a real signal, so that a blocking call returns too
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                    return
+                seen |= alive
+                time.sleep(0.1)
+
+        threading.Thread(target=watchdog, daemon=True).start()
         try:
             triton.run()  # starts tritonserver, loads the models, waits for them
             if not wait_ready(args.http_port, triton, time.monotonic() + READY_TIMEOUT_S):
@@ -245,6 +262,10 @@ def main() -> int:
                 return 1
             serving = True
         except KeyboardInterrupt:
+            if died.is_set():
+                print("serve.py: error: tritonserver exited during start-up (its log is above)",
+                      file=sys.stderr)
+                return 1
             return 0
         ready_out.write("READY\n")
         ready_out.flush()
