@@ -145,12 +145,12 @@ where
         }
     }
     let meta = match get(path.clone()).await {
-        Ok((200, b)) => serde_json::from_slice::<Metadata>(&b).map_err(|e| {
-            KserveError::Metadata {
+        Ok((200, b)) => {
+            serde_json::from_slice::<Metadata>(&b).map_err(|e| KserveError::Metadata {
                 model: model.into(),
                 why: format!("GET /{path} answered what is not KServe v2 model metadata: {e}"),
-            }
-        })?,
+            })?
+        }
         Ok((s, b)) => {
             return Err(KserveError::Metadata {
                 model: model.into(),
@@ -221,13 +221,18 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
                 .iter()
                 .find(|m| m.name == t.name)
                 .is_some_and(|m| m.shape.len() == t.shape.len() + 1 && m.shape[0] == -1),
-            None => !meta.inputs.is_empty() && meta.inputs.iter().all(|m| m.shape.first() == Some(&-1)),
+            None => {
+                !meta.inputs.is_empty() && meta.inputs.iter().all(|m| m.shape.first() == Some(&-1))
+            }
         },
     };
     if !batching && tensors.batch != 1 {
         return Err(format!(
             "the model takes no batch dimension (its inputs' shapes are as declared, e.g. {}), so a request carries one item; batch is {}",
-            meta.inputs.first().map(|m| shape_of(&m.shape)).unwrap_or_default(),
+            meta.inputs
+                .first()
+                .map(|m| shape_of(&m.shape))
+                .unwrap_or_default(),
             tensors.batch
         ));
     }
@@ -238,7 +243,11 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
         ));
     }
     fn per_item(m: &TensorMeta, batching: bool) -> &[i64] {
-        if batching && !m.shape.is_empty() { &m.shape[1..] } else { &m.shape }
+        if batching && !m.shape.is_empty() {
+            &m.shape[1..]
+        } else {
+            &m.shape
+        }
     }
     let mut inputs = Vec::new();
     for t in &tensors.inputs {
@@ -258,7 +267,10 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
         }
         let want = per_item(m, batching);
         let fits = want.len() == t.shape.len()
-            && want.iter().zip(&t.shape).all(|(w, s)| *w == -1 || *w == *s as i64);
+            && want
+                .iter()
+                .zip(&t.shape)
+                .all(|(w, s)| *w == -1 || *w == *s as i64);
         if !fits {
             return Err(format!(
                 "its input \"{}\" has shape {} per item{}, and the workload declares {}",
@@ -497,7 +509,11 @@ fn build(
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            infer_bench_workload::tensor::fill(t, items, seed.wrapping_mul(31).wrapping_add(i as u64))
+            infer_bench_workload::tensor::fill(
+                t,
+                items,
+                seed.wrapping_mul(31).wrapping_add(i as u64),
+            )
         })
         .collect();
     let inputs = plan
@@ -508,7 +524,9 @@ fn build(
             name: &t.name,
             datatype: t.datatype.name(),
             shape: if plan.batching {
-                std::iter::once(u64::from(items)).chain(t.shape.iter().copied()).collect()
+                std::iter::once(u64::from(items))
+                    .chain(t.shape.iter().copied())
+                    .collect()
             } else {
                 t.shape.clone()
             },
@@ -633,13 +651,20 @@ impl Kserve {
                 ));
             }
             let fits = o.shape.len() == want.len()
-                && want.iter().zip(&o.shape).all(|(w, s)| *s >= 0 && (*w == -1 || w == s));
+                && want
+                    .iter()
+                    .zip(&o.shape)
+                    .all(|(w, s)| *s >= 0 && (*w == -1 || w == s));
             if !fits {
                 return Err(format!(
                     "output \"{name}\" has shape {}; the model's metadata says {}{}",
                     shape_of(&o.shape),
                     shape_of(want),
-                    if self.plan.batching { " (the batch leading)" } else { "" }
+                    if self.plan.batching {
+                        " (the batch leading)"
+                    } else {
+                        ""
+                    }
                 ));
             }
             let elements = o
@@ -647,7 +672,10 @@ impl Kserve {
                 .iter()
                 .try_fold(1u64, |a, s| a.checked_mul(*s as u64))
                 .unwrap_or(u64::MAX);
-            match (o.parameters.as_ref().and_then(|p| p.binary_data_size), &o.data) {
+            match (
+                o.parameters.as_ref().and_then(|p| p.binary_data_size),
+                &o.data,
+            ) {
                 (Some(size), _) => {
                     if let Some(e) = d.size() {
                         if size != elements.saturating_mul(e as u64) {
@@ -702,7 +730,10 @@ impl Protocol for Kserve {
 
     fn headers(&self) -> Vec<(&'static str, String)> {
         if self.binary {
-            vec![("inference-header-content-length", self.header_len.to_string())]
+            vec![(
+                "inference-header-content-length",
+                self.header_len.to_string(),
+            )]
         } else {
             Vec::new()
         }
@@ -782,7 +813,11 @@ impl Protocol for Kserve {
 
     fn units(&self, _prompt: &Prompt) -> crate::Units {
         crate::Units {
-            inputs: if self.plan.batching { self.plan.batch } else { 1 },
+            inputs: if self.plan.batching {
+                self.plan.batch
+            } else {
+                1
+            },
             ..crate::Units::default()
         }
     }
@@ -923,9 +958,8 @@ pub fn parse_stats(body: &[u8], version: Option<&str>) -> Result<Stats, String> 
         .or_else(|| w.model_stats.first())
         .ok_or("the statistics name no model")?;
     let i = m.inference_stats.as_ref();
-    let get = |f: fn(&InferWire) -> &Option<serde_json::Value>| {
-        i.map(|i| dur(f(i))).unwrap_or_default()
-    };
+    let get =
+        |f: fn(&InferWire) -> &Option<serde_json::Value>| i.map(|i| dur(f(i))).unwrap_or_default();
     Ok(Stats {
         success: get(|i| &i.success),
         fail: get(|i| &i.fail),
@@ -936,4 +970,223 @@ pub fn parse_stats(body: &[u8], version: Option<&str>) -> Result<Stats, String> 
         inferences: num(m.inference_count.as_ref()),
         executions: num(m.execution_count.as_ref()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infer_bench_spec::tensor::Fill;
+
+    fn meta() -> Metadata {
+        serde_json::from_str(
+            r#"{"name":"classifier","versions":["1"],"platform":"python",
+                "inputs":[{"name":"images","datatype":"FP32","shape":[-1,3,4,4]}],
+                "outputs":[{"name":"probs","datatype":"FP32","shape":[-1,10]}]}"#,
+        )
+        .unwrap()
+    }
+
+    fn tensors(batch: u32, shape: Vec<u64>, datatype: DataType, binary: bool) -> Tensors {
+        Tensors {
+            batch,
+            inputs: vec![TensorInput {
+                name: "images".into(),
+                datatype,
+                shape,
+                fill: Fill::default(),
+            }],
+            binary,
+            version: None,
+        }
+    }
+
+    fn workload() -> infer_bench_spec::Workload {
+        let text = "name = \"t\"\n[targets.t]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n[models.m]\nserved_name = \"classifier\"\n[workloads.w]\napi = \"kserve\"\n[load]\nconcurrency = 1\nrequests = 1\n";
+        let spec = infer_bench_spec::compile("t.toml", text, std::path::Path::new(".")).unwrap();
+        spec.workloads["w"].clone()
+    }
+
+    fn prompt() -> Prompt {
+        Prompt {
+            history: Vec::new(),
+            text: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            part: 0,
+            media: None,
+            items: Vec::new(),
+            item_tokens: 0,
+        }
+    }
+
+    #[test]
+    fn declared_inputs_are_checked_against_the_metadata() {
+        let m = meta();
+        let ok = resolve(
+            &tensors(4, vec![3, 4, 4], DataType::Fp32, true),
+            &m,
+            Some(8),
+        )
+        .unwrap();
+        assert!(ok.batching);
+        assert_eq!(
+            ok.outputs,
+            vec![("probs".into(), DataType::Fp32, vec![4, 10])]
+        );
+        let shape =
+            resolve(&tensors(4, vec![3, 4, 5], DataType::Fp32, true), &m, None).unwrap_err();
+        assert!(
+            shape.contains("shape [3, 4, 4] per item (after the batch)"),
+            "{shape}"
+        );
+        let dtype =
+            resolve(&tensors(4, vec![3, 4, 4], DataType::Fp16, true), &m, None).unwrap_err();
+        assert!(
+            dtype.contains("is FP32, and the workload declares FP16"),
+            "{dtype}"
+        );
+        let mut named = tensors(1, vec![3, 4, 4], DataType::Fp32, true);
+        named.inputs[0].name = "pixels".into();
+        let e = resolve(&named, &m, None).unwrap_err();
+        assert!(
+            e.contains("no input \"pixels\"; its inputs are \"images\""),
+            "{e}"
+        );
+        let big = resolve(
+            &tensors(64, vec![3, 4, 4], DataType::Fp32, true),
+            &m,
+            Some(32),
+        )
+        .unwrap_err();
+        assert!(
+            big.contains("over the model's max_batch_size (32)"),
+            "{big}"
+        );
+        let flat = resolve(
+            &tensors(2, vec![3, 4, 4], DataType::Fp32, true),
+            &m,
+            Some(0),
+        )
+        .unwrap_err();
+        assert!(flat.contains("takes no batch dimension"), "{flat}");
+    }
+
+    #[test]
+    fn inputs_left_out_come_from_the_metadata_where_their_shape_is_fixed() {
+        let mut t = tensors(2, vec![], DataType::Fp32, true);
+        t.inputs.clear();
+        let plan = resolve(&t, &meta(), None).unwrap();
+        assert_eq!(plan.inputs[0].shape, vec![3, 4, 4]);
+        assert!(plan.batching);
+        let mut m = meta();
+        m.inputs[0].shape = vec![-1, 3, -1, -1];
+        let e = resolve(&t, &m, Some(8)).unwrap_err();
+        assert!(e.contains("variable shape [3, -1, -1] per item"), "{e}");
+    }
+
+    fn answer(outputs: &str) -> Vec<u8> {
+        format!(r#"{{"model_name":"classifier","id":"r1","outputs":[{outputs}]}}"#).into_bytes()
+    }
+
+    #[test]
+    fn binary_bodies_carry_their_header_length_and_answers_are_checked() {
+        let t = tensors(2, vec![3, 4, 4], DataType::Fp32, true);
+        let plan = resolve(&t, &meta(), Some(8)).unwrap();
+        let k = Kserve::new(plan, &t, "classifier", &workload());
+        let body = k.body_bytes(&prompt());
+        let n: usize = k.headers()[0].1.parse().unwrap();
+        let header: serde_json::Value = serde_json::from_slice(&body[..n]).unwrap();
+        assert_eq!(
+            header["inputs"][0]["shape"],
+            serde_json::json!([2, 3, 4, 4])
+        );
+        assert_eq!(
+            header["inputs"][0]["parameters"]["binary_data_size"],
+            2 * 48 * 4
+        );
+        assert_eq!(body.len() - n, 2 * 48 * 4);
+        assert_eq!(header["outputs"][0]["parameters"]["binary_data"], true);
+        assert_eq!(k.path(), "v2/models/classifier/infer");
+        // A good binary answer, then answers that do not fit.
+        let mut good = answer(
+            r#"{"name":"probs","datatype":"FP32","shape":[2,10],"parameters":{"binary_data_size":80}}"#,
+        );
+        good.extend_from_slice(&[0u8; 80]);
+        let info = k.read_body(&good, None, None).unwrap();
+        assert!(info.output && info.finished);
+        let cut = &good[..good.len() - 4];
+        assert!(
+            k.read_body(cut, None, None)
+                .unwrap_err()
+                .0
+                .contains("76 follow")
+        );
+        let wrong = answer(
+            r#"{"name":"probs","datatype":"FP32","shape":[2,7],"data":[0,0,0,0,0,0,0,0,0,0,0,0,0,0]}"#,
+        );
+        let e = k.read_body(&wrong, None, None).unwrap_err().0;
+        assert!(
+            e.contains("shape [2, 7]; the model's metadata says [2, 10]"),
+            "{e}"
+        );
+        let short = answer(r#"{"name":"probs","datatype":"FP32","shape":[2,10],"data":[1,2,3]}"#);
+        assert!(
+            k.read_body(&short, None, None)
+                .unwrap_err()
+                .0
+                .contains("3 elements")
+        );
+        let missing = answer("");
+        assert!(
+            k.read_body(&missing, None, None)
+                .unwrap_err()
+                .0
+                .contains("missing")
+        );
+        let failed = br#"{"error":"model failed: boom"}"#;
+        assert_eq!(
+            k.read_body(failed, None, None).unwrap().error.as_deref(),
+            Some("model failed: boom")
+        );
+        assert!(k.read_body(b"<html>", None, None).is_err());
+    }
+
+    #[test]
+    fn json_bodies_write_every_element_as_a_number() {
+        let t = tensors(1, vec![3, 4, 4], DataType::Fp32, false);
+        let plan = resolve(&t, &meta(), Some(8)).unwrap();
+        let k = Kserve::new(plan, &t, "classifier", &workload());
+        assert!(k.headers().is_empty());
+        let body: serde_json::Value = serde_json::from_slice(&k.body_bytes(&prompt())).unwrap();
+        let data = body["inputs"][0]["data"].as_array().unwrap();
+        assert_eq!(data.len(), 48);
+        assert!(
+            data.iter()
+                .all(|x| (0.0..1.0).contains(&x.as_f64().unwrap()))
+        );
+        assert!(body.get("outputs").is_none());
+    }
+
+    #[test]
+    fn statistics_subtract_and_parse_both_spellings() {
+        let body = br#"{"model_stats":[{"name":"m","version":"1","inference_count":16,"execution_count":"4",
+            "inference_stats":{"success":{"count":4,"ns":8000000},"fail":{"count":0,"ns":0},
+            "queue":{"count":4,"ns":400000},"compute_input":{"count":4,"ns":40000},
+            "compute_infer":{"count":4,"ns":6000000},"compute_output":{"count":4,"ns":40000}}}]}"#;
+        let s = parse_stats(body, None).unwrap();
+        assert_eq!((s.inferences, s.executions), (16, 4));
+        assert_eq!(s.success.mean_ms(), 2.0);
+        let d = s.since(&Stats::default());
+        assert_eq!(d, s);
+        assert_eq!(s.plus(&s).queue.ns, 800_000);
+        assert!(parse_stats(b"{}", None).is_err());
+    }
+
+    #[test]
+    fn model_paths_are_escaped() {
+        assert_eq!(
+            model_path("a b/c", Some("2")),
+            "v2/models/a%20b%2Fc/versions/2"
+        );
+    }
 }

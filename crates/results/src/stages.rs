@@ -31,9 +31,10 @@ pub struct ServerStages {
     pub compute_input_ms: f64,
     pub compute_infer_ms: f64,
     pub compute_output_ms: f64,
-    /// The client's mean latency of its successful requests, less
-    /// `request_ms`: the way in and out. Absent when the counts differ too
-    /// much to compare (another client on the model).
+    /// The client's mean latency of its successful measured requests,
+    /// less `request_ms` (the server's mean over every request it ran, the
+    /// warm-ups included): the way in and out. Absent when the counts
+    /// differ too much to compare (another client on the model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_ms: Option<f64>,
 }

@@ -26,8 +26,8 @@ pub mod results;
 pub mod retrieval;
 pub mod schema;
 pub mod seed;
-pub mod tensor;
 mod slo;
+pub mod tensor;
 pub mod trace;
 
 use std::path::Path;

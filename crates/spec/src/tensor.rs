@@ -161,7 +161,8 @@ impl Fill {
     /// `"constant(0.5)"` (a bare `"uniform"` or `"normal"` takes (0, 1));
     /// Err: what was expected.
     pub fn parse(s: &str) -> Result<Fill, String> {
-        let expected = "expected \"uniform(low, high)\", \"normal(mean, std)\" or \"constant(value)\"";
+        let expected =
+            "expected \"uniform(low, high)\", \"normal(mean, std)\" or \"constant(value)\"";
         let s = s.trim();
         let (name, args) = match s.find('(') {
             Some(i) if s.ends_with(')') => (&s[..i], &s[i + 1..s.len() - 1]),
@@ -271,7 +272,11 @@ mod tests {
             Fill::parse("constant(3)").unwrap(),
             Fill::Constant { value: 3.0 }
         );
-        assert!(Fill::parse("uniform(2, 1)").unwrap_err().contains("low < high"));
+        assert!(
+            Fill::parse("uniform(2, 1)")
+                .unwrap_err()
+                .contains("low < high")
+        );
         assert!(Fill::parse("gauss(1)").unwrap_err().contains("expected"));
         assert!(Fill::parse("constant(nan)").unwrap_err().contains("finite"));
     }

@@ -203,9 +203,10 @@ pub fn finish_point(
 
 /// The server's account of a kserve point's requests from its statistics
 /// over the runs; `None` when the server counted no request. The rest of
-/// the client's latency (`outside_ms`) is given only when the server
-/// counted about as many requests as the client sent (no other client
-/// shared the model).
+/// the client's latency (`outside_ms`: its mean over the measured
+/// requests, less the server's over all it ran) is given only when the
+/// server ran about as many requests as the client sent, warm-ups
+/// included (no other client shared the model).
 pub fn stages(
     s: &infer_bench_protocol::kserve::Stats,
     merged: &Stats,
@@ -215,8 +216,11 @@ pub fn stages(
         return None;
     }
     let request_ms = s.success.mean_ms();
-    let client = merged.requests.succeeded;
-    let close = client > 0 && s.success.count.abs_diff(client) * 50 <= client.max(s.success.count);
+    // The server counts every request it ran, warm-ups included; one it
+    // refused before running (a wrong shape) it does not count.
+    let client = merged.requests.sent + merged.requests.warmup;
+    let server = s.success.count + s.fail.count;
+    let close = merged.requests.succeeded > 0 && server <= client && server * 50 >= client * 49;
     let outside_ms = merged
         .latency_ms
         .get("e2e")

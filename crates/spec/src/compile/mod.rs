@@ -16,10 +16,10 @@ mod models;
 mod parse;
 mod regression;
 mod retrieval;
-mod tensors;
 mod slo;
 mod targets;
 mod telemetry;
+mod tensors;
 mod workloads;
 
 use std::collections::BTreeMap;

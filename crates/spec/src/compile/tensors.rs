@@ -47,7 +47,8 @@ impl Cx<'_> {
         let mut inputs: Vec<TensorInput> = Vec::new();
         for (i, raw) in w.inputs.iter().flatten().enumerate() {
             let at = |f: &str| format!("workloads.{name}.inputs[{i}].{f}");
-            if raw.name.is_empty() || raw.name.len() > 256 || raw.name.chars().any(char::is_control) {
+            if raw.name.is_empty() || raw.name.len() > 256 || raw.name.chars().any(char::is_control)
+            {
                 self.err(
                     &at("name"),
                     format!(
@@ -157,7 +158,9 @@ impl Cx<'_> {
             .map(|t| {
                 t.shape
                     .iter()
-                    .try_fold(t.datatype.size().unwrap_or(1) as u64, |a, d| a.checked_mul(*d))
+                    .try_fold(t.datatype.size().unwrap_or(1) as u64, |a, d| {
+                        a.checked_mul(*d)
+                    })
                     .unwrap_or(u64::MAX)
             })
             .fold(0u64, u64::saturating_add)
@@ -172,7 +175,11 @@ impl Cx<'_> {
             );
         }
         if let Some(v) = &w.model_version {
-            if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            if v.is_empty()
+                || !v
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
                 self.err(
                     &k("model_version"),
                     format!(
@@ -189,5 +196,70 @@ impl Cx<'_> {
             binary: w.binary.unwrap_or(true),
             version: w.model_version.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    fn errors(workload: &str) -> Vec<crate::diag::SpecError> {
+        let text = format!(
+            "name = \"t\"\n[targets.t]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n[models.m]\nserved_name = \"m\"\n[workloads.w]\napi = \"kserve\"\n{workload}\n[load]\nconcurrency = 1\nrequests = 1\n"
+        );
+        match crate::compile("t.toml", &text, std::path::Path::new(".")) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0,
+        }
+    }
+
+    #[test]
+    fn a_good_tensor_workload_compiles() {
+        let text = "name = \"t\"\n[targets.t]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n[models.m]\nserved_name = \"m\"\n[workloads.w]\napi = \"kserve\"\nbatch = 8\ninputs = [{ name = \"images\", datatype = \"FP16\", shape = [3, 224, 224], fill = \"normal(0, 1)\" }]\n[load]\nconcurrency = 1\nrequests = 1\n";
+        let spec = crate::compile("t.toml", text, std::path::Path::new(".")).unwrap();
+        let Some(crate::retrieval::Retrieval::Tensors(t)) = &spec.workloads["w"].retrieval else {
+            panic!("no tensors");
+        };
+        assert_eq!(
+            (t.batch, t.binary, t.inputs[0].shape.clone()),
+            (8, true, vec![3, 224, 224])
+        );
+        assert!(!spec.workloads["w"].stream);
+    }
+
+    #[test]
+    fn bad_tensors_are_named_where_they_are_written() {
+        let e =
+            errors("inputs = [{ name = \"images\", datatype = \"FP32\", shape = [3, 0, 224] }]");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].key, "workloads.w.inputs[0].shape[1]");
+        assert_eq!(e[0].line, 9);
+        assert!(
+            e[0].message.contains("at least 1, found 0"),
+            "{}",
+            e[0].message
+        );
+        let e = errors("inputs = [{ name = \"x\", datatype = \"FLOAT\", shape = [4] }]");
+        assert_eq!(e[0].key, "workloads.w.inputs[0].datatype");
+        assert!(e[0].message.contains("found \"FLOAT\""));
+        let e = errors(
+            "inputs = [{ name = \"x\", datatype = \"UINT8\", shape = [4], fill = \"uniform(0, 300)\" }]",
+        );
+        assert!(
+            e[0].message.contains("UINT8 holds values in [0, 255]"),
+            "{}",
+            e[0].message
+        );
+        let e = errors("input_tokens = 5");
+        assert_eq!(e[0].key, "workloads.w.input_tokens");
+        assert!(e[0].message.contains("sends tensors, not text"));
+        let e = errors(
+            "inputs = [{ name = \"x\", datatype = \"FP32\", shape = [8192, 8192] }]\nbatch = 2",
+        );
+        assert!(
+            e[0].message.contains("bytes of tensors (batch 2)"),
+            "{}",
+            e[0].message
+        );
+        let e = errors("documents = 3");
+        assert!(e[0].message.contains("belongs to api = \"rerank\""));
     }
 }

@@ -1,0 +1,297 @@
+//! `api = "kserve"` against a real NVIDIA Triton Inference Server (2.51,
+//! CPU only, from the PyPI package nvidia-pytriton; `scripts/setup-triton`
+//! installs it under `target/triton`) serving the models of
+//! `tests/triton/serve.py`, whose cost is known: `classifier` sleeps 2 ms +
+//! 0.1 ms per item, `batched` is the same behind Triton's dynamic batcher,
+//! `flaky` fails its 10th, 20th... call, `wrong_shape` answers [batch, 7]
+//! where its metadata says [batch, 10].
+//!
+//! One Triton serves the whole file (it takes 10-15 s to start), from one
+//! test, which runs one spec of many points through the ordinary `run`
+//! path: what each point must show is checked point by point, and that a
+//! point that cannot run does not stop the others.
+//!
+//! The venv comes from `$INFER_BENCH_TRITON_DIR` (default `target/triton`);
+//! without it the test fails, unless `INFER_BENCH_SKIP_TRITON=1` says to
+//! skip it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use infer_bench::plan::Plan;
+use infer_bench::run::Interrupt;
+use infer_bench::run::{RunOptions, run_plan};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn triton_python() -> Option<PathBuf> {
+    let dir = std::env::var_os("INFER_BENCH_TRITON_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/triton"));
+    let python = dir.join("venv/bin/python");
+    if python.is_file() {
+        return Some(python);
+    }
+    if std::env::var("INFER_BENCH_SKIP_TRITON").as_deref() == Ok("1") {
+        eprintln!(
+            "skipped: no Triton venv in {} (INFER_BENCH_SKIP_TRITON=1)",
+            dir.display()
+        );
+        return None;
+    }
+    panic!(
+        "no Triton venv at {}: run scripts/setup-triton, set INFER_BENCH_TRITON_DIR to the directory it made, or set INFER_BENCH_SKIP_TRITON=1 to skip",
+        python.display()
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running Triton; stopped (SIGTERM, then waited for) when dropped.
+struct Triton {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Triton {
+    fn drop(&mut self) {
+        // serve.py unloads its models and stops tritonserver on SIGTERM.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(python: &Path, log: PathBuf) -> Triton {
+    let port = free_port();
+    let mut child = Command::new(python)
+        .arg(root().join("tests/triton/serve.py"))
+        .args(["--http-port", &port.to_string()])
+        .args(["--grpc-port", &free_port().to_string()])
+        .args(["--metrics-port", &free_port().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let triton = Triton { child, port, log };
+    match rx.recv_timeout(Duration::from_secs(180)) {
+        Ok(line) if line.trim() == "READY" => triton,
+        other => panic!(
+            "Triton did not start ({other:?}); its log:\n{}",
+            std::fs::read_to_string(&triton.log).unwrap_or_default()
+        ),
+    }
+}
+
+#[test]
+fn kserve_points_against_a_real_triton() {
+    let Some(python) = triton_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let triton = start(&python, tmp.path().join("triton.log"));
+    let port = triton.port;
+    let dead = free_port();
+    let images = r#"inputs = [{ name = "images", datatype = "FP32", shape = [3, 224, 224] }]"#;
+    let spec_text = format!(
+        r#"name = "triton"
+seed = 3
+[targets.triton]
+kind = "openai"
+base_url = "http://127.0.0.1:{port}"
+[targets.nobody]
+kind = "openai"
+base_url = "http://127.0.0.1:{dead}"
+[models.classifier]
+served_name = "classifier"
+[models.batched]
+served_name = "batched"
+[models.flaky]
+served_name = "flaky"
+[models.wrong_shape]
+served_name = "wrong_shape"
+[models.nope]
+served_name = "nope"
+[workloads.b1]
+api = "kserve"
+{images}
+[workloads.b8]
+api = "kserve"
+batch = 8
+{images}
+[workloads.json]
+api = "kserve"
+binary = false
+[workloads.crooked]
+api = "kserve"
+inputs = [{{ name = "images", datatype = "FP32", shape = [3, 224, 225] }}]
+[load]
+concurrency = 1
+requests = 40
+warmup_requests = 4
+timeouts = {{ first_token = "60s", total = "60s" }}
+[matrix]
+include = [
+  {{ target = "triton", model = "classifier", workload = "b1" }},
+  {{ target = "triton", model = "classifier", workload = "b8" }},
+  {{ target = "triton", model = "classifier", workload = "json" }},
+  {{ target = "triton", model = "batched", workload = "b1", concurrency = 8 }},
+  {{ target = "triton", model = "flaky", workload = "b1" }},
+  {{ target = "triton", model = "wrong_shape", workload = "b1" }},
+  {{ target = "triton", model = "nope", workload = "b1" }},
+  {{ target = "triton", model = "classifier", workload = "crooked" }},
+  {{ target = "nobody", model = "classifier", workload = "b1" }},
+]
+"#
+    );
+    let spec_path = tmp.path().join("spec.toml");
+    std::fs::write(&spec_path, spec_text).unwrap();
+    let spec = infer_bench::spec::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let plan = Plan::build(&spec).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = RunOptions::new(tmp.path().join("out"));
+    let results = run_plan(&spec, &plan, &opts, &rt, Arc::new(Interrupt::default())).unwrap();
+    let log = || std::fs::read_to_string(&triton.log).unwrap_or_default();
+    let point = |model: &str, workload: &str, target: &str| {
+        results
+            .points
+            .iter()
+            .find(|p| {
+                p.axes.get("model").map(String::as_str) == Some(model)
+                    && p.config.workload.name == workload
+                    && p.config.target.name == target
+            })
+            .unwrap_or_else(|| panic!("no point {model}/{workload}/{target}"))
+    };
+    assert_eq!(results.points.len(), 9);
+
+    // The classifier at batch 1 and 8: every answer checked and counted,
+    // items per second batch times inferences per second, and the
+    // server's own account of the latency beside the client's.
+    for (workload, batch) in [("b1", 1.0), ("b8", 8.0), ("json", 1.0)] {
+        let p = point("classifier", workload, "triton");
+        let s = &p.merged;
+        assert_eq!(p.failure, None, "{workload}: {}", log());
+        assert_eq!(
+            (s.requests.succeeded, s.requests.failed),
+            (40, 0),
+            "{workload}: {:?}",
+            s.errors
+        );
+        let items = s.inputs_per_s.unwrap();
+        assert!(
+            (items / s.request_throughput - batch).abs() < 1e-6,
+            "{workload}: {items} items/s at {} req/s",
+            s.request_throughput
+        );
+        let e2e = &s.latency_ms["e2e"];
+        // classifier sleeps 2 ms + 0.1 ms per item: no answer comes sooner.
+        assert!(e2e.min >= 2.0 + 0.1 * batch, "{workload}: {e2e:?}");
+        let st = p.stages.as_ref().expect("Triton's statistics");
+        // The warm-up requests are the server's too.
+        assert_eq!(st.requests, 44, "{workload}: {st:?}");
+        assert_eq!(st.inferences, 44 * batch as u64, "{workload}: {st:?}");
+        assert!(
+            st.compute_infer_ms >= 2.0 + 0.1 * batch,
+            "{workload}: {st:?}"
+        );
+        assert!(
+            st.queue_ms + st.compute_ms() <= st.request_ms + 0.05,
+            "{st:?}"
+        );
+        let outside = st.outside_ms.expect("counts agree");
+        eprintln!(
+            "{workload}: client e2e p50 {:.3} ms mean {:.3} ms; Triton request {:.3} ms (queue {:.3}, compute {:.3}); outside {outside:.3} ms",
+            e2e.p50,
+            e2e.mean,
+            st.request_ms,
+            st.queue_ms,
+            st.compute_ms()
+        );
+        // What the client measured holds what the server measured.
+        assert!(outside > -0.05, "{workload}: {st:?} {e2e:?}");
+        if workload == "b1" {
+            // A 600 KB request on loopback: the client's median is the
+            // server's own account within 1 ms. The server gives a mean
+            // (warm-ups included), so the bound widens by how far this
+            // run's mean stood from its median (0.1 ms on an idle machine).
+            let skew = (e2e.mean - e2e.p50).abs();
+            assert!(
+                (e2e.p50 - st.request_ms).abs() <= 1.0 + skew,
+                "client p50 {:.3} ms, Triton {:.3} ms, skew {skew:.3} ms",
+                e2e.p50,
+                st.request_ms
+            );
+        }
+    }
+
+    // Triton's dynamic batcher merges concurrent requests: fewer
+    // executions than requests.
+    let p = point("batched", "b1", "triton");
+    assert_eq!(p.merged.requests.failed, 0, "{:?}", p.merged.errors);
+    let st = p.stages.as_ref().unwrap();
+    assert!(st.executions < st.requests, "{st:?}");
+
+    // One call in ten fails at the server: counted by class, the run goes on.
+    let p = point("flaky", "b1", "triton");
+    assert_eq!(p.failure, None);
+    let failed = p.merged.requests.failed;
+    assert!((3..=5).contains(&failed), "{failed}: {:?}", p.merged.errors);
+    assert_eq!(p.merged.errors.values().sum::<u64>(), failed);
+
+    // An answer that does not match the metadata fails as malformed, with
+    // the shapes named.
+    let p = point("wrong_shape", "b1", "triton");
+    let s = &p.merged;
+    assert_eq!(s.requests.succeeded, 0);
+    assert_eq!(s.errors.get("malformed"), Some(&40), "{:?}", s.errors);
+    let example = s.error_examples["malformed"].unencoded().to_string();
+    assert!(
+        example.contains("[1, 7]") && example.contains("[1, 10]"),
+        "{example}"
+    );
+
+    // What cannot run says why before any request, and the others ran.
+    let said = |model: &str, workload: &str, target: &str| {
+        let p = point(model, workload, target);
+        assert_eq!(p.merged.requests.succeeded + p.merged.requests.failed, 0);
+        p.failure.clone().unwrap_or_default()
+    };
+    let nope = said("nope", "b1", "triton");
+    assert!(nope.contains("model \"nope\" is not ready"), "{nope}");
+    let crooked = said("classifier", "crooked", "triton");
+    assert!(
+        crooked.contains("shape [3, 224, 224] per item (after the batch), and the workload declares [3, 224, 225]"),
+        "{crooked}"
+    );
+    let nobody = said("classifier", "b1", "nobody");
+    assert!(nobody.contains("is not ready"), "{nobody}");
+}
