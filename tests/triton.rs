@@ -62,6 +62,7 @@ fn free_port() -> u16 {
 struct Triton {
     child: Child,
     port: u16,
+    metrics_port: u16,
     log: PathBuf,
 }
 
@@ -85,11 +86,12 @@ impl Drop for Triton {
 
 fn start(python: &Path, log: PathBuf) -> Triton {
     let port = free_port();
+    let metrics_port = free_port();
     let mut child = Command::new(python)
         .arg(root().join("tests/triton/serve.py"))
         .args(["--http-port", &port.to_string()])
         .args(["--grpc-port", &free_port().to_string()])
-        .args(["--metrics-port", &free_port().to_string()])
+        .args(["--metrics-port", &metrics_port.to_string()])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -101,7 +103,12 @@ fn start(python: &Path, log: PathBuf) -> Triton {
         let _ = BufReader::new(stdout).read_line(&mut line);
         let _ = tx.send(line);
     });
-    let triton = Triton { child, port, log };
+    let triton = Triton {
+        child,
+        port,
+        metrics_port,
+        log,
+    };
     match rx.recv_timeout(Duration::from_secs(180)) {
         Ok(line) if line.trim() == "READY" => triton,
         other => panic!(
@@ -118,7 +125,7 @@ fn kserve_points_against_a_real_triton() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let triton = start(&python, tmp.path().join("triton.log"));
-    let port = triton.port;
+    let (port, mport) = (triton.port, triton.metrics_port);
     let dead = free_port();
     let images = r#"inputs = [{ name = "images", datatype = "FP32", shape = [3, 224, 224] }]"#;
     let spec_text = format!(
@@ -127,6 +134,7 @@ seed = 3
 [targets.triton]
 kind = "openai"
 base_url = "http://127.0.0.1:{port}"
+metrics_url = "http://127.0.0.1:{mport}/metrics"
 [targets.nobody]
 kind = "openai"
 base_url = "http://127.0.0.1:{dead}"
@@ -252,6 +260,18 @@ include = [
             );
         }
     }
+
+    // Triton's Prometheus metrics, recognized as Triton's: its counters
+    // rose by at least the point's requests (they sum its models).
+    let p = point("classifier", "b1", "triton");
+    let m = p
+        .telemetry
+        .as_ref()
+        .and_then(|t| t.server_metrics.as_ref())
+        .expect("server metrics");
+    assert_eq!(m.family.map(|f| f.name()), Some("triton"), "{m:?}");
+    let success = m.counters["nv_inference_request_success"].delta.unwrap();
+    assert!(success >= 30.0, "{success}: {m:?}");
 
     // Triton's dynamic batcher merges concurrent requests: fewer
     // executions than requests.

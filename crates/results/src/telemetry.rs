@@ -315,6 +315,8 @@ pub enum ServerFamily {
     Sglang,
     Tgi,
     Llamacpp,
+    /// Triton Inference Server (`nv_inference_*`, port 8002 by default).
+    Triton,
 }
 
 impl ServerFamily {
@@ -324,6 +326,7 @@ impl ServerFamily {
             ServerFamily::Sglang => "sglang",
             ServerFamily::Tgi => "tgi",
             ServerFamily::Llamacpp => "llamacpp",
+            ServerFamily::Triton => "triton",
         }
     }
 }

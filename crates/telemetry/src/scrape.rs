@@ -84,7 +84,7 @@ const fn t(
 use Agg::{Mean, Sum};
 use Kind::{Counter, Gauge};
 use Role::*;
-use ServerFamily::{Llamacpp, Sglang, Tgi, Vllm};
+use ServerFamily::{Llamacpp, Sglang, Tgi, Triton, Vllm};
 
 /// The series recorded, by family. Where a family renamed a series, both
 /// names are listed, newest first; the headline takes the first present.
@@ -281,6 +281,53 @@ pub const TRACKED: &[Tracked] = &[
         Some(CachedPromptTokens),
     ),
     t(Llamacpp, "llamacpp:n_decode_total", Counter, Sum, None),
+    // Triton Inference Server: counters without _total, summed over its
+    // models (the point's own model is split exactly by its statistics,
+    // `/v2/models/{model}/stats`); its GPU gauges where it has GPUs.
+    t(
+        Triton,
+        "nv_inference_pending_request_count",
+        Gauge,
+        Sum,
+        Some(Waiting),
+    ),
+    t(Triton, "nv_inference_request_success", Counter, Sum, None),
+    t(Triton, "nv_inference_request_failure", Counter, Sum, None),
+    t(Triton, "nv_inference_count", Counter, Sum, None),
+    t(Triton, "nv_inference_exec_count", Counter, Sum, None),
+    t(
+        Triton,
+        "nv_inference_request_duration_us",
+        Counter,
+        Sum,
+        None,
+    ),
+    t(Triton, "nv_inference_queue_duration_us", Counter, Sum, None),
+    t(
+        Triton,
+        "nv_inference_compute_input_duration_us",
+        Counter,
+        Sum,
+        None,
+    ),
+    t(
+        Triton,
+        "nv_inference_compute_infer_duration_us",
+        Counter,
+        Sum,
+        None,
+    ),
+    t(
+        Triton,
+        "nv_inference_compute_output_duration_us",
+        Counter,
+        Sum,
+        None,
+    ),
+    t(Triton, "nv_gpu_utilization", Gauge, Mean, None),
+    t(Triton, "nv_gpu_memory_used_bytes", Gauge, Sum, None),
+    t(Triton, "nv_gpu_memory_total_bytes", Gauge, Sum, None),
+    t(Triton, "nv_gpu_power_usage", Gauge, Sum, None),
 ];
 
 /// What one successful scrape keeps: the value of each tracked series present.
