@@ -158,6 +158,10 @@ batch = 8
 [workloads.json]
 api = "kserve"
 binary = false
+[workloads.photos]
+api = "kserve"
+batch = 2
+inputs = [{{ name = "images", datatype = "FP32", shape = [3, 224, 224], file = "photos.npy" }}]
 [workloads.crooked]
 api = "kserve"
 inputs = [{{ name = "images", datatype = "FP32", shape = [3, 224, 225] }}]
@@ -171,6 +175,7 @@ include = [
   {{ target = "triton", model = "classifier", workload = "b1" }},
   {{ target = "triton", model = "classifier", workload = "b8" }},
   {{ target = "triton", model = "classifier", workload = "json" }},
+  {{ target = "triton", model = "classifier", workload = "photos" }},
   {{ target = "triton", model = "batched", workload = "b1", concurrency = 8 }},
   {{ target = "triton", model = "flaky", workload = "b1" }},
   {{ target = "triton", model = "wrong_shape", workload = "b1" }},
@@ -180,6 +185,20 @@ include = [
 ]
 "#
     );
+    // Three "photos" as a NumPy array [3, 3, 224, 224] of FP32.
+    let mut header =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 3, 224, 224), }".to_string();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    for k in 0..3 * 3 * 224 * 224u32 {
+        npy.extend_from_slice(&((k % 255) as f32 / 255.0).to_le_bytes());
+    }
+    std::fs::write(tmp.path().join("photos.npy"), npy).unwrap();
     let spec_path = tmp.path().join("spec.toml");
     std::fs::write(&spec_path, spec_text).unwrap();
     let spec = infer_bench::spec::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
@@ -199,7 +218,7 @@ include = [
             })
             .unwrap_or_else(|| panic!("no point {model}/{workload}/{target}"))
     };
-    assert_eq!(results.points.len(), 9);
+    assert_eq!(results.points.len(), 10);
 
     // The classifier at batch 1 and 8: every answer checked and counted,
     // items per second batch times inferences per second, and the
@@ -260,6 +279,20 @@ include = [
             );
         }
     }
+
+    // Items read from a file go as they are, two per request.
+    let p = point("classifier", "photos", "triton");
+    assert_eq!(p.failure, None);
+    assert_eq!(
+        (p.merged.requests.succeeded, p.merged.requests.failed),
+        (40, 0),
+        "{:?}",
+        p.merged.errors
+    );
+    assert_eq!(
+        p.merged.inputs_per_s,
+        Some(2.0 * p.merged.request_throughput)
+    );
 
     // Triton's Prometheus metrics, recognized as Triton's: its counters
     // rose by at least the point's requests (they sum its models).

@@ -100,6 +100,7 @@ pub async fn handshake<F, Fut>(
     tensors: &Tensors,
     model: &str,
     workload: &infer_bench_spec::Workload,
+    files: &infer_bench_workload::tensor::Files,
 ) -> Result<Kserve, KserveError>
 where
     F: Fn(String) -> Fut,
@@ -176,7 +177,7 @@ where
         model: model.into(),
         why,
     })?;
-    Ok(Kserve::new(plan, tensors, model, workload))
+    Ok(Kserve::new(plan, tensors, model, workload, files))
 }
 
 /// What a point sends and expects once the metadata is read.
@@ -308,6 +309,7 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
             datatype: d,
             shape: want.iter().map(|x| *x as u64).collect(),
             fill: Default::default(),
+            file: None,
         });
     }
     if inputs.is_empty() {
@@ -416,12 +418,15 @@ impl Serialize for Elements<'_> {
 
 impl Kserve {
     /// The protocol of `plan`, its bodies built from a seed of the model
-    /// and workload (the same bodies on every run and machine).
+    /// and workload (the same bodies on every run and machine), or from
+    /// the items of the inputs' `files` (body `i` takes the `i`-th batch
+    /// of items, in turn).
     pub fn new(
         plan: Plan,
         tensors: &Tensors,
         model: &str,
         workload: &infer_bench_spec::Workload,
+        files: &infer_bench_workload::tensor::Files,
     ) -> Kserve {
         let path = format!("{}/infer", model_path(model, tensors.version.as_deref()));
         let items = if plan.batching { plan.batch } else { 1 };
@@ -431,7 +436,17 @@ impl Kserve {
             .map(|t| t.elements() as usize * t.datatype.size().unwrap_or(1) * items as usize)
             .sum::<usize>()
             .max(1);
-        let count = (POOL_BYTES / per_body).clamp(2, POOL_MAX);
+        let mut count = (POOL_BYTES / per_body).clamp(2, POOL_MAX);
+        // A file's items: as many bodies as it takes to send each once,
+        // within the pool's bound.
+        if let Some(file_items) = plan
+            .inputs
+            .iter()
+            .filter_map(|t| t.file.as_ref().map(|f| f.items))
+            .max()
+        {
+            count = count.min(file_items.div_ceil(u64::from(items)).max(1) as usize);
+        }
         let seed = seed_of(model, &workload.name);
         let mut header_len = 0;
         let bodies = (0..count)
@@ -442,6 +457,7 @@ impl Kserve {
                     tensors.binary,
                     &workload.extra_body,
                     seed.wrapping_add(i as u64),
+                    (files, i as u64 * u64::from(items)),
                 );
                 header_len = h;
                 Bytes::from(body)
@@ -496,24 +512,25 @@ fn seed_of(model: &str, workload: &str) -> u64 {
     h
 }
 
-/// One request body and its JSON header's length (binary; else the body's).
+/// One request body and its JSON header's length (binary; else the
+/// body's): `items` items of each input, filled from `seed`, or taken from
+/// its file's items from `first` on.
 fn build(
     plan: &Plan,
     items: u32,
     binary: bool,
     extra: &serde_json::Map<String, serde_json::Value>,
     seed: u64,
+    (files, first): (&infer_bench_workload::tensor::Files, u64),
 ) -> (Vec<u8>, usize) {
+    use infer_bench_workload::tensor::{fill, from_file};
     let data: Vec<Vec<u8>> = plan
         .inputs
         .iter()
         .enumerate()
-        .map(|(i, t)| {
-            infer_bench_workload::tensor::fill(
-                t,
-                items,
-                seed.wrapping_mul(31).wrapping_add(i as u64),
-            )
+        .map(|(i, t)| match files.get(&t.name) {
+            Some(items_of) if t.file.is_some() => from_file(items_of, t, first, items),
+            _ => fill(t, items, seed.wrapping_mul(31).wrapping_add(i as u64)),
         })
         .collect();
     let inputs = plan
@@ -994,6 +1011,7 @@ mod tests {
                 datatype,
                 shape,
                 fill: Fill::default(),
+                file: None,
             }],
             binary,
             version: None,
@@ -1092,7 +1110,7 @@ mod tests {
     fn binary_bodies_carry_their_header_length_and_answers_are_checked() {
         let t = tensors(2, vec![3, 4, 4], DataType::Fp32, true);
         let plan = resolve(&t, &meta(), Some(8)).unwrap();
-        let k = Kserve::new(plan, &t, "classifier", &workload());
+        let k = Kserve::new(plan, &t, "classifier", &workload(), &Default::default());
         let body = k.body_bytes(&prompt());
         let n: usize = k.headers()[0].1.parse().unwrap();
         let header: serde_json::Value = serde_json::from_slice(&body[..n]).unwrap();
@@ -1152,10 +1170,42 @@ mod tests {
     }
 
     #[test]
+    fn items_from_a_file_are_sent_in_turn() {
+        let mut t = tensors(2, vec![3, 4, 4], DataType::Fp32, true);
+        t.inputs[0].file = Some(infer_bench_spec::tensor::TensorFile {
+            path: "x.raw".into(),
+            sha256: String::new(),
+            items: 3,
+        });
+        // Item k: 48 floats of value k.
+        let data: Vec<u8> = (0..3u8)
+            .flat_map(|k| std::iter::repeat_n(f32::from(k).to_le_bytes(), 48).flatten())
+            .collect();
+        let files: infer_bench_workload::tensor::Files =
+            [("images".to_string(), std::sync::Arc::from(data.as_slice()))].into();
+        let plan = resolve(&t, &meta(), Some(8)).unwrap();
+        let k = Kserve::new(plan, &t, "classifier", &workload(), &files);
+        let n: usize = k.headers()[0].1.parse().unwrap();
+        let first = |b: &Bytes, item: usize| {
+            let at = n + item * 48 * 4;
+            f32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+        };
+        // Two bodies cover the three items: (0, 1), then (2, 0).
+        let (a, b, c) = (
+            k.body_bytes(&prompt()),
+            k.body_bytes(&prompt()),
+            k.body_bytes(&prompt()),
+        );
+        assert_eq!((first(&a, 0), first(&a, 1)), (0.0, 1.0));
+        assert_eq!((first(&b, 0), first(&b, 1)), (2.0, 0.0));
+        assert_eq!(c, a);
+    }
+
+    #[test]
     fn json_bodies_write_every_element_as_a_number() {
         let t = tensors(1, vec![3, 4, 4], DataType::Fp32, false);
         let plan = resolve(&t, &meta(), Some(8)).unwrap();
-        let k = Kserve::new(plan, &t, "classifier", &workload());
+        let k = Kserve::new(plan, &t, "classifier", &workload(), &Default::default());
         assert!(k.headers().is_empty());
         let body: serde_json::Value = serde_json::from_slice(&k.body_bytes(&prompt())).unwrap();
         let data = body["inputs"][0]["data"].as_array().unwrap();

@@ -21,6 +21,8 @@ use std::path::{Component, Path, PathBuf};
 pub const MAX_SPEC_BYTES: u64 = 4 << 20;
 /// Largest dataset read: 64 MiB.
 pub const MAX_DATASET_BYTES: u64 = 64 << 20;
+/// Most bytes of a file of tensor items (`inputs[].file`).
+pub const MAX_TENSOR_FILE_BYTES: u64 = 1 << 30;
 /// Largest request trace read: 256 MiB (the window kept of it is bounded
 /// by [`crate::limits::MAX_TRACE_REQUESTS`]).
 pub const MAX_TRACE_BYTES: u64 = 256 << 20;

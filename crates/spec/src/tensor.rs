@@ -209,13 +209,156 @@ impl Fill {
 }
 
 /// One input tensor of a request, per item: its shape leaves out the
-/// batch dimension, which the request's `batch` leads.
+/// batch dimension, which the request's `batch` leads. Its elements come
+/// from `fill`, or from `file` where one is given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TensorInput {
     pub name: String,
     pub datatype: DataType,
     pub shape: Vec<u64>,
     pub fill: Fill,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<TensorFile>,
+}
+
+/// Items of an input read from a file: a NumPy `.npy` array of shape
+/// `[items, ...shape]` (or `shape`, one item) and the input's datatype, or
+/// raw little-endian elements, item after item. Requests take its items
+/// in turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TensorFile {
+    /// As the spec wrote it (relative to the spec's folder).
+    pub path: String,
+    /// SHA-256 of its bytes when the spec was compiled: a file that
+    /// changed since fails the point.
+    pub sha256: String,
+    pub items: u64,
+}
+
+/// Where the elements of a tensor file start, and how many items it holds;
+/// Err: why it does not hold items of `datatype` and per-item `shape`.
+/// `.npy` (by its magic) is read by its header; anything else is raw.
+pub fn file_items(bytes: &[u8], datatype: DataType, shape: &[u64]) -> Result<(usize, u64), String> {
+    let size = datatype
+        .size()
+        .ok_or("BYTES tensors cannot be read from a file")?;
+    let item = shape.iter().product::<u64>() as usize * size;
+    if item == 0 {
+        return Err("the input's shape holds no element".into());
+    }
+    let (start, count) = if bytes.starts_with(b"\x93NUMPY") {
+        let (start, descr, fortran, dims) = npy_header(bytes)?;
+        if fortran {
+            return Err(
+                "the array is in Fortran order; save it in C order (np.ascontiguousarray)".into(),
+            );
+        }
+        let want = npy_descr(datatype)
+            .ok_or_else(|| format!("NumPy has no {datatype} arrays; give a raw file"))?;
+        if !want.contains(&descr.as_str()) {
+            return Err(format!(
+                "the array's dtype is '{descr}'; the input is {datatype} ('{}')",
+                want[0]
+            ));
+        }
+        let per_item = if dims.len() == shape.len() + 1 && dims[1..] == *shape {
+            dims[0]
+        } else if dims == shape {
+            1
+        } else {
+            return Err(format!(
+                "the array's shape is {dims:?}; expected [items, {}] or {shape:?}",
+                shape
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        let need = per_item as usize * item;
+        if bytes.len() - start < need {
+            return Err(format!(
+                "the array's header promises {need} bytes of data; the file holds {}",
+                bytes.len() - start
+            ));
+        }
+        (start, per_item)
+    } else {
+        if bytes.len() % item != 0 {
+            return Err(format!(
+                "a raw file of {} bytes is not a whole number of items of {item} bytes ({datatype} {shape:?})",
+                bytes.len()
+            ));
+        }
+        (0, (bytes.len() / item) as u64)
+    };
+    if count == 0 {
+        return Err("the file holds no item".into());
+    }
+    Ok((start, count))
+}
+
+/// The NumPy dtype strings of a datatype (little-endian), first preferred.
+fn npy_descr(d: DataType) -> Option<&'static [&'static str]> {
+    Some(match d {
+        DataType::Bool => &["|b1"],
+        DataType::Uint8 => &["|u1", "<u1"],
+        DataType::Int8 => &["|i1", "<i1"],
+        DataType::Uint16 => &["<u2"],
+        DataType::Int16 => &["<i2"],
+        DataType::Uint32 => &["<u4"],
+        DataType::Int32 => &["<i4"],
+        DataType::Uint64 => &["<u8"],
+        DataType::Int64 => &["<i8"],
+        DataType::Fp16 => &["<f2"],
+        DataType::Fp32 => &["<f4"],
+        DataType::Fp64 => &["<f8"],
+        DataType::Bf16 | DataType::Bytes => return None,
+    })
+}
+
+/// A `.npy` header: where the data starts, the dtype string, Fortran
+/// order, and the shape.
+fn npy_header(b: &[u8]) -> Result<(usize, String, bool, Vec<u64>), String> {
+    let bad = || "not a readable .npy file (its header is cut or malformed)".to_string();
+    let major = *b.get(6).ok_or_else(bad)?;
+    let (len, at) = match major {
+        1 => (
+            u16::from_le_bytes([*b.get(8).ok_or_else(bad)?, *b.get(9).ok_or_else(bad)?]) as usize,
+            10,
+        ),
+        2 | 3 => {
+            let l = b.get(8..12).ok_or_else(bad)?;
+            (u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize, 12)
+        }
+        v => return Err(format!(".npy format version {v} is not known")),
+    };
+    let header = b.get(at..at + len).ok_or_else(bad)?;
+    let header = std::str::from_utf8(header).map_err(|_| bad())?;
+    let value_of = |key: &str| -> Option<&str> {
+        let i = header.find(&format!("'{key}'"))?;
+        let rest = header[i + key.len() + 2..].trim_start().strip_prefix(':')?;
+        Some(rest.trim_start())
+    };
+    let descr = value_of("descr")
+        .and_then(|v| v.strip_prefix('\''))
+        .and_then(|v| v.split('\'').next())
+        .ok_or_else(bad)?
+        .to_string();
+    let fortran = value_of("fortran_order")
+        .ok_or_else(bad)?
+        .starts_with("True");
+    let shape = value_of("shape")
+        .and_then(|v| v.strip_prefix('('))
+        .and_then(|v| v.split(')').next())
+        .ok_or_else(bad)?;
+    let dims = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| d.parse::<u64>().map_err(|_| bad()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((at + len, descr, fortran, dims))
 }
 
 impl TensorInput {
@@ -252,6 +395,9 @@ pub struct RawTensorInput {
     /// How its elements are filled: "uniform(low, high)" (default uniform(0, 1)), "normal(mean, std)" or "constant(value)".
     #[serde(default)]
     pub fill: Option<String>,
+    /// Items read from a file instead (relative to the spec): a NumPy .npy array of shape [items, ...shape] in the input's datatype, or raw little-endian elements.
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 #[cfg(test)]
@@ -279,6 +425,53 @@ mod tests {
         );
         assert!(Fill::parse("gauss(1)").unwrap_err().contains("expected"));
         assert!(Fill::parse("constant(nan)").unwrap_err().contains("finite"));
+    }
+
+    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + h.len() + 1) % 64 != 0 {
+            h.push(' ');
+        }
+        h.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn tensor_files_are_read_by_their_header_or_as_raw_items() {
+        let f = npy("<f4", "(3, 2, 2)", &[0u8; 48]);
+        let (start, items) = file_items(&f, DataType::Fp32, &[2, 2]).unwrap();
+        assert_eq!((items, f.len() - start), (3, 48));
+        assert_eq!(
+            file_items(&npy("<f4", "(2, 2)", &[0u8; 16]), DataType::Fp32, &[2, 2])
+                .unwrap()
+                .1,
+            1
+        );
+        let e = file_items(&f, DataType::Fp16, &[2, 2]).unwrap_err();
+        assert!(e.contains("dtype is '<f4'; the input is FP16"), "{e}");
+        let e = file_items(&f, DataType::Fp32, &[4]).unwrap_err();
+        assert!(e.contains("shape is [3, 2, 2]"), "{e}");
+        let e = file_items(
+            &npy("<f4", "(3, 2, 2)", &[0u8; 40]),
+            DataType::Fp32,
+            &[2, 2],
+        )
+        .unwrap_err();
+        assert!(e.contains("promises 48 bytes"), "{e}");
+        assert_eq!(
+            file_items(&[0u8; 24], DataType::Int32, &[3]).unwrap(),
+            (0, 2)
+        );
+        assert!(
+            file_items(&[0u8; 25], DataType::Int32, &[3])
+                .unwrap_err()
+                .contains("whole number")
+        );
+        assert!(file_items(b"\x93NUMPY\x01", DataType::Int32, &[3]).is_err());
     }
 
     #[test]

@@ -404,6 +404,9 @@ pub struct Material {
     pub trace: Option<Arc<Replay>>,
     /// A mixed workload: each part's material, in the mix's order.
     pub parts: Vec<Arc<Material>>,
+    /// A kserve workload: the items of each input read from a file, by
+    /// the input's name (`crate::tensor::load_files`).
+    pub tensor_files: crate::tensor::Files,
     /// The words synthesized prompts are made of.
     words: Vec<&'static str>,
     /// With a tokenizer: whether texts of `words` count one token per word
@@ -437,6 +440,7 @@ impl Material {
             dataset: None,
             trace: None,
             parts: Vec::new(),
+            tensor_files: Default::default(),
             words: WORDS.to_vec(),
             additive: true,
         }
@@ -505,11 +509,13 @@ impl Material {
         let additive = counter
             .as_ref()
             .is_none_or(|c| words.is_empty() || additive(c, &words));
+        let tensor_files = crate::tensor::load_files(workload, base_dir)?;
         Ok(Material {
             counter,
             dataset,
             trace,
             parts: Vec::new(),
+            tensor_files,
             words,
             additive,
         })

@@ -4,7 +4,66 @@
 //! sends; the JSON form is read back from them). Deterministic: the same
 //! input, items and seed give the same bytes on every machine.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
 use infer_bench_spec::tensor::{DataType, Fill, TensorInput};
+
+use crate::error::WorkloadError;
+
+/// Items read from files, by input name: each the elements alone (a
+/// `.npy` header left behind), item after item.
+pub type Files = BTreeMap<String, Arc<[u8]>>;
+
+/// Reads the files of a kserve workload's inputs (relative to `base_dir`),
+/// each checked to be the file the spec was compiled with.
+pub fn load_files(
+    workload: &infer_bench_spec::Workload,
+    base_dir: &Path,
+) -> Result<Files, WorkloadError> {
+    use sha2::{Digest, Sha256};
+    let mut out = Files::new();
+    let Some(infer_bench_spec::retrieval::Retrieval::Tensors(t)) = &workload.retrieval else {
+        return Ok(out);
+    };
+    for input in &t.inputs {
+        let Some(f) = &input.file else { continue };
+        let path = base_dir.join(&f.path);
+        let bytes = infer_bench_spec::files::read_regular(
+            &path,
+            infer_bench_spec::files::MAX_TENSOR_FILE_BYTES,
+        )
+        .map_err(|e| WorkloadError::file(&path, e.to_string()))?;
+        let sha: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if sha != f.sha256 {
+            return Err(
+                WorkloadError::file(&path, "the file changed since the spec was compiled")
+                    .with_hint("run again: the spec is compiled with the file as it is now"),
+            );
+        }
+        let (start, _) = infer_bench_spec::tensor::file_items(&bytes, input.datatype, &input.shape)
+            .map_err(|e| WorkloadError::file(&path, e))?;
+        out.insert(input.name.clone(), Arc::from(&bytes[start..]));
+    }
+    Ok(out)
+}
+
+/// Items `first..first + items` of a file's items (taken in turn, from the
+/// start again at its end), as one tensor's bytes.
+pub fn from_file(data: &[u8], input: &TensorInput, first: u64, items: u32) -> Vec<u8> {
+    let size = input.elements() as usize * input.datatype.size().unwrap_or(1);
+    let count = (data.len() / size.max(1)).max(1) as u64;
+    let mut out = Vec::with_capacity(size * items as usize);
+    for i in 0..u64::from(items) {
+        let at = ((first + i) % count) as usize * size;
+        out.extend_from_slice(&data[at..at + size]);
+    }
+    out
+}
 
 /// A fast, seeded generator (xorshift64*): tensors of hundreds of MB
 /// are filled at memory speed, and no statistical subtlety matters for
@@ -135,6 +194,7 @@ mod tests {
             datatype,
             shape: vec![2, 3],
             fill,
+            file: None,
         }
     }
 

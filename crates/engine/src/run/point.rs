@@ -277,6 +277,7 @@ impl Client {
                     t,
                     cfg.served_name(),
                     &cfg.workload,
+                    &job.material.tensor_files,
                 ))?
             };
             backend.set_protocol(Box::new(protocol))?;

@@ -4,9 +4,11 @@
 //! What the model's metadata says is checked before the run, by the
 //! protocol crate.
 
-use super::{Cx, shown};
+use sha2::{Digest, Sha256};
+
+use super::{Cx, hex, shown};
 use crate::raw::RawWorkload;
-use crate::tensor::{DataType, Fill, TensorInput, Tensors};
+use crate::tensor::{DataType, Fill, TensorFile, TensorInput, Tensors};
 
 /// What a kserve workload takes, for hints.
 pub(super) const TAKES: &str = "a kserve workload takes inputs, batch, binary and model_version";
@@ -17,6 +19,45 @@ pub const MAX_REQUEST_BYTES: u64 = 256 << 20;
 pub const MAX_RANK: usize = 8;
 
 impl Cx<'_> {
+    /// A file of tensor items: read (a regular file in the repository,
+    /// bounded), hashed, and checked to hold items of the input's datatype
+    /// and shape.
+    fn tensor_file(
+        &mut self,
+        key: &str,
+        path: &str,
+        d: DataType,
+        shape: &[u64],
+    ) -> Option<TensorFile> {
+        let full = self.base_dir.join(path);
+        let bytes = match crate::files::read_regular_in(
+            &full,
+            crate::files::MAX_TENSOR_FILE_BYTES,
+            self.repo,
+        ) {
+            Ok(b) => b,
+            Err(e) => {
+                self.err(
+                    key,
+                    format!("cannot read tensor file {}: {e}", full.display()),
+                    Some("paths are relative to the spec file".into()),
+                );
+                return None;
+            }
+        };
+        match crate::tensor::file_items(&bytes, d, shape) {
+            Ok((_, items)) => Some(TensorFile {
+                path: path.to_string(),
+                sha256: hex(&Sha256::digest(&bytes)),
+                items,
+            }),
+            Err(e) => {
+                self.err(key, format!("{}: {e}", full.display()), None);
+                None
+            }
+        }
+    }
+
     /// The tensors of `[workloads.NAME]`, whose api is kserve.
     pub(super) fn tensors(&mut self, name: &str, w: &RawWorkload) -> Option<Tensors> {
         let k = |f: &str| format!("workloads.{name}.{f}");
@@ -136,12 +177,26 @@ impl Cx<'_> {
                         None,
                     );
                 }
-                if shape.len() == raw.shape.len() {
+                if raw.file.is_some() && raw.fill.is_some() {
+                    self.err(
+                        &at("fill"),
+                        "an input's elements come from `fill` or from `file`, not both",
+                        None,
+                    );
+                }
+                let file = match &raw.file {
+                    Some(f) if shape.len() == raw.shape.len() => {
+                        self.tensor_file(&at("file"), f, d, &shape)
+                    }
+                    _ => None,
+                };
+                if shape.len() == raw.shape.len() && (raw.file.is_none() || file.is_some()) {
                     inputs.push(TensorInput {
                         name: raw.name.clone(),
                         datatype: d,
                         shape,
                         fill,
+                        file,
                     });
                 }
             }
@@ -189,6 +244,13 @@ impl Cx<'_> {
                     None,
                 );
             }
+        }
+        if inputs.iter().any(|t| t.file.is_some()) && !w.binary.unwrap_or(true) {
+            self.err(
+                &k("binary"),
+                "inputs read from a file are sent with the binary tensor extension",
+                Some("leave `binary` out, or use `fill`".into()),
+            );
         }
         Some(Tensors {
             batch,
