@@ -314,7 +314,11 @@ where
 
 /// `bind_port`, reading request bodies of up to `max_body` bytes (a
 /// larger one is answered 413).
-pub async fn bind_port_with<H, F>(port: u16, max_body: usize, handler: H) -> io::Result<ServerHandle>
+pub async fn bind_port_with<H, F>(
+    port: u16,
+    max_body: usize,
+    handler: H,
+) -> io::Result<ServerHandle>
 where
     H: Fn(Request) -> F + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
@@ -337,8 +341,7 @@ async fn accept_loop<H, F>(
     handler: Arc<H>,
     mut stop: watch::Receiver<Stop>,
     max_body: usize,
-)
-where
+) where
     H: Fn(Request) -> F + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {

@@ -760,7 +760,11 @@ mod tests {
         assert!(model("llama-3.1-8b").is_some());
         for (i, n) in NETWORKS.iter().enumerate() {
             assert!(NETWORKS[i + 1..].iter().all(|o| o.id != n.id));
-            assert!(model(n.id).is_none(), "{} is both an LLM and a network", n.id);
+            assert!(
+                model(n.id).is_none(),
+                "{} is both an LLM and a network",
+                n.id
+            );
             assert!(n.params_m > 0.0 && n.gflops > 0.0 && n.max_batch_size > 0);
             assert!(n.kind.takes_tensors());
         }

@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{
-    Api, Arrival, DatasetFormat, Dialect, GpuMode, ModelKind, OnEnvMismatch, RawSampling, SimAdmission,
-    SimClock, SimMemoryBasis, SimProfile, SimScheduler, TargetKind, TraceFormat,
+    Api, Arrival, DatasetFormat, Dialect, GpuMode, ModelKind, OnEnvMismatch, RawSampling,
+    SimAdmission, SimClock, SimMemoryBasis, SimProfile, SimScheduler, TargetKind, TraceFormat,
 };
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
 use infer_bench_results::metric::Metric;

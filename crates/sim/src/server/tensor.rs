@@ -419,17 +419,55 @@ fn metrics(ctx: &Ctx) -> String {
     );
     let mut out = String::new();
     for (name, help, v) in [
-        ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", c.success.0),
-        ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", c.fail.0),
-        ("nv_inference_count", "Number of inferences performed (does not include cached requests)", c.inference_count),
-        ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", c.execution_count),
-        ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", c.success.1 / 1000),
-        ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", c.queue.1 / 1000),
-        ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)", c.compute_input.1 / 1000),
-        ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", c.compute_infer.1 / 1000),
-        ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", c.compute_output.1 / 1000),
+        (
+            "nv_inference_request_success",
+            "Number of successful inference requests, all batch sizes",
+            c.success.0,
+        ),
+        (
+            "nv_inference_request_failure",
+            "Number of failed inference requests, all batch sizes",
+            c.fail.0,
+        ),
+        (
+            "nv_inference_count",
+            "Number of inferences performed (does not include cached requests)",
+            c.inference_count,
+        ),
+        (
+            "nv_inference_exec_count",
+            "Number of model executions performed (does not include cached requests)",
+            c.execution_count,
+        ),
+        (
+            "nv_inference_request_duration_us",
+            "Cumulative inference request duration in microseconds (includes cached requests)",
+            c.success.1 / 1000,
+        ),
+        (
+            "nv_inference_queue_duration_us",
+            "Cumulative inference queuing duration in microseconds (includes cached requests)",
+            c.queue.1 / 1000,
+        ),
+        (
+            "nv_inference_compute_input_duration_us",
+            "Cumulative compute input duration in microseconds (does not include cached requests)",
+            c.compute_input.1 / 1000,
+        ),
+        (
+            "nv_inference_compute_infer_duration_us",
+            "Cumulative compute inference duration in microseconds (does not include cached requests)",
+            c.compute_infer.1 / 1000,
+        ),
+        (
+            "nv_inference_compute_output_duration_us",
+            "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+            c.compute_output.1 / 1000,
+        ),
     ] {
-        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n{name}{l} {v}\n"));
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name}{l} {v}\n"
+        ));
     }
     out
 }
@@ -531,7 +569,12 @@ fn dims(s: &[i64]) -> String {
 /// Reads an infer request's body (its JSON header `header_len` bytes long
 /// when binary, then the tensors' bytes) against `net`; Err: why it is
 /// refused, in Triton's words where Triton has some.
-fn admit(net: &Network, model: &str, body: &[u8], header_len: Option<usize>) -> Result<Admitted, String> {
+fn admit(
+    net: &Network,
+    model: &str,
+    body: &[u8],
+    header_len: Option<usize>,
+) -> Result<Admitted, String> {
     let (header, binary) = match header_len {
         Some(n) if n > body.len() => {
             return Err(format!(
@@ -581,7 +624,10 @@ fn admit(net: &Network, model: &str, body: &[u8], header_len: Option<usize>) -> 
         }
         let fits = i.shape.len() == t.shape.len() + 1
             && i.shape[0] >= 1
-            && i.shape[1..].iter().zip(t.shape).all(|(a, b)| *a == *b as i64);
+            && i.shape[1..]
+                .iter()
+                .zip(t.shape)
+                .all(|(a, b)| *a == *b as i64);
         if !fits {
             return Err(format!(
                 "unexpected shape for input '{}' for model '{model}'. Expected {}, got {}",
@@ -609,7 +655,10 @@ fn admit(net: &Network, model: &str, body: &[u8], header_len: Option<usize>) -> 
         let elements = u64::from(b) * t.shape.iter().product::<u64>();
         let bytes = elements * t.datatype.size().unwrap_or(1) as u64;
         input_bytes += bytes;
-        match (i.parameters.as_ref().and_then(|p| p.binary_data_size), &i.data) {
+        match (
+            i.parameters.as_ref().and_then(|p| p.binary_data_size),
+            &i.data,
+        ) {
             (Some(size), _) => {
                 if size != bytes {
                     return Err(format!(
@@ -710,7 +759,9 @@ fn answer(ctx: &Ctx, model: &str, a: &Admitted) -> Response {
         ));
         if *bin {
             let size = elements * t.datatype.size().unwrap_or(1);
-            header.push_str(&format!(",\"parameters\":{{\"binary_data_size\":{size}}}}}"));
+            header.push_str(&format!(
+                ",\"parameters\":{{\"binary_data_size\":{size}}}}}"
+            ));
             binary.push(size);
         } else {
             header.push_str(",\"data\":[");
@@ -730,7 +781,8 @@ fn answer(ctx: &Ctx, model: &str, a: &Admitted) -> Response {
     }
     let header_len = header.len();
     let total: usize = binary.iter().sum();
-    let length = |n: usize| HeaderValue::from_str(&n.to_string()).expect("a number is a header value");
+    let length =
+        |n: usize| HeaderValue::from_str(&n.to_string()).expect("a number is a header value");
     let kind = HeaderName::from_static(HEADER_LENGTH);
     if total < SEPARATE_CHUNK {
         let mut body = header.into_bytes();
@@ -765,7 +817,11 @@ async fn infer(ctx: &Ctx, req: &Request, model: &str) -> Response {
         Some(v) => match v.to_str().ok().and_then(|s| s.trim().parse::<usize>().ok()) {
             Some(n) => Some(n),
             None => {
-                return fail(ctx, arrival, "Inference-Header-Content-Length is not a number of bytes");
+                return fail(
+                    ctx,
+                    arrival,
+                    "Inference-Header-Content-Length is not a number of bytes",
+                );
             }
         },
     };
@@ -792,10 +848,16 @@ async fn infer(ctx: &Ctx, req: &Request, model: &str) -> Response {
         done,
     };
     if ctx.jobs.send(job).is_err() {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the simulator is shutting down");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the simulator is shutting down",
+        );
     }
     let Ok(t) = timing.await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the simulator is shutting down");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the simulator is shutting down",
+        );
     };
     let response = answer(ctx, model, &admitted);
     let total = arrival.elapsed().as_nanos() as u64;
@@ -895,7 +957,11 @@ mod tests {
         // A binary size that is not the shape's, and bytes that are not
         // the sizes'.
         let (body, h) = binary_body(2, image * 4, image * 4);
-        assert!(refused(&body, Some(h)).contains("binary_data_size 602112"), "{}", refused(&body, Some(h)));
+        assert!(
+            refused(&body, Some(h)).contains("binary_data_size 602112"),
+            "{}",
+            refused(&body, Some(h))
+        );
         let (body, h) = binary_body(1, image * 4, image * 4 + 3);
         assert!(refused(&body, Some(h)).contains("follow the JSON header"));
         assert!(refused(&body, Some(body.len() + 1)).contains("Inference-Header-Content-Length"));
@@ -911,15 +977,27 @@ mod tests {
         let r = refused(one("pixels", "FP32", "[1,3,224,224]").as_bytes(), None);
         assert_eq!(r, "unexpected inference input 'pixels' for model 'm'");
         let r = refused(one("images", "FP16", "[1,3,224,224]").as_bytes(), None);
-        assert_eq!(r, "inference input 'images' data-type is 'FP16', but model 'm' expects 'FP32'");
+        assert_eq!(
+            r,
+            "inference input 'images' data-type is 'FP16', but model 'm' expects 'FP32'"
+        );
         let r = refused(one("images", "FP32", "[1,3,224,200]").as_bytes(), None);
-        assert_eq!(r, "unexpected shape for input 'images' for model 'm'. Expected [-1,3,224,224], got [1,3,224,200]");
+        assert_eq!(
+            r,
+            "unexpected shape for input 'images' for model 'm'. Expected [-1,3,224,224], got [1,3,224,200]"
+        );
         let r = refused(one("images", "FP32", "[3,224,224]").as_bytes(), None);
         assert!(r.starts_with("unexpected shape"), "{r}");
         let r = refused(one("images", "FP32", "[65,3,224,224]").as_bytes(), None);
         assert_eq!(r, "inference request batch-size must be <= 64 for 'm'");
         let bert = catalog::network("bert-base").unwrap();
-        let r = admit(bert, "b", one("input_ids", "INT64", "[1,128]").as_bytes(), None).unwrap_err();
+        let r = admit(
+            bert,
+            "b",
+            one("input_ids", "INT64", "[1,128]").as_bytes(),
+            None,
+        )
+        .unwrap_err();
         assert_eq!(r, "expected 2 inputs but got 1 inputs for model 'b'");
         let asked = br#"{"inputs":[{"name":"images","datatype":"FP32","shape":[1,3,224,224],"parameters":{"binary_data_size":602112}}],"outputs":[{"name":"logits"}]}"#;
         let mut body = asked.to_vec();
@@ -934,9 +1012,16 @@ mod tests {
         plan.points[0].config.clone()
     }
 
-    async fn send(addr: SocketAddr, path: &str, body: &[u8], header_len: Option<usize>) -> infer_bench_testkit::wire::Wire {
+    async fn send(
+        addr: SocketAddr,
+        path: &str,
+        body: &[u8],
+        header_len: Option<usize>,
+    ) -> infer_bench_testkit::wire::Wire {
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let extra = header_len.map_or(String::new(), |h| format!("Inference-Header-Content-Length: {h}\r\n"));
+        let extra = header_len.map_or(String::new(), |h| {
+            format!("Inference-Header-Content-Length: {h}\r\n")
+        });
         let head = format!(
             "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/octet-stream\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
@@ -957,24 +1042,51 @@ mod tests {
         let base = server.base_url();
         assert!(!base.ends_with("/v1"), "{base}");
         let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             use infer_bench_testkit::wire::request;
-            assert_eq!(request(addr, "GET", "/v2/health/ready", "").await.status, 200);
-            assert_eq!(request(addr, "GET", "/v2/health/live", "").await.status, 200);
-            assert_eq!(request(addr, "GET", "/v2/models/classifier/ready", "").await.status, 200);
-            assert_eq!(request(addr, "GET", "/v2/models/classifier/versions/1/ready", "").await.status, 200);
+            assert_eq!(
+                request(addr, "GET", "/v2/health/ready", "").await.status,
+                200
+            );
+            assert_eq!(
+                request(addr, "GET", "/v2/health/live", "").await.status,
+                200
+            );
+            assert_eq!(
+                request(addr, "GET", "/v2/models/classifier/ready", "")
+                    .await
+                    .status,
+                200
+            );
+            assert_eq!(
+                request(addr, "GET", "/v2/models/classifier/versions/1/ready", "")
+                    .await
+                    .status,
+                200
+            );
             let unknown = request(addr, "GET", "/v2/models/x/ready", "").await;
             assert_eq!(unknown.status, 400);
             assert_eq!(
                 serde_json::from_slice::<serde_json::Value>(&unknown.body()).unwrap(),
                 json!({"error": "Request for unknown model: 'x' is not found"})
             );
-            let meta: serde_json::Value =
-                serde_json::from_slice(&request(addr, "GET", "/v2/models/classifier", "").await.body()).unwrap();
+            let meta: serde_json::Value = serde_json::from_slice(
+                &request(addr, "GET", "/v2/models/classifier", "")
+                    .await
+                    .body(),
+            )
+            .unwrap();
             assert_eq!(meta["inputs"][0]["shape"], json!([-1, 3, 224, 224]));
-            let config: serde_json::Value =
-                serde_json::from_slice(&request(addr, "GET", "/v2/models/classifier/config", "").await.body()).unwrap();
+            let config: serde_json::Value = serde_json::from_slice(
+                &request(addr, "GET", "/v2/models/classifier/config", "")
+                    .await
+                    .body(),
+            )
+            .unwrap();
             assert_eq!(config["max_batch_size"], 64);
 
             // Binary in, binary out: the header's length, then 4 x 1000 floats.
@@ -994,11 +1106,20 @@ mod tests {
             let header: serde_json::Value = serde_json::from_slice(&out[..header_len]).unwrap();
             assert_eq!(header["model_name"], "classifier");
             assert_eq!(header["outputs"][0]["shape"], json!([4, 1000]));
-            assert_eq!(header["outputs"][0]["parameters"]["binary_data_size"], 16_000);
+            assert_eq!(
+                header["outputs"][0]["parameters"]["binary_data_size"],
+                16_000
+            );
             assert_eq!(out.len() - header_len, 16_000);
 
             // JSON in, JSON out.
-            let w = send(addr, "/v2/models/classifier/versions/1/infer", &json_body(1, image / 4), None).await;
+            let w = send(
+                addr,
+                "/v2/models/classifier/versions/1/infer",
+                &json_body(1, image / 4),
+                None,
+            )
+            .await;
             assert_eq!(w.status, 200);
             let answer: serde_json::Value = serde_json::from_slice(&w.body()).unwrap();
             assert_eq!(answer["id"], "r1");
@@ -1009,10 +1130,20 @@ mod tests {
             let w = send(addr, "/v2/models/classifier/infer", &json_body(1, 5), None).await;
             assert_eq!(w.status, 400);
             let e: serde_json::Value = serde_json::from_slice(&w.body()).unwrap();
-            assert!(e["error"].as_str().unwrap().contains("unexpected number of elements"), "{e}");
+            assert!(
+                e["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("unexpected number of elements"),
+                "{e}"
+            );
 
-            let stats: serde_json::Value =
-                serde_json::from_slice(&request(addr, "GET", "/v2/models/classifier/stats", "").await.body()).unwrap();
+            let stats: serde_json::Value = serde_json::from_slice(
+                &request(addr, "GET", "/v2/models/classifier/stats", "")
+                    .await
+                    .body(),
+            )
+            .unwrap();
             let m = &stats["model_stats"][0];
             let s = &m["inference_stats"];
             let n = |v: &serde_json::Value| v.as_u64().unwrap();
@@ -1030,7 +1161,10 @@ mod tests {
             // Each execution at least its overhead; batch 4 costs more than batch 1.
             assert!(n(&s["compute_infer"]["ns"]) >= 2 * 500_000);
             let metrics = request(addr, "GET", "/metrics", "").await.body_str();
-            assert!(metrics.contains("nv_inference_count{model=\"classifier\",version=\"1\"} 5"), "{metrics}");
+            assert!(
+                metrics.contains("nv_inference_count{model=\"classifier\",version=\"1\"} 5"),
+                "{metrics}"
+            );
         });
         server.stop();
     }

@@ -128,7 +128,10 @@ impl Cx<'_> {
                         n.kind.noun(),
                         kind.name()
                     ),
-                    Some(format!("write kind = \"{}\", or leave `kind` out", n.kind.name())),
+                    Some(format!(
+                        "write kind = \"{}\", or leave `kind` out",
+                        n.kind.name()
+                    )),
                 );
             }
             Some(Network {
@@ -144,7 +147,10 @@ impl Cx<'_> {
                         n.id,
                         n.kind.noun()
                     ),
-                    Some(format!("write kind = \"{}\", or leave `kind` out", n.kind.name())),
+                    Some(format!(
+                        "write kind = \"{}\", or leave `kind` out",
+                        n.kind.name()
+                    )),
                 );
             }
             None
