@@ -62,7 +62,11 @@ fn resnet_over_kserve_runs_on_the_simulator() {
         let served = s["requests"].as_u64().unwrap();
         assert!((24..=26).contains(&served), "{at}: {s}");
         assert_eq!(s["failures"].as_u64(), Some(0), "{at}: {s}");
-        assert_eq!(s["inferences"].as_u64(), Some(served * u64::from(batch)), "{at}");
+        assert_eq!(
+            s["inferences"].as_u64(),
+            Some(served * u64::from(batch)),
+            "{at}"
+        );
         assert_eq!(s["executions"].as_u64(), Some(served), "{at}");
         let queue = f(&s["queue_ms"]);
         let compute =
@@ -112,7 +116,8 @@ fn validate(spec: &str) -> (Option<i32>, String) {
 
 #[test]
 fn the_simulator_refuses_a_workload_its_model_cannot_take() {
-    let head = "name = \"x\"\n[load]\nconcurrency = 1\nrequests = 4\n[targets.sim]\nkind = \"sim\"\n";
+    let head =
+        "name = \"x\"\n[load]\nconcurrency = 1\nrequests = 4\n[targets.sim]\nkind = \"sim\"\n";
     let (code, err) = validate(&format!(
         "{head}[models.resnet]\npreset = \"resnet-50\"\n[workloads.chat]\napi = \"chat\"\ninput_tokens = 8\noutput_tokens = 8\n"
     ));
