@@ -347,4 +347,60 @@ include = [
     );
     let nobody = said("classifier", "b1", "nobody");
     assert!(nobody.contains("is not ready"), "{nobody}");
+
+    readme_vision_spec_runs_against_this_triton(&triton, tmp.path());
+}
+
+/// The README's command for `specs/vision-triton.toml` against a Triton,
+/// as written, on a copy of the spec whose Triton is this one (its ports
+/// are not 8000 and 8002): every point complete, with Triton's split.
+fn readme_vision_spec_runs_against_this_triton(triton: &Triton, dir: &Path) {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let line = readme
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .flat_map(str::lines)
+        .find(|l| l.contains("specs/vision-triton.toml") && l.contains("triton.*"))
+        .expect("the README runs specs/vision-triton.toml against a Triton");
+    let spec = std::fs::read_to_string(root().join("specs/vision-triton.toml"))
+        .unwrap()
+        .replace("127.0.0.1:8000", &format!("127.0.0.1:{}", triton.port))
+        .replace("127.0.0.1:8002", &format!("127.0.0.1:{}", triton.metrics_port))
+        .replace("#:schema ../schemas/", "#:schema ");
+    let copy = dir.join("specs/vision-triton.toml");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::write(&copy, spec).unwrap();
+    let words: Vec<String> = line
+        .split('#')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect();
+    assert_eq!(words[0], "infer-bench", "{line}");
+    let out = dir.join("vision-out");
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .current_dir(dir)
+        .args(&words[1..])
+        .arg("--out")
+        .arg(&out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{line}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 6, "{line}");
+    for p in points {
+        assert_eq!(p["status"], "complete", "{}: {}", p["slug"], p["failure"]);
+        assert_eq!(p["merged"]["requests"]["failed"], 0, "{}", p["slug"]);
+        assert!(p["stages"]["queue_ms"].is_number(), "{}", p["slug"]);
+    }
 }

@@ -149,10 +149,40 @@ pub fn catalog() -> String {
             },
         ]);
     }
+    let mut n = Table::new(&[
+        ("preset", Align::Left),
+        ("kind", Align::Left),
+        ("params M", Align::Right),
+        ("GFLOPs/item", Align::Right),
+        ("max batch", Align::Right),
+        ("inputs", Align::Left),
+        ("outputs", Align::Left),
+    ]);
+    let tensors = |ts: &[infer_bench_spec::catalog::TensorDecl]| {
+        ts.iter()
+            .map(|t| {
+                let dims: Vec<String> = t.shape.iter().map(u64::to_string).collect();
+                format!("{} {} [{}]", t.name, t.datatype, dims.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    for x in infer_bench_spec::catalog::NETWORKS {
+        n.row(vec![
+            x.id.into(),
+            x.kind.name().into(),
+            format!("{}", x.params_m),
+            format!("{}", x.gflops),
+            x.max_batch_size.to_string(),
+            tensors(x.inputs),
+            tensors(x.outputs),
+        ]);
+    }
     format!(
-        "Simulated GPUs (targets.*.gpu):\n\n{}\nModel presets (models.*.preset):\n\n{}",
+        "Simulated GPUs (targets.*.gpu):\n\n{}\nModel presets (models.*.preset):\n\n{}\nNetwork presets (models.*.preset with kind = \"vision\" or \"encoder\", served over KServe v2):\n\n{}",
         g.render(),
-        m.render()
+        m.render(),
+        n.render()
     )
 }
 

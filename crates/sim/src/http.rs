@@ -309,12 +309,26 @@ where
     H: Fn(Request) -> F + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
+    bind_port_with(port, MAX_BODY_BYTES, handler).await
+}
+
+/// `bind_port`, reading request bodies of up to `max_body` bytes (a
+/// larger one is answered 413).
+pub async fn bind_port_with<H, F>(
+    port: u16,
+    max_body: usize,
+    handler: H,
+) -> io::Result<ServerHandle>
+where
+    H: Fn(Request) -> F + Send + Sync + 'static,
+    F: Future<Output = Response> + Send + 'static,
+{
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
     let listener = socket.listen(BACKLOG)?;
     let addr = listener.local_addr()?;
     let (stop, stop_rx) = watch::channel(Stop::Run);
-    let task = tokio::spawn(accept_loop(listener, Arc::new(handler), stop_rx));
+    let task = tokio::spawn(accept_loop(listener, Arc::new(handler), stop_rx, max_body));
     Ok(ServerHandle {
         addr,
         stop,
@@ -322,8 +336,12 @@ where
     })
 }
 
-async fn accept_loop<H, F>(listener: TcpListener, handler: Arc<H>, mut stop: watch::Receiver<Stop>)
-where
+async fn accept_loop<H, F>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    mut stop: watch::Receiver<Stop>,
+    max_body: usize,
+) where
     H: Fn(Request) -> F + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
@@ -341,7 +359,7 @@ where
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    conns.spawn(serve_connection(stream, peer, handler.clone(), stop.clone()));
+                    conns.spawn(serve_connection(stream, peer, handler.clone(), stop.clone(), max_body));
                 }
                 // Out of descriptors or a connection reset while queued:
                 // nothing to do for that one; back off a little so a full
@@ -363,13 +381,14 @@ async fn serve_connection<H, F>(
     peer: SocketAddr,
     handler: Arc<H>,
     stop: watch::Receiver<Stop>,
+    max_body: usize,
 ) where
     H: Fn(Request) -> F + Send + Sync + 'static,
     F: Future<Output = Response> + Send + 'static,
 {
     // Every SSE event must leave as soon as it is written.
     let _ = stream.set_nodelay(true);
-    serve_io(stream, peer, handler, stop).await
+    serve_io(stream, peer, handler, stop, max_body).await
 }
 
 /// Serves one connection over any transport (a `TcpStream` in production,
@@ -379,6 +398,7 @@ async fn serve_io<T, H, F>(
     peer: SocketAddr,
     handler: Arc<H>,
     mut stop: watch::Receiver<Stop>,
+    max_body: usize,
 ) where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request) -> F + Send + Sync + 'static,
@@ -392,7 +412,7 @@ async fn serve_io<T, H, F>(
     let service = hyper::service::service_fn(move |req| {
         let handler = handler.clone();
         let gate = gate.clone();
-        async move { Ok::<_, Infallible>(respond(&*handler, req, peer, gate).await) }
+        async move { Ok::<_, Infallible>(respond(&*handler, req, peer, gate, max_body).await) }
     });
     let conn = http1::Builder::new()
         .keep_alive(true)
@@ -418,19 +438,20 @@ async fn respond<H, F>(
     req: hyper::Request<Incoming>,
     peer: SocketAddr,
     gate: Arc<FlushGate>,
+    max_body: usize,
 ) -> hyper::Response<OutBody>
 where
     H: Fn(Request) -> F,
     F: Future<Output = Response>,
 {
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    let body = match Limited::new(body, max_body).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => {
             let (status, message) = if e.downcast_ref::<LengthLimitError>().is_some() {
                 (
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("request body larger than {MAX_BODY_BYTES} bytes"),
+                    format!("request body larger than {max_body} bytes"),
                 )
             } else {
                 (
@@ -781,7 +802,7 @@ mod tests {
             resp
         });
         let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
-        tokio::spawn(serve_io(io, peer, handler, stop_rx));
+        tokio::spawn(serve_io(io, peer, handler, stop_rx, MAX_BODY_BYTES));
         client
             .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .await

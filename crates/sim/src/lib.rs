@@ -5,7 +5,8 @@
 //! data-sheet figures); `engine` runs continuous batching in virtual time and
 //! keeps the counters the simulator exports as Prometheus metrics. The
 //! OpenAI-compatible HTTP server that drives the engine in real time lives
-//! beside them. Formulas, constants, sources and the checks against public
+//! beside them; `network` prices a vision or encoder network's executions,
+//! which the server serves over KServe v2. Formulas, constants, sources and the checks against public
 //! measurements: `docs/simulator.md`.
 
 pub mod cluster;
@@ -13,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod gpu;
 pub mod http;
+pub mod network;
 pub mod perf;
 pub mod profile;
 pub mod request;

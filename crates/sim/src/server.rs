@@ -7,7 +7,8 @@
 //! exactly as vLLM does (role chunk, content deltas, a usage chunk, `[DONE]`)
 //! and exposes `/metrics` in vLLM's metric names, true of the simulation,
 //! with its GPUs' modelled activity and memory under dcgm-exporter's names
-//! (`gpu.rs`).
+//! (`gpu.rs`). A vision or encoder network is served over KServe v2
+//! instead (`server/tensor.rs`), its one instance paced by `network.rs`.
 
 use crate::error::Error;
 use std::collections::HashMap;
@@ -74,6 +75,8 @@ pub struct SimServer {
     noise: f64,
     seed: u64,
     info: ServerInfo,
+    /// What the base URL ends with: "/v1" (OpenAI), "" (KServe v2).
+    api_root: &'static str,
 }
 
 struct Ctx {
@@ -94,6 +97,9 @@ impl SimServer {
 
     /// `start` on a given port of 127.0.0.1 (0: one the OS picks).
     pub fn start_on(cfg: &PointConfig, port: u16) -> Result<SimServer, Error> {
+        if cfg.model.network.is_some() {
+            return tensor::start(cfg, port);
+        }
         let Setup {
             engine,
             served,
@@ -154,13 +160,14 @@ impl SimServer {
             noise,
             seed,
             info,
+            api_root: "/v1",
         })
     }
 
     pub fn base_url(&self) -> String {
         self.handle
             .as_ref()
-            .map(|h| h.base_url())
+            .map(|h| h.url(self.api_root))
             .unwrap_or_default()
     }
 
@@ -358,6 +365,7 @@ fn error(status: StatusCode, message: &str, kind: &str) -> Response {
 }
 
 mod retrieval;
+mod tensor;
 
 async fn handle(ctx: Arc<Ctx>, req: Request) -> Response {
     match (req.method.clone(), req.path.as_str()) {

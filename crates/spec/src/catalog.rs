@@ -1,9 +1,13 @@
 //! Hardware and model facts: a catalogue of GPUs (from their vendors' public
-//! data sheets) and of well-known open model architectures (from their
-//! published configs). The simulator's performance model, spec validation and
+//! data sheets), of well-known open model architectures (from their
+//! published configs) and of vision and encoder networks (from their
+//! papers' and model zoos' tables). The simulator's performance model, spec validation and
 //! cost math read these; nothing here computes anything.
 
 use serde::Serialize;
+
+use crate::raw::ModelKind;
+use crate::tensor::DataType;
 
 /// One GPU model's data-sheet figures. Throughputs are dense (no sparsity),
 /// in TFLOP/s (TOP/s for int8); memory bandwidth in GB/s (1e9 bytes/s).
@@ -581,6 +585,158 @@ pub fn model(id: &str) -> Option<&'static Arch> {
     MODELS.iter().find(|m| m.id == id)
 }
 
+/// One tensor a network takes or gives, per item: its shape leaves out the
+/// batch dimension that leads it on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TensorDecl {
+    pub name: &'static str,
+    pub datatype: DataType,
+    pub shape: &'static [u64],
+}
+
+/// A network that maps tensors to tensors (a vision model, a text
+/// encoder), as the simulator serves it over KServe v2: its size, its
+/// work per item and its tensors as an ONNX or TorchScript export in
+/// Triton names them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Network {
+    pub id: &'static str,
+    pub kind: ModelKind,
+    /// Parameters, in millions.
+    pub params_m: f64,
+    /// Floating-point operations per item at the input size of `inputs`
+    /// (2 per multiply-accumulate), in billions.
+    pub gflops: f64,
+    pub inputs: &'static [TensorDecl],
+    pub outputs: &'static [TensorDecl],
+    /// The largest batch one request may carry (Triton's `max_batch_size`).
+    pub max_batch_size: u32,
+    pub source: &'static str,
+}
+
+const IMAGES_224: &[TensorDecl] = &[TensorDecl {
+    name: "images",
+    datatype: DataType::Fp32,
+    shape: &[3, 224, 224],
+}];
+const IMAGES_640: &[TensorDecl] = &[TensorDecl {
+    name: "images",
+    datatype: DataType::Fp32,
+    shape: &[3, 640, 640],
+}];
+const PROBS_1000: &[TensorDecl] = &[TensorDecl {
+    name: "probs",
+    datatype: DataType::Fp32,
+    shape: &[1000],
+}];
+/// YOLOv8's detection head: 4 box coordinates and 80 class scores for
+/// each of 8,400 anchors (80² + 40² + 20² at 640 px).
+const YOLO_OUTPUT: &[TensorDecl] = &[TensorDecl {
+    name: "output0",
+    datatype: DataType::Fp32,
+    shape: &[84, 8400],
+}];
+/// 128 token ids and their mask (the sequence length the figures assume).
+const TOKENS_128: &[TensorDecl] = &[
+    TensorDecl {
+        name: "input_ids",
+        datatype: DataType::Int64,
+        shape: &[128],
+    },
+    TensorDecl {
+        name: "attention_mask",
+        datatype: DataType::Int64,
+        shape: &[128],
+    },
+];
+
+/// The networks the simulator serves over KServe v2.
+pub const NETWORKS: &[Network] = &[
+    Network {
+        id: "resnet-50",
+        kind: ModelKind::Vision,
+        params_m: 25.6,
+        gflops: 8.2,
+        inputs: IMAGES_224,
+        outputs: PROBS_1000,
+        max_batch_size: 64,
+        source: "torchvision ResNet50_Weights.IMAGENET1K_V1: 25,557,032 parameters, 4.09 GMACs at 224 x 224 (He et al. 2015 give 3.8-4.1 billion multiply-adds)",
+    },
+    Network {
+        id: "yolov8s",
+        kind: ModelKind::Vision,
+        params_m: 11.2,
+        gflops: 28.6,
+        inputs: IMAGES_640,
+        outputs: YOLO_OUTPUT,
+        max_batch_size: 32,
+        source: "Ultralytics YOLOv8 README, detection table (COCO, 640 px): 11.2M parameters, 28.6 GFLOPs (Ultralytics counts 2 FLOPs a MAC)",
+    },
+    Network {
+        id: "yolov8m",
+        kind: ModelKind::Vision,
+        params_m: 25.9,
+        gflops: 78.9,
+        inputs: IMAGES_640,
+        outputs: YOLO_OUTPUT,
+        max_batch_size: 32,
+        source: "Ultralytics YOLOv8 README, detection table (COCO, 640 px): 25.9M parameters, 78.9 GFLOPs",
+    },
+    Network {
+        id: "yolov8l",
+        kind: ModelKind::Vision,
+        params_m: 43.7,
+        gflops: 165.2,
+        inputs: IMAGES_640,
+        outputs: YOLO_OUTPUT,
+        max_batch_size: 32,
+        source: "Ultralytics YOLOv8 README, detection table (COCO, 640 px): 43.7M parameters, 165.2 GFLOPs",
+    },
+    Network {
+        id: "vit-b-16",
+        kind: ModelKind::Vision,
+        params_m: 86.6,
+        gflops: 35.1,
+        inputs: IMAGES_224,
+        outputs: PROBS_1000,
+        max_batch_size: 64,
+        source: "torchvision ViT_B_16_Weights.IMAGENET1K_V1: 86,567,656 parameters, 17.56 \"GFLOPS\" at 224 x 224, which (as for ResNet-50's 4.09 there, and DeiT-B's 17.6) count multiply-accumulates: 35.1 GFLOPs; 2 x 86.6M x 197 tokens = 34.1 checks it",
+    },
+    Network {
+        id: "bert-base",
+        kind: ModelKind::Encoder,
+        params_m: 110.0,
+        gflops: 22.4,
+        inputs: TOKENS_128,
+        outputs: &[TensorDecl {
+            name: "last_hidden_state",
+            datatype: DataType::Fp32,
+            shape: &[128, 768],
+        }],
+        max_batch_size: 64,
+        source: "Devlin et al. 2018 (BERT-base: 110M parameters, 12 layers of 768); at 128 tokens: 2 x 85M encoder parameters x 128 = 21.8 GFLOPs, and 0.6 of attention scores (the 23M of the token embeddings are looked up, not multiplied)",
+    },
+    Network {
+        id: "bert-large",
+        kind: ModelKind::Encoder,
+        params_m: 340.0,
+        gflops: 78.9,
+        inputs: TOKENS_128,
+        outputs: &[TensorDecl {
+            name: "last_hidden_state",
+            datatype: DataType::Fp32,
+            shape: &[128, 1024],
+        }],
+        max_batch_size: 64,
+        source: "Devlin et al. 2018 (BERT-large: 340M parameters, 24 layers of 1024); at 128 tokens: 2 x 302M encoder parameters x 128 = 77.3 GFLOPs, and 1.6 of attention scores",
+    },
+];
+
+/// Looks a network up by its preset id.
+pub fn network(id: &str) -> Option<&'static Network> {
+    NETWORKS.iter().find(|n| n.id == id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,5 +758,15 @@ mod tests {
         }
         assert_eq!(gpu("h100-sxm").unwrap().memory_gb, 80.0);
         assert!(model("llama-3.1-8b").is_some());
+        for (i, n) in NETWORKS.iter().enumerate() {
+            assert!(NETWORKS[i + 1..].iter().all(|o| o.id != n.id));
+            assert!(
+                model(n.id).is_none(),
+                "{} is both an LLM and a network",
+                n.id
+            );
+            assert!(n.params_m > 0.0 && n.gflops > 0.0 && n.max_batch_size > 0);
+            assert!(n.kind.takes_tensors());
+        }
     }
 }

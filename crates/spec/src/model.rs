@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{
-    Api, Arrival, DatasetFormat, Dialect, GpuMode, OnEnvMismatch, RawSampling, SimAdmission,
-    SimClock, SimMemoryBasis, SimProfile, SimScheduler, TargetKind, TraceFormat,
+    Api, Arrival, DatasetFormat, Dialect, GpuMode, ModelKind, OnEnvMismatch, RawSampling,
+    SimAdmission, SimClock, SimMemoryBasis, SimProfile, SimScheduler, TargetKind, TraceFormat,
 };
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
 use infer_bench_results::metric::Metric;
@@ -204,6 +204,34 @@ pub struct Model {
     /// The shape, from a preset or the spec (needed by the simulator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<Architecture>,
+    /// A vision or encoder network (not a language model): its preset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
+}
+
+impl Model {
+    /// What kind of model it is.
+    pub fn kind(&self) -> ModelKind {
+        self.network.as_ref().map_or(ModelKind::Llm, |n| n.kind)
+    }
+}
+
+/// A network that maps tensors to tensors, served over KServe v2: which
+/// preset of the catalogue (`catalog::network`) it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Network {
+    pub kind: ModelKind,
+    /// `None`: a network of a real server only (the simulator needs one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+}
+
+impl Network {
+    /// The catalogue's figures of its preset (`None` without one, or for
+    /// a results file from a build that knew a preset this one does not).
+    pub fn figures(&self) -> Option<&'static crate::catalog::Network> {
+        self.preset.as_deref().and_then(crate::catalog::network)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -569,12 +569,8 @@ fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, S
         None if precisions.len() == 1 => precisions.values().next().cloned(),
         None => None,
     };
-    if target.kind == TargetKind::Sim && model.architecture.is_none() {
-        return Err(spec.error(
-            &format!("models.{mname}"),
-            format!("target `{tname}` is the simulator, which needs the shape of model `{mname}`"),
-            Some(format!("add preset = \"llama-3.1-8b\" (see `infer-bench catalog`) or an [models.{mname}.architecture] table")),
-        ));
+    if target.kind == TargetKind::Sim {
+        sim_serves(spec, tname, mname, model, workload)?;
     }
     if target.kind == TargetKind::Sim {
         if let Some(p) = &precision {
@@ -974,6 +970,62 @@ pub fn search_probes_max(s: &crate::Search) -> u32 {
         0
     };
     1 + doublings + bisections
+}
+
+/// Whether the simulator can serve `workload` from `model`: a language
+/// model needs its shape and is sent text; a vision or encoder network
+/// needs its preset's figures and is sent tensors (api = "kserve").
+fn sim_serves(
+    spec: &Spec,
+    tname: &str,
+    mname: &str,
+    model: &Model,
+    workload: &Workload,
+) -> Result<(), SpecError> {
+    let api_key = format!("workloads.{}.api", workload.name);
+    match &model.network {
+        Some(n) if n.preset.is_none() => Err(spec.error(
+            &format!("models.{mname}"),
+            format!(
+                "target `{tname}` is the simulator, which needs the figures of model `{mname}`, {}",
+                n.kind.noun()
+            ),
+            Some(format!(
+                "add preset = one of: {} (see `infer-bench catalog`)",
+                crate::catalog::NETWORKS
+                    .iter()
+                    .filter(|x| x.kind == n.kind)
+                    .map(|x| x.id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        )),
+        Some(n) if workload.api != crate::raw::Api::Kserve => Err(spec.error(
+            &api_key,
+            format!(
+                "workload `{}` sends {} requests, and model `{mname}` is {}, which the simulator serves over KServe v2 only",
+                workload.name,
+                workload.api.name(),
+                n.kind.noun()
+            ),
+            Some("set api = \"kserve\" (with the network's inputs, or none to take them from its metadata), or pair the workload with a language model".into()),
+        )),
+        Some(_) => Ok(()),
+        None if workload.api == crate::raw::Api::Kserve => Err(spec.error(
+            &api_key,
+            format!(
+                "workload `{}` sends KServe v2 tensors, and model `{mname}` is a language model, which the simulator serves over the OpenAI APIs only",
+                workload.name
+            ),
+            Some("give the model kind = \"vision\" or \"encoder\" and a network preset such as \"resnet-50\" (see `infer-bench catalog`), or send it chat or completions".into()),
+        )),
+        None if model.architecture.is_none() => Err(spec.error(
+            &format!("models.{mname}"),
+            format!("target `{tname}` is the simulator, which needs the shape of model `{mname}`"),
+            Some(format!("add preset = \"llama-3.1-8b\" (see `infer-bench catalog`) or an [models.{mname}.architecture] table")),
+        )),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -287,10 +287,52 @@ pub struct RawLaunch {
     pub allow_env: Vec<String>,
 }
 
+/// What kind of model a `[models.*]` table describes: a language model
+/// (served over the OpenAI APIs) or a network that maps tensors to tensors
+/// (served over KServe v2: a vision model or a text encoder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// A language model: chat, completions, responses, messages, embeddings, rerank.
+    #[default]
+    Llm,
+    /// An image network (classifier, detector), e.g. ResNet-50, YOLOv8, ViT.
+    Vision,
+    /// A text encoder taking token ids, e.g. BERT.
+    Encoder,
+}
+
+impl ModelKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Llm => "llm",
+            ModelKind::Vision => "vision",
+            ModelKind::Encoder => "encoder",
+        }
+    }
+
+    /// What it is, with its article: "a vision network".
+    pub fn noun(self) -> &'static str {
+        match self {
+            ModelKind::Llm => "a language model",
+            ModelKind::Vision => "a vision network",
+            ModelKind::Encoder => "an encoder network",
+        }
+    }
+
+    /// Whether its requests are tensors (api = "kserve"), not text.
+    pub fn takes_tensors(self) -> bool {
+        self != ModelKind::Llm
+    }
+}
+
 /// A served model.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
+    /// "llm" (default), or "vision" / "encoder" for a network the simulator serves over KServe v2 (its preset: see `infer-bench catalog`). Default: the preset's kind.
+    #[serde(default)]
+    pub kind: Option<ModelKind>,
     /// The model name the server knows (the `model` field of requests). Default: the table's key.
     #[serde(default)]
     pub served_name: Option<String>,
@@ -303,7 +345,7 @@ pub struct RawModel {
     /// Parameters in billions (simulator and cost math).
     #[serde(default)]
     pub params_b: Option<f64>,
-    /// sim: a known architecture, e.g. "llama-3.1-8b" (see `infer-bench catalog`).
+    /// sim: a known architecture, e.g. "llama-3.1-8b", or network, e.g. "resnet-50" (see `infer-bench catalog`).
     #[serde(default)]
     pub preset: Option<String>,
     /// sim: the architecture, when no preset fits.

@@ -855,6 +855,7 @@ mod tests {
                 weights: None,
                 params_b: None,
                 architecture: None,
+                network: None,
             }),
             precision: None,
             workload: Arc::new(Workload {

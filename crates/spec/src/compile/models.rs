@@ -1,5 +1,6 @@
-//! The `[models.*]` section: presets, architectures, tokenizers and each
-//! model's `[models.*.precisions]`.
+//! The `[models.*]` section: its kind (a language model, or a vision or
+//! encoder network), presets, architectures, tokenizers and each model's
+//! `[models.*.precisions]`.
 
 use std::collections::BTreeMap;
 
@@ -60,10 +61,27 @@ impl Cx<'_> {
                 );
             }
         }
+        let network_preset = m.preset.as_deref().and_then(catalog::network);
+        let kind = m
+            .kind
+            .or(network_preset.map(|n| n.kind))
+            .unwrap_or_default();
+        let networks = || {
+            catalog::NETWORKS
+                .iter()
+                .filter(|n| n.kind == kind)
+                .map(|n| n.id)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let preset = m.preset.as_deref().and_then(|p| {
             let found = catalog::model(p);
-            if found.is_none() {
-                let ids: Vec<&str> = catalog::MODELS.iter().map(|m| m.id).collect();
+            if found.is_none() && network_preset.is_none() {
+                let ids: Vec<&str> = catalog::MODELS
+                    .iter()
+                    .map(|m| m.id)
+                    .chain(catalog::NETWORKS.iter().map(|n| n.id))
+                    .collect();
                 self.err(
                     &k("preset"),
                     format!(
@@ -75,6 +93,83 @@ impl Cx<'_> {
             }
             found
         });
+        let network = if kind.takes_tensors() {
+            if let Some(p) = preset {
+                self.err(
+                    &k("preset"),
+                    format!(
+                        "preset \"{}\" is a language model, and this model's kind is \"{}\"",
+                        p.id,
+                        kind.name()
+                    ),
+                    Some(format!(
+                        "a {} model takes one of: {}; or leave `kind` out for a language model",
+                        kind.name(),
+                        networks()
+                    )),
+                );
+            }
+            if m.architecture.is_some() {
+                self.key_err(
+                    &k("architecture"),
+                    format!(
+                        "{} has no transformer architecture for the simulator: its figures come from its preset",
+                        kind.noun()
+                    ),
+                    Some(format!("remove the table and give preset = one of: {}", networks())),
+                );
+            }
+            if let Some(n) = network_preset.filter(|n| n.kind != kind) {
+                self.err(
+                    &k("kind"),
+                    format!(
+                        "preset \"{}\" is {}, and `kind` says \"{}\"",
+                        n.id,
+                        n.kind.noun(),
+                        kind.name()
+                    ),
+                    Some(format!(
+                        "write kind = \"{}\", or leave `kind` out",
+                        n.kind.name()
+                    )),
+                );
+            }
+            Some(Network {
+                kind,
+                preset: network_preset.map(|n| n.id.to_string()),
+            })
+        } else {
+            if let Some(n) = network_preset {
+                self.err(
+                    &k("kind"),
+                    format!(
+                        "preset \"{}\" is {}, served over KServe v2, and `kind` says \"llm\"",
+                        n.id,
+                        n.kind.noun()
+                    ),
+                    Some(format!(
+                        "write kind = \"{}\", or leave `kind` out",
+                        n.kind.name()
+                    )),
+                );
+            }
+            None
+        };
+        if let (Some(p), Some(n)) = (m.params_b, network_preset) {
+            let want = n.params_m / 1000.0;
+            if (p - want).abs() > 1e-9 * want {
+                self.err(
+                    &k("params_b"),
+                    format!(
+                        "params_b = {} disagrees with the preset \"{}\", which has {} billion parameters",
+                        num(p),
+                        n.id,
+                        crate::fmt_number(want)
+                    ),
+                    Some("remove params_b (the preset sets it)".into()),
+                );
+            }
+        }
         if preset.is_some() && m.architecture.is_some() {
             self.key_err(
                 &k("architecture"),
@@ -82,7 +177,10 @@ impl Cx<'_> {
                 None,
             );
         }
-        let params_b = m.params_b.or(preset.map(|p| p.params_b));
+        let params_b = m
+            .params_b
+            .or(preset.map(|p| p.params_b))
+            .or(network_preset.map(|n| n.params_m / 1000.0));
         if let Some(p) = m.params_b {
             if !(p > 0.0 && p.is_finite() && p <= crate::limits::MAX_PARAMS_B) {
                 self.err(
@@ -255,6 +353,7 @@ impl Cx<'_> {
                     weights: m.weights,
                     params_b,
                     architecture,
+                    network,
                 },
                 precisions,
             )

@@ -1,0 +1,148 @@
+//! A vision network on the built-in simulator, end to end: the real binary
+//! runs `specs/vision-triton.toml --only 'sim.*'` as the README shows it
+//! (ResNet-50 over KServe v2, batch 1 to 32, concurrency 1 and 4; its
+//! Triton points run in tests/triton.rs) with no GPU, and every point is complete and
+//! valid, counts its items as batch x requests, takes longer with a larger
+//! batch, and carries the server's split of its latency from Triton-style
+//! statistics. The same spec against a language model, or a chat workload
+//! against the network, is a spec error at its place.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn resnet_over_kserve_runs_on_the_simulator() {
+    // One at a time: the latency ordering needs the cores to itself.
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .args(["run", "-q"])
+        .arg(root().join("specs/vision-triton.toml"))
+        .args(["--only", "sim.*"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 6);
+    // (batch, concurrency) -> (e2e mean ms, queue ms)
+    let mut seen = std::collections::BTreeMap::new();
+    for p in points {
+        let batch: u32 = p["axes"]["batch"].as_str().unwrap().parse().unwrap();
+        let conc: u32 = p["axes"]["concurrency"].as_str().unwrap().parse().unwrap();
+        let at = format!("batch {batch} concurrency {conc}");
+        assert_eq!(p["status"], "complete", "{at}: {}", p["failure"]);
+        assert_eq!(p["valid"], true, "{at}: {}", p["invalid_reasons"]);
+        let m = &p["merged"];
+        assert_eq!(m["requests"]["succeeded"], 24, "{at}: {m}");
+        assert_eq!(m["requests"]["failed"], 0, "{at}");
+        let per_s = f(&m["request_throughput"]);
+        let items = f(&m["inputs_per_s"]);
+        assert!(
+            (items - f64::from(batch) * per_s).abs() <= 1e-6 * items.max(1.0),
+            "{at}: {items} items/s, {per_s} requests/s"
+        );
+        let e2e = f(&m["latency_ms"]["e2e"]["mean"]);
+        let s = &p["stages"];
+        assert!(s.is_object(), "{at}: no stages in {p}");
+        // The server counts what the statistics' window saw: the 24
+        // measured requests, and the 2 of the warm-up.
+        let served = s["requests"].as_u64().unwrap();
+        assert!((24..=26).contains(&served), "{at}: {s}");
+        assert_eq!(s["failures"].as_u64(), Some(0), "{at}: {s}");
+        assert_eq!(
+            s["inferences"].as_u64(),
+            Some(served * u64::from(batch)),
+            "{at}"
+        );
+        assert_eq!(s["executions"].as_u64(), Some(served), "{at}");
+        let queue = f(&s["queue_ms"]);
+        let compute =
+            f(&s["compute_input_ms"]) + f(&s["compute_infer_ms"]) + f(&s["compute_output_ms"]);
+        assert!(
+            compute > 0.5,
+            "{at}: each execution has 0.5 ms of overhead: {s}"
+        );
+        assert!(
+            queue + compute <= e2e,
+            "{at}: queue {queue} + compute {compute} > e2e {e2e}"
+        );
+        seen.insert((batch, conc), (e2e, queue, compute));
+    }
+    for conc in [1, 4] {
+        let lat = |b| seen[&(b, conc)].0;
+        let compute = |b| seen[&(b, conc)].2;
+        assert!(
+            lat(1) < lat(8) && lat(8) < lat(32),
+            "concurrency {conc}: {seen:?}"
+        );
+        assert!(
+            compute(1) < compute(8) && compute(8) < compute(32),
+            "{seen:?}"
+        );
+    }
+    // One instance: four clients wait for it, one does not.
+    for b in [8, 32] {
+        assert!(seen[&(b, 4)].1 > seen[&(b, 1)].1, "batch {b}: {seen:?}");
+    }
+}
+
+fn validate(spec: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.toml");
+    std::fs::write(&path, spec).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_simulator_refuses_a_workload_its_model_cannot_take() {
+    let head =
+        "name = \"x\"\n[load]\nconcurrency = 1\nrequests = 4\n[targets.sim]\nkind = \"sim\"\n";
+    let (code, err) = validate(&format!(
+        "{head}[models.resnet]\npreset = \"resnet-50\"\n[workloads.chat]\napi = \"chat\"\ninput_tokens = 8\noutput_tokens = 8\n"
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("workload `chat` sends chat requests, and model `resnet` is a vision network"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.toml:10:7: workloads.chat.api:"),
+        "the error points at the api key: {err}"
+    );
+    let (code, err) = validate(&format!(
+        "{head}[models.llama]\npreset = \"llama-3.1-8b\"\n[workloads.t]\napi = \"kserve\"\n"
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("model `llama` is a language model"), "{err}");
+    let (code, err) = validate(&format!(
+        "{head}[models.bert]\nkind = \"vision\"\npreset = \"bert-base\"\n[workloads.t]\napi = \"kserve\"\n"
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("preset \"bert-base\" is an encoder network"),
+        "{err}"
+    );
+}
