@@ -366,7 +366,10 @@ fn readme_vision_spec_runs_against_this_triton(triton: &Triton, dir: &Path) {
     let spec = std::fs::read_to_string(root().join("specs/vision-triton.toml"))
         .unwrap()
         .replace("127.0.0.1:8000", &format!("127.0.0.1:{}", triton.port))
-        .replace("127.0.0.1:8002", &format!("127.0.0.1:{}", triton.metrics_port))
+        .replace(
+            "127.0.0.1:8002",
+            &format!("127.0.0.1:{}", triton.metrics_port),
+        )
         .replace("#:schema ../schemas/", "#:schema ");
     let copy = dir.join("specs/vision-triton.toml");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
