@@ -225,18 +225,39 @@ fn summary_line(label: &str, p: &PointResult) -> String {
             .map(|x| format!("{:.1}", x.p50))
             .unwrap_or_else(|| "-".into())
     };
+    let failure = p
+        .failure
+        .as_ref()
+        .map(|f| format!(" ({f})"))
+        .unwrap_or_default();
+    // A request that generates no text has its own units and no TTFT.
+    if !p.config.workload.api.generates() {
+        let per_s = |name: &str, x: Option<f64>| {
+            x.map(|v| format!(", {v:.1} {name}/s")).unwrap_or_default()
+        };
+        let items = if p.config.workload.api == crate::spec::raw::Api::Kserve {
+            "items"
+        } else {
+            "inputs"
+        };
+        return format!(
+            "{label}: {} ok, {} failed, {:.2} req/s{}{}, latency p50 {} ms{failure}",
+            s.requests.succeeded,
+            s.requests.failed,
+            s.request_throughput,
+            per_s(items, s.inputs_per_s),
+            per_s("documents", s.documents_per_s),
+            ms("e2e"),
+        );
+    }
     format!(
-        "{label}: {} ok, {} failed, {:.2} req/s, {:.0} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{}",
+        "{label}: {} ok, {} failed, {:.2} req/s, {:.0} out tok/s, TTFT p50 {} ms, TPOT p50 {} ms{failure}",
         s.requests.succeeded,
         s.requests.failed,
         s.request_throughput,
         s.output_tokens_per_s,
         ms("ttft"),
         ms("tpot"),
-        p.failure
-            .as_ref()
-            .map(|f| format!(" ({f})"))
-            .unwrap_or_default()
     )
 }
 
