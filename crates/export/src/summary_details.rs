@@ -107,6 +107,10 @@ pub fn memory_table(r: &Results, look: crate::term::Look) -> Option<String> {
         ("GiB peak decode", Align::Right),
     ]);
     for p in &r.points {
+        // Prefill and decode are phases of generation only.
+        if !p.config.workload.api.generates() {
+            continue;
+        }
         let Some(m) = &p.memory else { continue };
         let kv = m.kv_cache.as_ref();
         if kv.is_none() && m.gpus.is_empty() {

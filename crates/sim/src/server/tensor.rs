@@ -75,7 +75,24 @@ struct Ctx {
     counters: Mutex<Counters>,
     /// Zeros enough for the largest batch's outputs.
     zeros: Bytes,
+    /// The modelled GPU, for its dcgm-exporter series in `/metrics`.
+    gpu: GpuSeries,
 }
+
+/// The one GPU of the simulated instance as dcgm-exporter would show it:
+/// busy while the instance computes (`compute_infer`, between two
+/// scrapes), its memory the weights and a fixed runtime reserve.
+struct GpuSeries {
+    name: String,
+    used_mib: f64,
+    total_mib: f64,
+    /// The last scrape's instant and the compute time counted by then (ns).
+    last: Mutex<(Instant, u64)>,
+}
+
+/// What a runtime (CUDA context, cuDNN/TensorRT workspaces, activations)
+/// holds beside a network's weights.
+const RUNTIME_RESERVE_MIB: f64 = 1024.0;
 
 /// One admitted request, for the executor.
 struct Job {
@@ -118,6 +135,7 @@ pub(super) fn start(cfg: &PointConfig, port: u16) -> Result<SimServer, Error> {
         .and_then(|p| p.dtype)
         .unwrap_or(network::DEFAULT_DTYPE);
     let cost = NetworkCost::new(net, gpu, dtype, Some(sim));
+    let weight_bytes = cost.weight_bytes;
     let mut names = vec![
         cfg.served_name().to_string(),
         cfg.model.served_name.clone(),
@@ -159,6 +177,12 @@ pub(super) fn start(cfg: &PointConfig, port: u16) -> Result<SimServer, Error> {
         jobs,
         counters: Mutex::new(Counters::default()),
         zeros: Bytes::from(vec![0u8; out_bytes as usize]),
+        gpu: GpuSeries {
+            name: gpu.name.replace(['"', '\\', '\n'], ""),
+            used_mib: (weight_bytes / (1u64 << 20) as f64 + RUNTIME_RESERVE_MIB).round(),
+            total_mib: (gpu.memory_gb * 1e9 / (1u64 << 20) as f64).round(),
+            last: Mutex::new((Instant::now(), 0)),
+        },
     });
     let handle = rt
         .block_on(http::bind_port_with(port, MAX_BODY_BYTES, move |req| {
@@ -409,9 +433,52 @@ fn stats(ctx: &Ctx) -> serde_json::Value {
     }]})
 }
 
-/// The counters in Triton's Prometheus names.
+/// The counters in Triton's Prometheus names, and the modelled GPU in
+/// dcgm-exporter's (as the language-model simulator serves them).
 fn metrics(ctx: &Ctx) -> String {
     let c = *ctx.counters.lock();
+    let busy = {
+        let mut last = ctx.gpu.last.lock();
+        let now = Instant::now();
+        let wall = now.duration_since(last.0).as_nanos() as f64;
+        let busy = if wall > 0.0 {
+            (c.compute_infer.1.saturating_sub(last.1) as f64 / wall).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        *last = (now, c.compute_infer.1);
+        busy
+    };
+    let g = &ctx.gpu;
+    let mut dcgm = String::new();
+    for (metric, help, value) in [
+        (
+            "DCGM_FI_PROF_SM_ACTIVE",
+            "fraction of the time since the last scrape the instance computed.",
+            busy,
+        ),
+        (
+            "DCGM_FI_DEV_GPU_UTIL",
+            "GPU utilization (in %).",
+            (busy * 100.0).round(),
+        ),
+        (
+            "DCGM_FI_DEV_FB_USED",
+            "framebuffer memory used (in MiB): the weights and a runtime reserve.",
+            g.used_mib,
+        ),
+        (
+            "DCGM_FI_DEV_FB_FREE",
+            "framebuffer memory free (in MiB).",
+            (g.total_mib - g.used_mib).max(0.0),
+        ),
+    ] {
+        dcgm.push_str(&format!(
+            "# HELP {metric} {}: {help}\n# TYPE {metric} gauge\n{metric}{{gpu=\"0\",UUID=\"SIM-00000000\",device=\"nvidia0\",modelName=\"{}\",Hostname=\"infer-bench-sim\"}} {value}\n",
+            crate::gpu::MODELLED_HELP,
+            g.name
+        ));
+    }
     let model = ctx.served.names.first().cloned().unwrap_or_default();
     let l = format!(
         "{{model=\"{}\",version=\"{VERSION}\"}}",
@@ -469,6 +536,7 @@ fn metrics(ctx: &Ctx) -> String {
             "# HELP {name} {help}\n# TYPE {name} counter\n{name}{l} {v}\n"
         ));
     }
+    out.push_str(&dcgm);
     out
 }
 
