@@ -146,3 +146,72 @@ fn the_simulator_refuses_a_workload_its_model_cannot_take() {
         "{err}"
     );
 }
+
+/// A tensor point is gated like any other: blessed into a baseline, the
+/// same spec passes on its latency and items per second, and a slower
+/// server (every execution 3x as long; the speed of a simulated server is
+/// not part of a point's identity) regresses both.
+#[test]
+fn a_tensor_point_is_gated_on_latency_and_items_per_second() {
+    let _one_at_a_time = infer_bench_testkit::timing::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |slowdown: f64| {
+        format!(
+            r#"name = "vision-gate"
+seed = 5
+[targets.sim]
+kind = "sim"
+gpu = "a100-80gb"
+[targets.sim.sim]
+noise = 0.0
+slowdown = {slowdown}
+[models.resnet]
+kind = "vision"
+preset = "resnet-50"
+served_name = "classifier"
+[workloads.classify]
+api = "kserve"
+batch = 8
+[load]
+concurrency = 1
+warmup_requests = 4
+requests = 60
+runs = 3
+[validity]
+max_dispatch_lag_p99 = "100ms"
+[regression]
+metrics = [
+  {{ metric = "e2e", stat = "mean", noise = "20%" }},
+  {{ metric = "inputs_per_s", noise = "20%" }},
+  {{ metric = "error_rate", noise = "1%" }},
+]
+"#
+        )
+    };
+    let ib = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    std::fs::write(dir.path().join("base.toml"), spec(1.0)).unwrap();
+    std::fs::write(dir.path().join("slow.toml"), spec(3.0)).unwrap();
+    let o = ib(&["run", "-q", "base.toml", "--out", "base"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ib(&["bless", "base"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let verdict = |spec: &str, out: &str| {
+        let o = ib(&["run", "-q", spec, "--out", out, "--baseline"]);
+        let d = ib(&["diff", out, "--baseline", "baselines/vision-gate.json", "--format", "json"]);
+        let v: Value = serde_json::from_slice(&d.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&d.stderr)));
+        (o.status.code(), v)
+    };
+    let (code, v) = verdict("base.toml", "again");
+    assert_eq!(code, Some(0), "{v}");
+    let text = v.to_string();
+    assert!(text.contains("inputs_per_s") && text.contains("e2e"), "{v}");
+    let (code, v) = verdict("slow.toml", "slow");
+    assert_eq!(code, Some(1), "a 3x slower execution must regress: {v}");
+}
