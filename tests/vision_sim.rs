@@ -198,12 +198,29 @@ metrics = [
     std::fs::write(dir.path().join("base.toml"), spec(1.0)).unwrap();
     std::fs::write(dir.path().join("slow.toml"), spec(3.0)).unwrap();
     let o = ib(&["run", "-q", "base.toml", "--out", "base"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = ib(&["bless", "base"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let verdict = |spec: &str, out: &str| {
         let o = ib(&["run", "-q", spec, "--out", out, "--baseline"]);
-        let d = ib(&["diff", out, "--baseline", "baselines/vision-gate.json", "--format", "json"]);
+        let d = ib(&[
+            "diff",
+            out,
+            "--baseline",
+            "baselines/vision-gate.json",
+            "--format",
+            "json",
+        ]);
         let v: Value = serde_json::from_slice(&d.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&d.stderr)));
         (o.status.code(), v)

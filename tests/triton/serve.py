@@ -25,11 +25,21 @@ Models (FP32, per-item input `images` [3, 224, 224], max_batch_size 32):
   flaky        like classifier, but the 10th, 20th, ... call fails (HTTP 500)
   wrong_shape  declares `probs` [10] per item but returns [batch, 7]
   tokens       INT64 input `ids` [-1] (variable length), output `sum` INT64 [1]
+  generate     decoupled (streaming), for Triton's generate extension: BYTES input
+               `text_input` [1], optional INT32 `max_tokens` [1] (default 16),
+               max_batch_size 1 (pytriton's least), no batcher; answers
+               `max_tokens` responses of BYTES `text_output` [1], one word each
+               ("tok "): the first 20 ms after the request reaches the model,
+               then one every 5 ms (asyncio sleeps: requests overlap); the
+               prompt "fail after one token" does, with an error event
+  generate_once  the same, not decoupled, for /generate: one response with all
+               `max_tokens` words, after 20 ms + 5 ms x (max_tokens - 1)
 The sleep is a floor: pytriton's hand-off to this process adds ~3 ms per call.
 See tests/triton/README.md for what the server answers.
 """
 
 import argparse
+import asyncio
 import glob
 import logging
 import os
@@ -53,7 +63,11 @@ PER_ITEM_COST_S = 0.0001  # per item in the call's batch
 FLAKY_EVERY = 10
 READY_TIMEOUT_S = 120.0
 UNLOAD_TIMEOUT_S = 15.0
-MODELS = ("classifier", "batched", "flaky", "wrong_shape", "tokens")
+MODELS = ("classifier", "batched", "flaky", "wrong_shape", "tokens", "generate", "generate_once")
+FIRST_TOKEN_S = 0.020  # generate: to its first response
+TOKEN_GAP_S = 0.005    # generate: between later responses
+DEFAULT_MAX_TOKENS = 16
+FAIL_PROMPT = b"fail after one token"  # generate: errs mid-stream
 
 
 def cost(batch_size: int) -> None:
@@ -110,6 +124,31 @@ def wrong_shape(images: np.ndarray):
 def token_sum(ids: np.ndarray):
     cost(ids.shape[0])
     return {"sum": ids.sum(axis=1, keepdims=True).astype(np.int64)}
+
+
+async def generate(requests):
+    """One request at a time (no batching): `max_tokens` responses, one word each.
+
+    An async generator, so that pytriton runs it on its event loop and
+    concurrent requests interleave instead of queueing behind a sleep.
+    """
+    (req,) = requests  # max_batch_size 1: each input is [1, 1]
+    n = int(req["max_tokens"].reshape(-1)[0]) if "max_tokens" in req else DEFAULT_MAX_TOKENS
+    word = np.array([[b"tok "]], dtype=np.bytes_)
+    fail = "text_input" in req and req["text_input"].reshape(-1)[0] == FAIL_PROMPT
+    for i in range(n):
+        await asyncio.sleep(FIRST_TOKEN_S if i == 0 else TOKEN_GAP_S)
+        if fail and i == 1:
+            raise RuntimeError("generate: fails after one token on purpose")
+        yield [{"text_output": word}]
+
+
+async def generate_once(requests):
+    """`generate`'s words as one response, at the time its last would come."""
+    (req,) = requests
+    n = int(req["max_tokens"].reshape(-1)[0]) if "max_tokens" in req else DEFAULT_MAX_TOKENS
+    await asyncio.sleep(FIRST_TOKEN_S + TOKEN_GAP_S * max(n - 1, 0))
+    return [{"text_output": np.array([[b"tok " * n]], dtype=np.bytes_)}]
 
 
 def wait_ready(port: int, triton: Triton, deadline: float) -> bool:
@@ -238,6 +277,16 @@ def main() -> int:
         triton.bind("tokens", token_sum,
                     [Tensor(name="ids", dtype=np.int64, shape=(-1,))],
                     [Tensor(name="sum", dtype=np.int64, shape=(1,))], config=plain)
+        triton.bind("generate", generate,
+                    [Tensor(name="text_input", dtype=np.bytes_, shape=(1,)),
+                     Tensor(name="max_tokens", dtype=np.int32, shape=(1,), optional=True)],
+                    [Tensor(name="text_output", dtype=np.bytes_, shape=(1,))],
+                    config=ModelConfig(max_batch_size=1, batcher=None, decoupled=True))
+        triton.bind("generate_once", generate_once,
+                    [Tensor(name="text_input", dtype=np.bytes_, shape=(1,)),
+                     Tensor(name="max_tokens", dtype=np.int32, shape=(1,), optional=True)],
+                    [Tensor(name="text_output", dtype=np.bytes_, shape=(1,))],
+                    config=ModelConfig(max_batch_size=1, batcher=None))
         # pytriton waits 120 s for a tritonserver that already exited (e.g.
         # a port in use): a watchdog interrupts the start-up instead.
         died = threading.Event()

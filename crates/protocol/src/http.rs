@@ -454,7 +454,7 @@ impl HttpBackend {
         if rec.events.is_empty() {
             return rec.fail(ErrorClass::Empty, "the stream carried no output");
         }
-        if !finished && !done {
+        if !finished && !done && !self.protocol.stream_ends_at_close() {
             rec.fail(
                 ErrorClass::Truncated,
                 "the stream ended without a finish reason or [DONE]",

@@ -18,6 +18,7 @@ pub fn for_workload(
         Api::Messages => Box::new(crate::messages::Messages::new(workload, model, dialect)),
         Api::Embeddings => Box::new(crate::embeddings::Embeddings::new(workload, model)),
         Api::Rerank => Box::new(crate::rerank::Rerank::new(workload, model, dialect)),
+        Api::Generate => Box::new(crate::generate::Generate::new(workload, model)),
         // Its bodies wait for the model's metadata (`kserve::handshake`).
         Api::Kserve => match &workload.retrieval {
             Some(infer_bench_spec::retrieval::Retrieval::Tensors(t)) => {

@@ -5,7 +5,8 @@
 //! the request kinds it carries, each an implementation of [`Protocol`]
 //! (`openai`: chat and completions; `responses`: OpenAI's Responses API;
 //! `messages`: Anthropic's Messages API; `embeddings`, `rerank`;
-//! `kserve`: KServe v2 tensors), chosen by [`for_workload`].
+//! `kserve`: KServe v2 tensors; `generate`: Triton's generate extension),
+//! chosen by [`for_workload`].
 //!
 //! Two traits are the seams. [`Protocol`] is what a request kind knows:
 //! where it is sent, how its body is written and how its answer (an event
@@ -20,6 +21,7 @@ pub mod client;
 pub mod connect;
 pub mod embeddings;
 pub mod error;
+pub mod generate;
 pub mod http;
 pub mod kinds;
 pub mod kserve;
@@ -183,6 +185,14 @@ pub trait Protocol: Send + Sync + 'static {
 
     /// Whether answers come as an event stream (`text/event-stream`).
     fn streams(&self) -> bool;
+
+    /// Whether a stream's clean end (the body's last chunk) completes it.
+    /// Most kinds mark their end (a finish reason, `[DONE]`) and a stream
+    /// that closes without one was cut short; Triton's generate marks
+    /// none, so its close is the end.
+    fn stream_ends_at_close(&self) -> bool {
+        false
+    }
 
     /// Reads one event's data. `reply`, when given, collects the answer's
     /// text; `id` takes the response's id if it is still unset.

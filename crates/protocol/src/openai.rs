@@ -305,7 +305,12 @@ impl BodyTemplate {
         // The keys as the map had them, inserted in the same order (a
         // later insert replaces an earlier one).
         let mut m: std::collections::BTreeMap<String, Slot> = Default::default();
-        m.insert("model".into(), Slot::Value(Value::from(model)));
+        // Triton's generate names the model in the path; a field that is
+        // not one of the model's inputs would reach it as a parameter
+        // (which the vLLM backend rejects as an unknown sampling field).
+        if api != Api::Generate {
+            m.insert("model".into(), Slot::Value(Value::from(model)));
+        }
         match api {
             Api::Chat => m.insert("messages".into(), Slot::Hole(BodyPart::Messages)),
             Api::Completions => m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt)),
@@ -316,6 +321,7 @@ impl BodyTemplate {
                 m.insert("input".into(), Slot::Hole(BodyPart::Messages))
             }
             Api::Messages => m.insert("messages".into(), Slot::Hole(BodyPart::AnthropicMessages)),
+            Api::Generate => m.insert("text_input".into(), Slot::Hole(BodyPart::Prompt)),
             // Their bodies are their own (`embeddings`, `rerank`, `kserve`).
             Api::Embeddings | Api::Rerank | Api::Kserve => {
                 m.insert("prompt".into(), Slot::Hole(BodyPart::Prompt))
@@ -325,10 +331,16 @@ impl BodyTemplate {
             workload.max_tokens_field.clone(),
             Slot::Hole(BodyPart::MaxTokens),
         );
-        if let Some(name) = dialect
-            .wire_name("ignore_eos")
-            .filter(|_| workload.ignore_eos)
-        {
+        // Triton's generate takes every field under its own name: one the
+        // model has no input for goes to it as a request parameter, which
+        // Triton never rejects (the dialect is the OpenAI servers').
+        let wire_name = |field: &'static str| -> Option<&str> {
+            match api {
+                Api::Generate => Some(field),
+                _ => dialect.wire_name(field),
+            }
+        };
+        if let Some(name) = wire_name("ignore_eos").filter(|_| workload.ignore_eos) {
             m.insert(name.into(), Slot::Value(Value::Bool(true)));
         }
         m.insert("stream".into(), Slot::Value(Value::Bool(workload.stream)));
@@ -351,6 +363,7 @@ impl BodyTemplate {
             let name = match api {
                 Api::Messages if ANTHROPIC_SAMPLING.contains(&k.as_str()) => Some(k.as_str()),
                 Api::Messages if strict => None,
+                Api::Generate => Some(k.as_str()),
                 _ => dialect.wire_name(&k),
             };
             name.map(|n| (n.to_string(), v))

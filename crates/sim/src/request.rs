@@ -55,8 +55,9 @@ impl Wire {
             Api::Responses => Wire::Responses,
             Api::Messages => Wire::Messages,
             // `validate` refuses embeddings, rerank and tensors in virtual
-            // time (the only caller); their requests never reach this reader.
-            Api::Embeddings | Api::Rerank | Api::Kserve => Wire::Completions,
+            // time (the only caller), and Triton's generate on any simulator;
+            // their requests never reach this reader.
+            Api::Embeddings | Api::Rerank | Api::Kserve | Api::Generate => Wire::Completions,
         }
     }
 }

@@ -570,6 +570,21 @@ fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, S
         None => None,
     };
     if target.kind == TargetKind::Sim {
+        // The simulator speaks the OpenAI and Anthropic APIs and KServe
+        // tensors, not Triton's generate extension.
+        let parts = std::iter::once(workload).chain(workload.mix.iter().map(|p| &p.workload));
+        if let Some(w) = parts
+            .into_iter()
+            .find(|w| w.api == crate::raw::Api::Generate)
+        {
+            return Err(spec.error(
+                &format!("workloads.{}.api", w.name),
+                format!(
+                    "target `{tname}` is the simulator, which does not serve api = \"generate\" (Triton's generate extension)"
+                ),
+                Some("point the workload at a Triton target (kind = \"openai\", base_url = \"http://HOST:8000\"), or use api = \"completions\" to send the same prompts to the simulator".into()),
+            ));
+        }
         sim_serves(spec, tname, mname, model, workload)?;
     }
     if target.kind == TargetKind::Sim {

@@ -426,6 +426,10 @@ pub enum Api {
     /// POST /v2/models/{model}/infer (the KServe v2 inference protocol of
     /// Triton, KServe, TorchServe): `batch` items of each input tensor.
     Kserve,
+    /// POST /v2/models/{model}/generate_stream (or /generate when not
+    /// streamed): Triton's generate extension, the endpoint of its
+    /// TensorRT-LLM and vLLM backends, with the prompt as `text_input`.
+    Generate,
 }
 
 impl Api {
@@ -439,11 +443,12 @@ impl Api {
             Api::Embeddings => "embeddings",
             Api::Rerank => "rerank",
             Api::Kserve => "kserve",
+            Api::Generate => "generate",
         }
     }
 
     /// Whether a request generates text (streamed or not): chat,
-    /// completions, Responses and Messages; not embeddings, rerank or
+    /// completions, Responses, Messages and Triton's generate; not embeddings, rerank or
     /// tensors, whose answers are one body with no TTFT, TPOT or ITL.
     pub fn generates(self) -> bool {
         !matches!(self, Api::Embeddings | Api::Rerank | Api::Kserve)
@@ -466,8 +471,14 @@ impl Api {
     }
 
     /// The fields that may cap a request's output (`max_tokens_field`).
+    /// Triton's generate hands each field to the model's input of that
+    /// name: TensorRT-LLM's ensemble (and the vLLM backend, which reads the
+    /// fields that are not inputs as its sampling parameters) take
+    /// `max_tokens`; older ensembles and many python models
+    /// `max_new_tokens`.
     pub fn max_tokens_fields(self) -> &'static [&'static str] {
         match self {
+            Api::Generate => &["max_tokens", "max_new_tokens"],
             Api::Chat | Api::Completions | Api::Embeddings | Api::Rerank | Api::Kserve => {
                 &["max_tokens", "max_completion_tokens"]
             }

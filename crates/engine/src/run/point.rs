@@ -291,10 +291,13 @@ impl Client {
             dialect,
             from,
         });
+        // Triton's generate sends every field (one that is not a model
+        // input reaches the model as a parameter): nothing stays unsent.
+        let generate = cfg.workload.api == infer_bench_spec::raw::Api::Generate;
         let unsent = infer_bench_spec::dialect::extra_fields_asked(&cfg.workload)
             .into_iter()
             .map(|(field, _)| field)
-            .filter(|f| dialect.wire_name(f).is_none())
+            .filter(|f| !generate && dialect.wire_name(f).is_none())
             .collect();
         Ok(Client {
             backend: Arc::new(backend),

@@ -617,7 +617,12 @@ impl Cx<'_> {
     ) {
         for (tname, t) in targets {
             let Some(dialect) = t.dialect else { continue };
-            for (wname, w) in workloads.iter().filter(|(_, w)| w.mix.is_empty()) {
+            // Triton's generate takes every field (those that are not
+            // model inputs as request parameters), whatever the dialect.
+            let checked = workloads
+                .iter()
+                .filter(|(_, w)| w.mix.is_empty() && w.api != Api::Generate);
+            for (wname, w) in checked {
                 for (field, key) in crate::dialect::extra_fields_asked(w) {
                     if dialect.wire_name(field).is_some() {
                         continue;
