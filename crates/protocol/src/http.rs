@@ -186,14 +186,14 @@ impl HttpBackend {
     /// `GET {base_url}/{path}` on the pool: its status and body (read up
     /// to `cap` bytes) within the connect timeout and five seconds, or why
     /// there was no answer.
-    pub async fn get_answer(&self, path: &str, cap: usize) -> Result<(u16, Vec<u8>), String> {
+    pub async fn get_answer(&self, path: &str, cap: usize) -> Result<(u16, Vec<u8>), NoAnswer> {
         let deadline = Instant::now() + self.connect_timeout + Duration::from_secs(5);
-        let url = self.base.join(path).map_err(|e| e.to_string())?;
+        let url = self.base.join(path).map_err(|e| NoAnswer(e.to_string()))?;
         let get = self.client.get(url).send();
         let response = tokio::time::timeout_at(deadline.into(), get)
             .await
-            .map_err(|_| "no answer within the connect timeout and 5 s".to_string())?
-            .map_err(|e| error_chain(&e))?;
+            .map_err(|_| NoAnswer("no answer within the connect timeout and 5 s".into()))?
+            .map_err(|e| NoAnswer(error_chain(&e)))?;
         let status = response.status().as_u16();
         Ok((status, read_capped(response, cap, deadline).await))
     }
@@ -797,6 +797,11 @@ async fn warm_one(
     }
     Ok(())
 }
+
+/// Why a GET got no answer (refused, timed out, broken), in one sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoAnswer(pub String);
 
 /// A request kind's headers, less those the target sets itself.
 fn kind_headers(

@@ -73,9 +73,27 @@ pub enum KserveError {
     Mismatch { model: String, why: String },
 }
 
+/// What does not fit, in one sentence: the workload against the model's
+/// metadata, an answer against the plan, statistics against their format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Misfit(pub String);
+
+impl From<String> for Misfit {
+    fn from(s: String) -> Misfit {
+        Misfit(s)
+    }
+}
+
+impl From<&str> for Misfit {
+    fn from(s: &str) -> Misfit {
+        Misfit(s.to_string())
+    }
+}
+
 /// What the server answered a GET: its status and body (up to a cap), or
 /// why there was no answer.
-pub type Answer = Result<(u16, Vec<u8>), String>;
+pub type Answer = Result<(u16, Vec<u8>), crate::http::NoAnswer>;
 
 /// The path of a model (and version), its name escaped.
 pub fn model_path(model: &str, version: Option<&str>) -> String {
@@ -175,7 +193,7 @@ where
     };
     let plan = resolve(tensors, &meta, max_batch).map_err(|why| KserveError::Mismatch {
         model: model.into(),
-        why,
+        why: why.0,
     })?;
     Ok(Kserve::new(plan, tensors, model, workload, files))
 }
@@ -195,21 +213,21 @@ pub struct Plan {
 /// The inputs to send (as declared, or every input of the metadata) and
 /// the outputs to expect, checked against the model's metadata; Err: what
 /// does not fit, in one sentence.
-pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Result<Plan, String> {
+pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Result<Plan, Misfit> {
     let shape_of = |s: &[i64]| -> String {
         format!(
             "[{}]",
             s.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
         )
     };
-    let dtype = |t: &TensorMeta| -> Result<DataType, String> {
+    let dtype = |t: &TensorMeta| -> Result<DataType, Misfit> {
         DataType::parse(&t.datatype).ok_or_else(|| {
-            format!(
+            Misfit(format!(
                 "its metadata gives tensor \"{}\" the datatype \"{}\", which is not a KServe v2 datatype",
                 crate::openai::shown(t.name.as_bytes()),
                 crate::openai::shown(t.datatype.as_bytes())
             )
-        })
+        )})
     };
     // Whether the batch leads: Triton's config says; otherwise a declared
     // input one dimension shorter than its metadata (whose first is -1)
@@ -228,20 +246,20 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
         },
     };
     if !batching && tensors.batch != 1 {
-        return Err(format!(
+        return Err(Misfit::from(format!(
             "the model takes no batch dimension (its inputs' shapes are as declared, e.g. {}), so a request carries one item; batch is {}",
             meta.inputs
                 .first()
                 .map(|m| shape_of(&m.shape))
                 .unwrap_or_default(),
             tensors.batch
-        ));
+        )));
     }
     if let Some(m) = max_batch.filter(|m| *m > 0 && u64::from(tensors.batch) > *m) {
-        return Err(format!(
+        return Err(Misfit::from(format!(
             "batch {} is over the model's max_batch_size ({m})",
             tensors.batch
-        ));
+        )));
     }
     fn per_item(m: &TensorMeta, batching: bool) -> &[i64] {
         if batching && !m.shape.is_empty() {
@@ -253,18 +271,18 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
     let mut inputs = Vec::new();
     for t in &tensors.inputs {
         let Some(m) = meta.inputs.iter().find(|m| m.name == t.name) else {
-            return Err(format!(
+            return Err(Misfit::from(format!(
                 "it has no input \"{}\"; its inputs are {}",
                 crate::openai::shown(t.name.as_bytes()),
                 names(&meta.inputs)
-            ));
+            )));
         };
         let d = dtype(m)?;
         if d != t.datatype {
-            return Err(format!(
+            return Err(Misfit::from(format!(
                 "its input \"{}\" is {d}, and the workload declares {}",
                 t.name, t.datatype
-            ));
+            )));
         }
         let want = per_item(m, batching);
         let fits = want.len() == t.shape.len()
@@ -273,13 +291,13 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
                 .zip(&t.shape)
                 .all(|(w, s)| *w == -1 || *w == *s as i64);
         if !fits {
-            return Err(format!(
+            return Err(Misfit::from(format!(
                 "its input \"{}\" has shape {} per item{}, and the workload declares {}",
                 t.name,
                 shape_of(want),
                 if batching { " (after the batch)" } else { "" },
                 shape_of(&t.shape.iter().map(|d| *d as i64).collect::<Vec<_>>())
-            ));
+            )));
         }
         inputs.push(t.clone());
     }
@@ -292,17 +310,17 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
         let d = dtype(m)?;
         let want = per_item(m, batching);
         if d == DataType::Bytes {
-            return Err(format!(
+            return Err(Misfit::from(format!(
                 "its input \"{}\" is BYTES (strings), which a workload cannot send yet",
                 crate::openai::shown(m.name.as_bytes())
-            ));
+            )));
         }
         if want.iter().any(|x| *x < 1) {
-            return Err(format!(
+            return Err(Misfit::from(format!(
                 "its input \"{}\" has a variable shape {} per item: declare it in the workload's `inputs`, with the lengths to send",
                 crate::openai::shown(m.name.as_bytes()),
                 shape_of(want)
-            ));
+            )));
         }
         inputs.push(TensorInput {
             name: m.name.clone(),
@@ -313,7 +331,7 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
         });
     }
     if inputs.is_empty() {
-        return Err("its metadata names no inputs".into());
+        return Err(Misfit::from("its metadata names no inputs"));
     }
     let mut outputs = Vec::new();
     for m in &meta.outputs {
@@ -648,7 +666,7 @@ impl<'de> Deserialize<'de> for Count {
 impl Kserve {
     /// Checks an answer's outputs against the plan: Err says the first
     /// thing that does not fit.
-    fn check(&self, a: &AnswerWire, binary_bytes: usize) -> Result<(), String> {
+    fn check(&self, a: &AnswerWire, binary_bytes: usize) -> Result<(), Misfit> {
         let shape_of = |s: &[i64]| {
             format!(
                 "[{}]",
@@ -659,13 +677,15 @@ impl Kserve {
         for o in &a.outputs {
             let name = crate::openai::shown(o.name.as_bytes());
             let Some((_, d, want)) = self.plan.outputs.iter().find(|(n, ..)| *n == o.name) else {
-                return Err(format!("output \"{name}\" is not in the model's metadata"));
+                return Err(Misfit::from(format!(
+                    "output \"{name}\" is not in the model's metadata"
+                )));
             };
             if o.datatype != d.name() {
-                return Err(format!(
+                return Err(Misfit::from(format!(
                     "output \"{name}\" is {}; the model's metadata says {d}",
                     crate::openai::shown(o.datatype.as_bytes())
-                ));
+                )));
             }
             let fits = o.shape.len() == want.len()
                 && want
@@ -673,7 +693,7 @@ impl Kserve {
                     .zip(&o.shape)
                     .all(|(w, s)| *s >= 0 && (*w == -1 || w == s));
             if !fits {
-                return Err(format!(
+                return Err(Misfit::from(format!(
                     "output \"{name}\" has shape {}; the model's metadata says {}{}",
                     shape_of(&o.shape),
                     shape_of(want),
@@ -682,7 +702,7 @@ impl Kserve {
                     } else {
                         ""
                     }
-                ));
+                )));
             }
             let elements = o
                 .shape
@@ -696,41 +716,41 @@ impl Kserve {
                 (Some(size), _) => {
                     if let Some(e) = d.size() {
                         if size != elements.saturating_mul(e as u64) {
-                            return Err(format!(
+                            return Err(Misfit::from(format!(
                                 "output \"{name}\" has {size} bytes of binary data; its shape {} of {d} is {} bytes",
                                 shape_of(&o.shape),
                                 elements.saturating_mul(e as u64)
-                            ));
+                            )));
                         }
                     }
                     binary_total = binary_total.saturating_add(size);
                 }
                 (None, Some(c)) => {
                     if c.0 != elements {
-                        return Err(format!(
+                        return Err(Misfit::from(format!(
                             "output \"{name}\" has {} elements of data; its shape {} holds {elements}",
                             c.0,
                             shape_of(&o.shape)
-                        ));
+                        )));
                     }
                 }
                 (None, None) => {
-                    return Err(format!("output \"{name}\" carries no data"));
+                    return Err(Misfit::from(format!("output \"{name}\" carries no data")));
                 }
             }
         }
         for (n, ..) in &self.plan.outputs {
             if !a.outputs.iter().any(|o| o.name == *n) {
-                return Err(format!(
+                return Err(Misfit::from(format!(
                     "output \"{}\" of the model's metadata is missing",
                     crate::openai::shown(n.as_bytes())
-                ));
+                )));
             }
         }
         if binary_total != binary_bytes as u64 {
-            return Err(format!(
+            return Err(Misfit::from(format!(
                 "the outputs declare {binary_total} bytes of binary data, and {binary_bytes} follow the JSON header"
-            ));
+            )));
         }
         Ok(())
     }
@@ -807,7 +827,7 @@ impl Protocol for Kserve {
             });
         }
         crate::openai::take_id(id, answer.id.as_deref());
-        self.check(&answer, rest).map_err(Unreadable)?;
+        self.check(&answer, rest).map_err(|e| Unreadable(e.0))?;
         Ok(EventInfo {
             output: true,
             finished: true,
@@ -923,7 +943,7 @@ impl Stats {
 /// Reads a stats answer: the first model entry of `model_stats` (of the
 /// version asked, or the first). Counts parse as numbers or as strings
 /// (Triton writes some 64-bit counts as JSON numbers, proxies as strings).
-pub fn parse_stats(body: &[u8], version: Option<&str>) -> Result<Stats, String> {
+pub fn parse_stats(body: &[u8], version: Option<&str>) -> Result<Stats, Misfit> {
     #[derive(Deserialize)]
     struct Wire {
         #[serde(default)]
@@ -1051,21 +1071,23 @@ mod tests {
             ok.outputs,
             vec![("probs".into(), DataType::Fp32, vec![4, 10])]
         );
-        let shape =
-            resolve(&tensors(4, vec![3, 4, 5], DataType::Fp32, true), &m, None).unwrap_err();
+        let shape = resolve(&tensors(4, vec![3, 4, 5], DataType::Fp32, true), &m, None)
+            .unwrap_err()
+            .0;
         assert!(
             shape.contains("shape [3, 4, 4] per item (after the batch)"),
             "{shape}"
         );
-        let dtype =
-            resolve(&tensors(4, vec![3, 4, 4], DataType::Fp16, true), &m, None).unwrap_err();
+        let dtype = resolve(&tensors(4, vec![3, 4, 4], DataType::Fp16, true), &m, None)
+            .unwrap_err()
+            .0;
         assert!(
             dtype.contains("is FP32, and the workload declares FP16"),
             "{dtype}"
         );
         let mut named = tensors(1, vec![3, 4, 4], DataType::Fp32, true);
         named.inputs[0].name = "pixels".into();
-        let e = resolve(&named, &m, None).unwrap_err();
+        let e = resolve(&named, &m, None).unwrap_err().0;
         assert!(
             e.contains("no input \"pixels\"; its inputs are \"images\""),
             "{e}"
@@ -1075,7 +1097,8 @@ mod tests {
             &m,
             Some(32),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(
             big.contains("over the model's max_batch_size (32)"),
             "{big}"
@@ -1085,7 +1108,8 @@ mod tests {
             &m,
             Some(0),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(flat.contains("takes no batch dimension"), "{flat}");
     }
 
@@ -1098,7 +1122,7 @@ mod tests {
         assert!(plan.batching);
         let mut m = meta();
         m.inputs[0].shape = vec![-1, 3, -1, -1];
-        let e = resolve(&t, &m, Some(8)).unwrap_err();
+        let e = resolve(&t, &m, Some(8)).unwrap_err().0;
         assert!(e.contains("variable shape [3, -1, -1] per item"), "{e}");
     }
 

@@ -133,6 +133,24 @@ impl std::fmt::Display for DataType {
     }
 }
 
+/// Why a fill or a tensor file cannot be used, in one sentence (said at
+/// the spec's key, or about the file).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TensorError(pub String);
+
+impl From<String> for TensorError {
+    fn from(s: String) -> TensorError {
+        TensorError(s)
+    }
+}
+
+impl From<&str> for TensorError {
+    fn from(s: &str) -> TensorError {
+        TensorError(s.to_string())
+    }
+}
+
 /// How an input's elements are filled, from the point's seed.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -160,7 +178,7 @@ impl Fill {
     /// The fill a spec writes as `"uniform(0, 1)"`, `"normal(0, 1)"` or
     /// `"constant(0.5)"` (a bare `"uniform"` or `"normal"` takes (0, 1));
     /// Err: what was expected.
-    pub fn parse(s: &str) -> Result<Fill, String> {
+    pub fn parse(s: &str) -> Result<Fill, TensorError> {
         let expected =
             "expected \"uniform(low, high)\", \"normal(mean, std)\" or \"constant(value)\"";
         let s = s.trim();
@@ -183,7 +201,9 @@ impl Fill {
                 low: *low,
                 high: *high,
             }),
-            ("uniform", [_, _]) => Err("expected uniform(low, high) with low < high".into()),
+            ("uniform", [_, _]) => Err(TensorError::from(
+                "expected uniform(low, high) with low < high",
+            )),
             ("normal", []) => Ok(Fill::Normal {
                 mean: 0.0,
                 std: 1.0,
@@ -192,7 +212,9 @@ impl Fill {
                 mean: *mean,
                 std: *std,
             }),
-            ("normal", [_, _]) => Err("expected normal(mean, std) with std >= 0".into()),
+            ("normal", [_, _]) => Err(TensorError::from(
+                "expected normal(mean, std) with std >= 0",
+            )),
             ("constant", [value]) => Ok(Fill::Constant { value: *value }),
             _ => Err(expected.into()),
         }
@@ -238,13 +260,17 @@ pub struct TensorFile {
 /// Where the elements of a tensor file start, and how many items it holds;
 /// Err: why it does not hold items of `datatype` and per-item `shape`.
 /// `.npy` (by its magic) is read by its header; anything else is raw.
-pub fn file_items(bytes: &[u8], datatype: DataType, shape: &[u64]) -> Result<(usize, u64), String> {
+pub fn file_items(
+    bytes: &[u8],
+    datatype: DataType,
+    shape: &[u64],
+) -> Result<(usize, u64), TensorError> {
     let size = datatype
         .size()
         .ok_or("BYTES tensors cannot be read from a file")?;
     let item = shape.iter().product::<u64>() as usize * size;
     if item == 0 {
-        return Err("the input's shape holds no element".into());
+        return Err(TensorError::from("the input's shape holds no element"));
     }
     let (start, count) = if bytes.starts_with(b"\x93NUMPY") {
         let (start, descr, fortran, dims) = npy_header(bytes)?;
@@ -256,44 +282,44 @@ pub fn file_items(bytes: &[u8], datatype: DataType, shape: &[u64]) -> Result<(us
         let want = npy_descr(datatype)
             .ok_or_else(|| format!("NumPy has no {datatype} arrays; give a raw file"))?;
         if !want.contains(&descr.as_str()) {
-            return Err(format!(
+            return Err(TensorError::from(format!(
                 "the array's dtype is '{descr}'; the input is {datatype} ('{}')",
                 want[0]
-            ));
+            )));
         }
         let per_item = if dims.len() == shape.len() + 1 && dims[1..] == *shape {
             dims[0]
         } else if dims == shape {
             1
         } else {
-            return Err(format!(
+            return Err(TensorError::from(format!(
                 "the array's shape is {dims:?}; expected [items, {}] or {shape:?}",
                 shape
                     .iter()
                     .map(u64::to_string)
                     .collect::<Vec<_>>()
                     .join(", ")
-            ));
+            )));
         };
         let need = per_item as usize * item;
         if bytes.len() - start < need {
-            return Err(format!(
+            return Err(TensorError::from(format!(
                 "the array's header promises {need} bytes of data; the file holds {}",
                 bytes.len() - start
-            ));
+            )));
         }
         (start, per_item)
     } else {
         if bytes.len() % item != 0 {
-            return Err(format!(
+            return Err(TensorError::from(format!(
                 "a raw file of {} bytes is not a whole number of items of {item} bytes ({datatype} {shape:?})",
                 bytes.len()
-            ));
+            )));
         }
         (0, (bytes.len() / item) as u64)
     };
     if count == 0 {
-        return Err("the file holds no item".into());
+        return Err(TensorError::from("the file holds no item"));
     }
     Ok((start, count))
 }
@@ -319,7 +345,7 @@ fn npy_descr(d: DataType) -> Option<&'static [&'static str]> {
 
 /// A `.npy` header: where the data starts, the dtype string, Fortran
 /// order, and the shape.
-fn npy_header(b: &[u8]) -> Result<(usize, String, bool, Vec<u64>), String> {
+fn npy_header(b: &[u8]) -> Result<(usize, String, bool, Vec<u64>), TensorError> {
     let bad = || "not a readable .npy file (its header is cut or malformed)".to_string();
     let major = *b.get(6).ok_or_else(bad)?;
     let (len, at) = match major {
@@ -331,7 +357,11 @@ fn npy_header(b: &[u8]) -> Result<(usize, String, bool, Vec<u64>), String> {
             let l = b.get(8..12).ok_or_else(bad)?;
             (u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize, 12)
         }
-        v => return Err(format!(".npy format version {v} is not known")),
+        v => {
+            return Err(TensorError::from(format!(
+                ".npy format version {v} is not known"
+            )));
+        }
     };
     let header = b.get(at..at + len).ok_or_else(bad)?;
     let header = std::str::from_utf8(header).map_err(|_| bad())?;
@@ -421,10 +451,16 @@ mod tests {
         assert!(
             Fill::parse("uniform(2, 1)")
                 .unwrap_err()
+                .0
                 .contains("low < high")
         );
-        assert!(Fill::parse("gauss(1)").unwrap_err().contains("expected"));
-        assert!(Fill::parse("constant(nan)").unwrap_err().contains("finite"));
+        assert!(Fill::parse("gauss(1)").unwrap_err().0.contains("expected"));
+        assert!(
+            Fill::parse("constant(nan)")
+                .unwrap_err()
+                .0
+                .contains("finite")
+        );
     }
 
     fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
@@ -451,16 +487,17 @@ mod tests {
                 .1,
             1
         );
-        let e = file_items(&f, DataType::Fp16, &[2, 2]).unwrap_err();
+        let e = file_items(&f, DataType::Fp16, &[2, 2]).unwrap_err().0;
         assert!(e.contains("dtype is '<f4'; the input is FP16"), "{e}");
-        let e = file_items(&f, DataType::Fp32, &[4]).unwrap_err();
+        let e = file_items(&f, DataType::Fp32, &[4]).unwrap_err().0;
         assert!(e.contains("shape is [3, 2, 2]"), "{e}");
         let e = file_items(
             &npy("<f4", "(3, 2, 2)", &[0u8; 40]),
             DataType::Fp32,
             &[2, 2],
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(e.contains("promises 48 bytes"), "{e}");
         assert_eq!(
             file_items(&[0u8; 24], DataType::Int32, &[3]).unwrap(),
@@ -469,6 +506,7 @@ mod tests {
         assert!(
             file_items(&[0u8; 25], DataType::Int32, &[3])
                 .unwrap_err()
+                .0
                 .contains("whole number")
         );
         assert!(file_items(b"\x93NUMPY\x01", DataType::Int32, &[3]).is_err());

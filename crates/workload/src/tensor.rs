@@ -46,7 +46,7 @@ pub fn load_files(
             );
         }
         let (start, _) = infer_bench_spec::tensor::file_items(&bytes, input.datatype, &input.shape)
-            .map_err(|e| WorkloadError::file(&path, e))?;
+            .map_err(|e| WorkloadError::file(&path, e.to_string()))?;
         out.insert(input.name.clone(), Arc::from(&bytes[start..]));
     }
     Ok(out)

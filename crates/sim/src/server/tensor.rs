@@ -637,18 +637,34 @@ fn dims(s: &[i64]) -> String {
 /// Reads an infer request's body (its JSON header `header_len` bytes long
 /// when binary, then the tensors' bytes) against `net`; Err: why it is
 /// refused, in Triton's words where Triton has some.
+/// Why a request is refused, in Triton's words (the 400's `error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal(String);
+
+impl From<String> for Refusal {
+    fn from(s: String) -> Refusal {
+        Refusal(s)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(s: &str) -> Refusal {
+        Refusal(s.to_string())
+    }
+}
+
 fn admit(
     net: &Network,
     model: &str,
     body: &[u8],
     header_len: Option<usize>,
-) -> Result<Admitted, String> {
+) -> Result<Admitted, Refusal> {
     let (header, binary) = match header_len {
         Some(n) if n > body.len() => {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "Inference-Header-Content-Length is {n}, and the body holds {} bytes",
                 body.len()
-            ));
+            )));
         }
         Some(n) => body.split_at(n),
         None => (body, &[][..]),
@@ -657,38 +673,41 @@ fn admit(
         .map_err(|e| format!("failed to parse the request JSON buffer: {e}"))?;
     for i in &wire.inputs {
         if !net.inputs.iter().any(|t| t.name == i.name) {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "unexpected inference input '{}' for model '{model}'",
                 i.name
-            ));
+            )));
         }
         if wire.inputs.iter().filter(|j| j.name == i.name).count() > 1 {
-            return Err(format!("input '{}' is given more than once", i.name));
+            return Err(Refusal::from(format!(
+                "input '{}' is given more than once",
+                i.name
+            )));
         }
     }
     if wire.inputs.len() != net.inputs.len() {
-        return Err(format!(
+        return Err(Refusal::from(format!(
             "expected {} inputs but got {} inputs for model '{model}'",
             net.inputs.len(),
             wire.inputs.len()
-        ));
+        )));
     }
     let mut batch: Option<(u32, &str)> = None;
     let mut binary_total = 0u64;
     let mut input_bytes = 0u64;
     for t in net.inputs {
         let Some(i) = wire.inputs.iter().find(|i| i.name == t.name) else {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "expected {} inputs but got {} inputs for model '{model}'",
                 net.inputs.len(),
                 wire.inputs.len()
-            ));
+            )));
         };
         if i.datatype != t.datatype.name() {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "inference input '{}' data-type is '{}', but model '{model}' expects '{}'",
                 t.name, i.datatype, t.datatype
-            ));
+            )));
         }
         let fits = i.shape.len() == t.shape.len() + 1
             && i.shape[0] >= 1
@@ -697,26 +716,26 @@ fn admit(
                 .zip(t.shape)
                 .all(|(a, b)| *a == *b as i64);
         if !fits {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "unexpected shape for input '{}' for model '{model}'. Expected {}, got {}",
                 t.name,
                 dims(&shape_json(t, true)),
                 dims(&i.shape)
-            ));
+            )));
         }
         let b = u32::try_from(i.shape[0]).unwrap_or(u32::MAX);
         if b > net.max_batch_size {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "inference request batch-size must be <= {} for '{model}'",
                 net.max_batch_size
-            ));
+            )));
         }
         match batch {
             Some((other, name)) if other != b => {
-                return Err(format!(
+                return Err(Refusal::from(format!(
                     "the inputs disagree on the batch: '{name}' has {other}, '{}' has {b}",
                     t.name
-                ));
+                )));
             }
             _ => batch = Some((b, t.name)),
         }
@@ -729,38 +748,38 @@ fn admit(
         ) {
             (Some(size), _) => {
                 if size != bytes {
-                    return Err(format!(
+                    return Err(Refusal::from(format!(
                         "input '{}' has binary_data_size {size}; its shape {} of {} is {bytes} bytes",
                         t.name,
                         dims(&i.shape),
                         t.datatype
-                    ));
+                    )));
                 }
                 binary_total += size;
             }
             (None, Some(c)) => {
                 if c.0 != elements {
-                    return Err(format!(
+                    return Err(Refusal::from(format!(
                         "unexpected number of elements for input '{}': its shape {} holds {elements}, and its data has {}",
                         t.name,
                         dims(&i.shape),
                         c.0
-                    ));
+                    )));
                 }
             }
             (None, None) => {
-                return Err(format!(
+                return Err(Refusal::from(format!(
                     "input '{}' has neither data nor parameters.binary_data_size",
                     t.name
-                ));
+                )));
             }
         }
     }
     if binary_total != binary.len() as u64 {
-        return Err(format!(
+        return Err(Refusal::from(format!(
             "the inputs' binary_data_size add up to {binary_total} bytes, and {} bytes follow the JSON header",
             binary.len()
-        ));
+        )));
     }
     let all_binary = wire
         .parameters
@@ -773,10 +792,10 @@ fn admit(
             let mut v = Vec::new();
             for o in asked {
                 let Some(k) = net.outputs.iter().position(|t| t.name == o.name) else {
-                    return Err(format!(
+                    return Err(Refusal::from(format!(
                         "unexpected inference output '{}' for model '{model}'",
                         o.name
-                    ));
+                    )));
                 };
                 let binary = o
                     .parameters
@@ -895,7 +914,7 @@ async fn infer(ctx: &Ctx, req: &Request, model: &str) -> Response {
     };
     let admitted = match admit(ctx.served.net, model, &req.body, header_len) {
         Ok(a) => a,
-        Err(why) => return fail(ctx, arrival, &why),
+        Err(why) => return fail(ctx, arrival, &why.0),
     };
     let output_bytes: u64 = admitted
         .outputs
@@ -1021,7 +1040,7 @@ mod tests {
         let a = admit(resnet(), "m", &json_body(1, image), None).unwrap();
         assert_eq!((a.batch, a.id.as_deref()), (1, Some("r1")));
         assert_eq!(a.outputs, vec![(0, false)]);
-        let refused = |body: &[u8], h: Option<usize>| admit(resnet(), "m", body, h).unwrap_err();
+        let refused = |body: &[u8], h: Option<usize>| admit(resnet(), "m", body, h).unwrap_err().0;
         // A binary size that is not the shape's, and bytes that are not
         // the sizes'.
         let (body, h) = binary_body(2, image * 4, image * 4);
@@ -1065,7 +1084,8 @@ mod tests {
             one("input_ids", "INT64", "[1,128]").as_bytes(),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert_eq!(r, "expected 2 inputs but got 1 inputs for model 'b'");
         let asked = br#"{"inputs":[{"name":"images","datatype":"FP32","shape":[1,3,224,224],"parameters":{"binary_data_size":602112}}],"outputs":[{"name":"logits"}]}"#;
         let mut body = asked.to_vec();

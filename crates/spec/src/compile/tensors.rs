@@ -161,7 +161,7 @@ impl Cx<'_> {
                 None => Fill::default(),
                 Some(Ok(f)) => f,
                 Some(Err(e)) => {
-                    self.err(&at("fill"), e, None);
+                    self.err(&at("fill"), e.to_string(), None);
                     Fill::default()
                 }
             };
