@@ -21,7 +21,6 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::record::ErrorClass;
@@ -606,7 +605,7 @@ struct OutputWire {
     #[serde(default)]
     parameters: Option<OutputParams>,
     #[serde(default)]
-    data: Option<Count>,
+    data: Option<infer_bench_spec::tensor::Elements>,
 }
 
 #[derive(Deserialize)]
@@ -623,44 +622,6 @@ struct AnswerWire {
     outputs: Vec<OutputWire>,
     #[serde(default)]
     error: Option<serde_json::Value>,
-}
-
-/// The elements of a (possibly nested) JSON array, counted.
-struct Count(u64);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = u64;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a tensor's data: an array of numbers, booleans or strings")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<u64, A::Error> {
-                let mut n = 0u64;
-                while let Some(c) = a.next_element::<Count>()? {
-                    n += c.0;
-                }
-                Ok(n)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<u64, E> {
-                Ok(1)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<u64, E> {
-                Ok(1)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<u64, E> {
-                Ok(1)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<u64, E> {
-                Ok(1)
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<u64, E> {
-                Ok(1)
-            }
-        }
-        d.deserialize_any(V).map(Count)
-    }
 }
 
 impl Kserve {

@@ -412,6 +412,49 @@ pub struct Tensors {
     pub version: Option<String>,
 }
 
+/// The elements of a tensor's JSON `data` (a flat or nested array of
+/// numbers, booleans or strings), counted as they are read and not kept:
+/// how the client checks an answer's outputs and the simulator a
+/// request's inputs against their shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elements(pub u64);
+
+impl<'de> Deserialize<'de> for Elements {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Elements, D::Error> {
+        use serde::de::{self, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = u64;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a tensor's data: an array of numbers, booleans or strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<u64, A::Error> {
+                let mut n = 0u64;
+                while let Some(c) = a.next_element::<Elements>()? {
+                    n = n.saturating_add(c.0);
+                }
+                Ok(n)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<u64, E> {
+                Ok(1)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<u64, E> {
+                Ok(1)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<u64, E> {
+                Ok(1)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<u64, E> {
+                Ok(1)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<u64, E> {
+                Ok(1)
+            }
+        }
+        d.deserialize_any(V).map(Elements)
+    }
+}
+
 /// The raw form of one entry of `inputs`.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

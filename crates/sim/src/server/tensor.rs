@@ -24,7 +24,6 @@ use hyper::header::{CONTENT_LENGTH, HeaderName, HeaderValue};
 use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
 use serde::Deserialize;
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::json;
 use tokio::sync::oneshot;
 
@@ -559,7 +558,7 @@ struct InputWire {
     #[serde(default)]
     parameters: Option<Params>,
     #[serde(default)]
-    data: Option<Count>,
+    data: Option<infer_bench_spec::tensor::Elements>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -578,42 +577,6 @@ struct InferWire {
     outputs: Option<Vec<OutputWire>>,
     #[serde(default)]
     parameters: Option<Params>,
-}
-
-/// The elements of a (possibly nested) JSON array, counted, not kept.
-#[derive(Debug)]
-struct Count(u64);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = u64;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a tensor's data: an array of numbers or booleans")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<u64, A::Error> {
-                let mut n = 0u64;
-                while let Some(c) = a.next_element::<Count>()? {
-                    n += c.0;
-                }
-                Ok(n)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<u64, E> {
-                Ok(1)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<u64, E> {
-                Ok(1)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<u64, E> {
-                Ok(1)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<u64, E> {
-                Ok(1)
-            }
-        }
-        d.deserialize_any(V).map(Count)
-    }
 }
 
 /// A request the model takes.
