@@ -294,9 +294,11 @@ include = [
         "{:?}",
         p.merged.errors
     );
-    assert_eq!(
-        p.merged.inputs_per_s,
-        Some(2.0 * p.merged.request_throughput)
+    let items = p.merged.inputs_per_s.unwrap();
+    assert!(
+        (items / p.merged.request_throughput - 2.0).abs() < 1e-9,
+        "{items} items/s at {} req/s",
+        p.merged.request_throughput
     );
 
     // Triton's Prometheus metrics, recognized as Triton's: its counters
