@@ -54,11 +54,6 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
     for p in points {
         let s = &p.merged;
         let e2e = s.latency_ms.get("e2e");
-        let valid = match (p.status, p.valid) {
-            (infer_bench_results::PointStatus::Failed, _) => "FAILED",
-            (_, true) => "yes",
-            (_, false) => "INVALID",
-        };
         t.row(vec![
             p.slug.clone(),
             match p.config.workload.api {
@@ -76,7 +71,7 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
             f(e2e.map(|x| x.p999), 1),
             format!("{}%", f(Some(s.goodput_ratio * 100.0), 0)),
             crate::report::slo_text(p),
-            valid.into(),
+            crate::summary::valid_cell(p).into(),
         ]);
     }
     let (text, _) = t.render_look(look, &["lat p99.9", "goodput", "err"]);
@@ -116,11 +111,6 @@ pub fn tensor_table(r: &Results, look: Look) -> Option<String> {
         let s = &p.merged;
         let e2e = s.latency_ms.get("e2e");
         let st = p.stages.as_ref();
-        let valid = match (p.status, p.valid) {
-            (infer_bench_results::PointStatus::Failed, _) => "FAILED",
-            (_, true) => "yes",
-            (_, false) => "INVALID",
-        };
         t.row(vec![
             p.slug.clone(),
             s.requests.succeeded.to_string(),
@@ -135,7 +125,7 @@ pub fn tensor_table(r: &Results, look: Look) -> Option<String> {
             f(st.and_then(|x| x.outside_ms), 2),
             format!("{}%", f(Some(s.goodput_ratio * 100.0), 0)),
             crate::report::slo_text(p),
-            valid.into(),
+            crate::summary::valid_cell(p).into(),
         ]);
     }
     let (text, _) = t.render_look(look, &["lat p99.9", "goodput", "err", "outside"]);

@@ -194,11 +194,7 @@ fn row(p: &PointResult, look: Look, findings: &mut Findings) -> Vec<String> {
         }
         _ => crate::report::slo_text(p),
     };
-    let valid = match (p.status, p.valid) {
-        (PointStatus::Failed, _) => "FAILED",
-        (_, true) => "yes",
-        (_, false) => "INVALID",
-    };
+    let valid = valid_cell(p);
     let cells = vec![
         p.slug.clone(),
         s.requests.succeeded.to_string(),
@@ -270,4 +266,13 @@ pub fn ramp_steps(r: &Results) -> Vec<String> {
             format!("{}: ramp steps\n{}", p.slug, t.render())
         })
         .collect()
+}
+
+/// A point's `valid` cell: FAILED, yes or INVALID.
+pub(crate) fn valid_cell(p: &PointResult) -> &'static str {
+    match (p.status, p.valid) {
+        (PointStatus::Failed, _) => "FAILED",
+        (_, true) => "yes",
+        (_, false) => "INVALID",
+    }
 }
