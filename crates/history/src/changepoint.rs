@@ -1,0 +1,1 @@
+//! Change points: placeholder, written by the next commit.
