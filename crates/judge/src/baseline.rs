@@ -208,7 +208,7 @@ pub fn entry(p: &PointResult, global: &Environment) -> BaselinePoint {
 }
 
 /// Why a point cannot be a baseline, if it cannot.
-fn refusal(p: &PointResult) -> Option<String> {
+pub fn refusal(p: &PointResult) -> Option<String> {
     if p.status == PointStatus::Failed {
         return Some(format!(
             "failed ({})",
