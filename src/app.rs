@@ -106,6 +106,7 @@ pub fn execute(command: Command) -> Result<Outcome> {
             crate::selfbench::serve_scripted(ttft_ms, itl_ms).map(|_| Outcome(EXIT_OK))
         }
         Command::Diff(args) => crate::gate::diff(&args),
+        Command::History { command } => crate::history::execute(command),
         Command::Bless {
             results,
             points,

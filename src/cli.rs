@@ -93,6 +93,14 @@ pub enum Command {
         #[arg(long)]
         baseline: Option<PathBuf>,
     },
+    /// The history of main: record each run of main, find change points
+    /// over many commits (slow drifts no single pull request shows), draw
+    /// the trends, export them to trackers. See docs/regression.md,
+    /// "Watching main".
+    History {
+        #[command(subcommand)]
+        command: HistoryCommand,
+    },
     /// Render results as HTML, Markdown, CSV or JSON.
     Report {
         /// Results files or run directories.
@@ -193,6 +201,113 @@ pub enum Command {
     /// (a check for GPU machines; see scripts/gpu-check).
     #[command(hide = true)]
     TelemetryProbe(ProbeArgs),
+}
+
+/// The history folder's default.
+const HISTORY_DIR: &str = infer_bench_history::store::DEFAULT_ROOT;
+
+/// `history` commands.
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Add a run of main to the history: one small file,
+    /// DIR/<spec>/<yyyy>/<commit>.json, with every gated metric's value
+    /// and its runs' values (failed and INVALID points are left out).
+    Record {
+        /// A results file (results.json) or a run directory.
+        results: PathBuf,
+        /// The commit measured (default: git's HEAD here).
+        #[arg(long)]
+        commit: Option<String>,
+        /// The commit's time, RFC 3339 (default: its committer time in git).
+        #[arg(long)]
+        time: Option<String>,
+        /// The history folder.
+        #[arg(long, default_value = HISTORY_DIR)]
+        dir: PathBuf,
+    },
+    /// Start a history from the past: every commit of HEAD's history that
+    /// changed a baseline file (default: baselines/*.json) becomes a record
+    /// of the baseline as committed; each --results file one more.
+    Import {
+        /// Baseline files whose git log to read (default: baselines/*.json,
+        /// unless only --results is given).
+        baselines: Vec<PathBuf>,
+        /// Results files or run directories to add (their start time is
+        /// their time, `run-<time>` their commit).
+        #[arg(long, num_args = 1..)]
+        results: Vec<PathBuf>,
+        #[arg(long, default_value = HISTORY_DIR)]
+        dir: PathBuf,
+    },
+    /// Look for change points in every point x gated metric; exits 1 when
+    /// a series' newest shift is a regression beyond its gate's noise
+    /// band, 4 when a series is too short to judge.
+    Check {
+        /// Spec names (folders of the history; default: all).
+        specs: Vec<String>,
+        #[arg(long, default_value = HISTORY_DIR)]
+        dir: PathBuf,
+        #[arg(long, value_enum, default_value_t = HistoryCheckFormat::Table)]
+        format: HistoryCheckFormat,
+        /// Also write the Markdown (with sparklines) here, e.g. for
+        /// $GITHUB_STEP_SUMMARY.
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// Let series too short to judge pass.
+        #[arg(long)]
+        allow_unjudged: bool,
+    },
+    /// Write an offline HTML page of a spec's history: each series over
+    /// commits, its noise band, change points, and a pull request's value.
+    Report {
+        /// The spec's name.
+        spec: String,
+        #[arg(long, default_value = HISTORY_DIR)]
+        dir: PathBuf,
+        /// The HTML file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// A pull request's results, drawn as the last mark.
+        #[arg(long)]
+        pr: Option<PathBuf>,
+        /// Link commits: an https:// prefix the commit is appended to, e.g.
+        /// https://github.com/OWNER/REPO/commit/
+        #[arg(long)]
+        commit_url: Option<String>,
+    },
+    /// Export a spec's history for the trackers teams already run.
+    Export {
+        /// The spec's name.
+        spec: String,
+        #[arg(long, default_value = HISTORY_DIR)]
+        dir: PathBuf,
+        #[arg(long, value_enum)]
+        format: HistoryExportFormat,
+        /// Write here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// `history check --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HistoryCheckFormat {
+    Table,
+    Markdown,
+    Json,
+}
+
+/// `history export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HistoryExportFormat {
+    /// Bencher Metric Format JSON (`bencher run --adapter json`).
+    Bmf,
+    /// github-action-benchmark's custom JSON.
+    GithubActionBenchmark,
+    /// OpenMetrics text, for a Prometheus Pushgateway.
+    Openmetrics,
+    /// One row per commit, point and metric.
+    Csv,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -52,6 +52,9 @@ pub enum Error {
     /// `bless`: the spec's `[regression] baseline` leads out of the tree.
     #[error("error: bless: [regression] baseline: {0}")]
     BaselineOutside(#[source] PathError),
+    /// The history store could not be read or written, or a record made.
+    #[error("error: history: {0}")]
+    History(#[from] infer_bench_history::store::StoreError),
     /// A file at a git revision (`--baseline-ref`).
     #[error("error: {0}")]
     Git(#[from] GitError),
@@ -121,6 +124,14 @@ pub fn exit_code(e: &Error) -> u8 {
             StartError::Unreadable { .. } => EXIT_USAGE,
             StartError::Past { .. } | StartError::TooFarAhead { .. } => EXIT_INFRA,
         },
+        Error::History(e) => {
+            use infer_bench_history::store::StoreError;
+            match e {
+                StoreError::Write(e) => results(e),
+                StoreError::List { .. } => EXIT_INFRA,
+                StoreError::Record(_) => EXIT_USAGE,
+            }
+        }
         Error::Git(e) => match e {
             GitError::Missing(_) => EXIT_USAGE,
             GitError::Failed(_) => EXIT_INFRA,
@@ -202,6 +213,15 @@ pub enum Usage {
         path.display()
     )]
     NoBaselineAtRevision { rev: String, path: PathBuf },
+    /// `history check` found no spec in the store.
+    #[error(
+        "there is no history in {} yet\nhint: record a run of main with `infer-bench history record RESULTS`, or start from the committed baselines with `infer-bench history import`",
+        dir.display()
+    )]
+    NoHistory { dir: PathBuf },
+    /// `history report --commit-url` must be an https:// address.
+    #[error("--commit-url expects an https:// address such as https://github.com/OWNER/REPO/commit/, found \"{url}\"")]
+    CommitUrl { url: String },
 }
 
 /// Why a path named by a spec may not be written: it leads out of the

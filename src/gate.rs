@@ -83,7 +83,16 @@ pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
         args.baseline_ref.as_deref(),
     )?;
     warn_if_other_spec(&baseline, &path, &results.spec.name);
-    let settings = settings_for(&baseline, &regression, args.allow_unjudged)?;
+    let mut settings = settings_for(&baseline, &regression, args.allow_unjudged)?;
+    if let Some(records) = history_of(
+        &settings,
+        &results.spec.name,
+        Path::new(&results.spec.path),
+        &regression,
+        args.baseline_ref.as_deref(),
+    )? {
+        settings.references = Some(crate::history::references(&records, &results));
+    }
     let mut report = compare(&baseline, &results, &settings);
     report.baseline.path = path;
     report.results.path = file.display().to_string();
@@ -122,6 +131,8 @@ pub struct RunGate {
     path: String,
     baseline: Baseline,
     settings: Settings,
+    /// `against = "history"`: the records of main judged by.
+    history: Option<Vec<infer_bench_history::record::Record>>,
 }
 
 impl RunGate {
@@ -138,10 +149,12 @@ impl RunGate {
         let (path, baseline) = load_baseline(spec_path, &spec.regression, arg, git_ref)?;
         warn_if_other_spec(&baseline, &path, &spec.name);
         let settings = settings_for(&baseline, &spec.regression, allow_unjudged)?;
+        let history = history_of(&settings, &spec.name, spec_path, &spec.regression, git_ref)?;
         Ok(RunGate {
             path,
             baseline,
             settings,
+            history,
         })
     }
 
@@ -159,7 +172,8 @@ impl RunGate {
         rt: &tokio::runtime::Runtime,
         interrupt: Arc<Interrupt>,
     ) -> Result<Report> {
-        let mut report = compare(&self.baseline, results, &self.settings);
+        let settings = self.settings_for(results);
+        let mut report = compare(&self.baseline, results, &settings);
         report.baseline.path = self.path.clone();
         report.results.path = crate::run::results_path(&opts.out_dir)
             .display()
@@ -195,12 +209,50 @@ impl RunGate {
             if rerun.interrupted {
                 return Err(Error::ConfirmationInterrupted);
             }
-            let second = compare(&self.baseline, &rerun, &self.settings);
+            let second = compare(&self.baseline, &rerun, &self.settings_for(&rerun));
             report.confirm_with(round, &second);
             report.finish(false);
         }
         Ok(report)
     }
+}
+
+impl RunGate {
+    /// The settings with the history's references for `results`.
+    fn settings_for(&self, results: &Results) -> Settings {
+        let mut s = self.settings.clone();
+        s.references = self
+            .history
+            .as_ref()
+            .map(|records| crate::history::references(records, results));
+        s
+    }
+}
+
+/// The history `against = "history"` judges by (`None` otherwise): the
+/// folder the spec names, read from git at `git_ref` when given, where the
+/// folder is the one the spec names at that revision.
+fn history_of(
+    settings: &Settings,
+    spec_name: &str,
+    spec_path: &Path,
+    spec: &Regression,
+    git_ref: Option<&str>,
+) -> Result<Option<Vec<infer_bench_history::record::Record>>> {
+    if settings.against != crate::spec::raw::Against::History {
+        return Ok(None);
+    }
+    let dir = match git_ref {
+        None => PathBuf::from(&spec.history),
+        Some(rev) => match crate::git::show(rev, spec_path) {
+            Ok(text) => spec::compile_regression(&format!("{rev}:{}", spec_path.display()), &text)
+                .map(|r| PathBuf::from(r.history))
+                .map_err(Error::Spec)?,
+            Err(crate::git::GitError::Missing(_)) => PathBuf::from(&spec.history),
+            Err(e) => return Err(e.into()),
+        },
+    };
+    crate::history::records_for_gate(spec_name, &dir, git_ref).map(Some)
 }
 
 /// Writes the Markdown and JUnit files asked for, never through a

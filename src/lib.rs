@@ -3,12 +3,13 @@
 //! export, one crate per stage (docs/architecture.md draws the graph). This
 //! crate is the command line and its wiring: `cli` defines the commands,
 //! `app` runs them through the stages, `gate` is `run --baseline`,
-//! `inputs` reads the results a command names, `git` reads a baseline at a
-//! revision, `consent` refuses side effects a spec was not allowed, `paths`
-//! keeps a spec's output paths in the tree, `selfbench` measures the
-//! client's own cost, `error` maps outcomes to exit codes. The stages are
-//! re-exported under their old module names so that tests and scripts have
-//! one path to each.
+//! `history` keeps and reads the history of main, `inputs` reads the
+//! results a command names, `git` reads a baseline at a revision (and the
+//! commits `history` records), `consent` refuses side effects a spec was
+//! not allowed, `paths` keeps a spec's output paths in the tree,
+//! `selfbench` measures the client's own cost, `error` maps outcomes to
+//! exit codes. The stages are re-exported under their old module names so
+//! that tests and scripts have one path to each.
 
 /// `eprintln!` through the terminal's last guard
 /// ([`infer_bench_export::stderr_line`]): every line the command line says
@@ -26,6 +27,7 @@ pub mod consent;
 pub mod error;
 pub mod gate;
 pub mod git;
+pub mod history;
 pub mod inputs;
 pub mod paths;
 pub mod progress;

@@ -414,64 +414,7 @@ fn capacity_at_slo_is_bracketed_where_the_model_puts_it() {
 
 // --------------------------------------------------------------- chromium
 
-fn find_chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    let path = std::env::var_os("PATH")?;
-    [
-        "chromium",
-        "chromium-browser",
-        "google-chrome",
-        "google-chrome-stable",
-    ]
-    .iter()
-    .flat_map(|name| std::env::split_paths(&path).map(move |d| d.join(name)))
-    .find(|p| p.is_file())
-}
-
-/// Runs headless Chromium with the flags CI uses; gives up after 90 s.
-fn chromium(exe: &Path, profile: &Path, extra: &[&str], page: &Path) -> String {
-    let url = format!("file://{}", page.canonicalize().unwrap().display());
-    let mut child = Command::new(exe)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "chromium exited with {status}");
-            break;
-        }
-        if start.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("chromium did not finish in 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    reader.join().unwrap()
-}
+use infer_bench_testkit::chromium::{chromium, find_chromium};
 
 /// Appended to a copy of the report: measures every chart as laid out
 /// and writes the figures into the page, for `--dump-dom` to return.

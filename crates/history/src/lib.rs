@@ -11,9 +11,12 @@
 //! - [`changepoint`]: change-point detection over one series of levels
 //!   (pure functions, no I/O).
 //! - [`check`]: the verdict per series (`history check`).
+//! - [`reference`]: main's recent level per point and gate, for the
+//!   pull-request gate's `against = "history"`.
 
 pub mod changepoint;
 pub mod check;
 pub mod record;
+pub mod reference;
 pub mod series;
 pub mod store;

@@ -37,7 +37,34 @@ pub enum StoreError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skipped {
     pub path: PathBuf,
-    pub why: String,
+    pub why: Skip,
+}
+
+/// Why a file of the store was passed over.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Skip {
+    #[error("not a record (<commit>.json)")]
+    NotARecordName,
+    #[error("not a plain file")]
+    NotPlain,
+    #[error("not a year folder (yyyy)")]
+    NotAYearFolder,
+    #[error("not in the spec's folder")]
+    OutsideSpec,
+    #[error("more than {MAX_RECORDS} records; the rest are not read")]
+    TooMany,
+    #[error("{0}")]
+    Read(#[from] infer_bench_spec::files::ReadError),
+    #[error("not UTF-8")]
+    NotUtf8,
+    #[error("{0}")]
+    Record(#[from] RecordError),
+    #[error("holds commit {commit} of spec {spec} at {time}, not what its path says")]
+    Misplaced {
+        commit: String,
+        spec: String,
+        time: String,
+    },
 }
 
 /// The records of one spec, oldest first, and the files passed over.
@@ -137,7 +164,7 @@ impl Store {
             if !ft.is_dir() || year.len() != 4 || !year.bytes().all(|b| b.is_ascii_digit()) {
                 loaded.skipped.push(Skipped {
                     path,
-                    why: "not a year folder (yyyy)".into(),
+                    why: Skip::NotAYearFolder,
                 });
                 continue;
             }
@@ -148,7 +175,7 @@ impl Store {
                 if loaded.records.len() >= MAX_RECORDS {
                     loaded.skipped.push(Skipped {
                         path: file,
-                        why: format!("more than {MAX_RECORDS} records; the rest are not read"),
+                        why: Skip::TooMany,
                     });
                     break;
                 }
@@ -172,22 +199,66 @@ fn read_one(
     ft: std::fs::FileType,
     spec: &str,
     year: &str,
-) -> Result<Record, String> {
-    let Some(commit) = name.strip_suffix(".json") else {
-        return Err("not a record (<commit>.json)".into());
-    };
-    if ft.is_symlink() || !ft.is_file() {
-        return Err("not a plain file".into());
+) -> Result<Record, Skip> {
+    if !name.ends_with(".json") {
+        return Err(Skip::NotARecordName);
     }
-    let bytes =
-        infer_bench_spec::files::read_regular(file, MAX_RECORD_BYTES).map_err(|e| e.to_string())?;
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
-    let record = Record::parse(&text).map_err(|e| e.to_string())?;
+    if ft.is_symlink() || !ft.is_file() {
+        return Err(Skip::NotPlain);
+    }
+    let bytes = infer_bench_spec::files::read_regular(file, MAX_RECORD_BYTES)?;
+    accept(&bytes, name, spec, year)
+}
+
+/// Every record of `spec` among `files` (paths below the store's root, as
+/// `<spec>/<yyyy>/<commit>.json`, with their bytes), as [`Store::load`]
+/// reads a folder: for a store read from git at a revision.
+pub fn load_files(spec: &str, files: Vec<(PathBuf, Vec<u8>)>) -> Loaded {
+    let mut loaded = Loaded::default();
+    for (path, bytes) in files {
+        let parts: Vec<String> = path
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let n = parts.len();
+        let got = if n < 3 || parts[n - 3] != spec {
+            Err(Skip::OutsideSpec)
+        } else if loaded.records.len() >= MAX_RECORDS {
+            Err(Skip::TooMany)
+        } else if bytes.len() as u64 > MAX_RECORD_BYTES {
+            Err(Skip::Read(infer_bench_spec::files::ReadError::TooLarge(
+                MAX_RECORD_BYTES,
+            )))
+        } else {
+            accept(&bytes, &parts[n - 1], spec, &parts[n - 2])
+        };
+        match got {
+            Ok(r) => loaded.records.push(r),
+            Err(why) => loaded.skipped.push(Skipped { path, why }),
+        }
+    }
+    loaded
+        .records
+        .sort_by(|a, b| (a.seconds(), &a.commit).cmp(&(b.seconds(), &b.commit)));
+    loaded
+}
+
+/// A record's bytes, checked against its file name and folders.
+fn accept(bytes: &[u8], name: &str, spec: &str, year: &str) -> Result<Record, Skip> {
+    let Some(commit) = name.strip_suffix(".json") else {
+        return Err(Skip::NotARecordName);
+    };
+    if year.len() != 4 || !year.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Skip::NotAYearFolder);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| Skip::NotUtf8)?;
+    let record = Record::parse(text)?;
     if record.commit != commit || record.spec != spec || !record.time.starts_with(year) {
-        return Err(format!(
-            "holds commit {} of spec {} at {}, not what its path says",
-            record.commit, record.spec, record.time
-        ));
+        return Err(Skip::Misplaced {
+            commit: record.commit,
+            spec: record.spec,
+            time: record.time,
+        });
     }
     Ok(record)
 }

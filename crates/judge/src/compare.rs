@@ -39,7 +39,7 @@ use infer_bench_results::metric::{Kind, Metric};
 use infer_bench_results::{
     Environment, PointStatus, Reason, ReasonKind, SloResult, Stats, WindowStats,
 };
-use infer_bench_spec::raw::OnEnvMismatch;
+use infer_bench_spec::raw::{Against, OnEnvMismatch};
 use infer_bench_spec::results::{PointResult, Results};
 use infer_bench_spec::{Gate, Regression, Stat};
 
@@ -65,7 +65,39 @@ pub struct Settings {
     pub source: RulesSource,
     /// Settings the new results' spec changes against the pinned rules.
     pub changes: Vec<Mismatch>,
+    /// What the rules say to judge against.
+    pub against: Against,
+    /// `against = "history"`: main's recent levels, by slug and gate
+    /// label, filled in by the caller that read the history; `None`
+    /// judges against the baseline's runs.
+    pub references: Option<References>,
 }
+
+/// Main's recent level of one point's gate, from the history: each commit
+/// of the window (since the series' newest change point) is a replicate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// One value per commit, oldest first.
+    pub values: Vec<f64>,
+    /// The window's first commit.
+    pub since: String,
+    /// Main's newest shift in this series, when it was for the worse.
+    pub drift: Option<Drift>,
+}
+
+/// A shift for the worse on main, before the window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drift {
+    /// (after - before) / |before|.
+    pub relative: f64,
+    /// Commits on main since it (the window's length).
+    pub commits: usize,
+    /// The first commit at the new level.
+    pub since: String,
+}
+
+/// References by slug, then gate label.
+pub type References = std::collections::BTreeMap<String, std::collections::BTreeMap<String, Reference>>;
 
 impl Settings {
     /// The rules of a spec, taken as they are (no baseline pins any).
@@ -79,6 +111,8 @@ impl Settings {
             allow_unjudged: r.allow_unjudged,
             source: RulesSource::Spec,
             changes: Vec::new(),
+            against: r.against,
+            references: None,
         }
     }
 
@@ -924,21 +958,45 @@ fn compared(
             .collect(),
         within_run,
     };
+    let mut notes = Vec::new();
+    let references = settings.references.as_ref().map(|r| r.get(&p.slug));
     let gates: Vec<GateReport> = settings
         .gates
         .iter()
         .map(|g| {
-            judge_gate(
+            let label = gate_label(g.metric, g.stat.as_ref());
+            let reference = match references {
+                None => None,
+                Some(refs) => {
+                    let r = refs.and_then(|r| r.get(&label));
+                    match r {
+                        Some(r) if r.values.len() >= settings.min_runs as usize => Some(r),
+                        _ => {
+                            notes.push(format!(
+                                "{label}: judged against the baseline: the history holds {} comparable commit(s) of this point (min_runs is {})",
+                                r.map_or(0, |r| r.values.len()),
+                                settings.min_runs
+                            ));
+                            None
+                        }
+                    }
+                }
+            };
+            let report = judge_gate(
                 g,
                 &sides,
                 settings,
                 problem.as_deref(),
                 !env_mismatch.is_empty(),
-            )
+                reference,
+            );
+            if let Some(r) = reference {
+                notes.push(history_note(&label, r, &report, g.metric.higher_is_worse()));
+            }
+            report
         })
         .collect();
     let incomparable = !env_mismatch.is_empty() && problem.is_none();
-    let mut notes = Vec::new();
     if within_run && problem.is_none() {
         notes.push(format!(
             "within-run evidence: {} a single run, so the windows of each run stand in for runs",
@@ -986,12 +1044,40 @@ struct Sides<'a> {
     within_run: bool,
 }
 
+/// What a gate judged against the history says: the window, and when
+/// main drifted for the worse and the pull request would add to it.
+fn history_note(label: &str, r: &Reference, g: &GateReport, higher_is_worse: bool) -> String {
+    let short = |c: &str| c.chars().take(12).collect::<String>();
+    let mut note = format!(
+        "{label}: judged against main's level over {} commit(s) since {}",
+        r.values.len(),
+        short(&r.since)
+    );
+    if let Some(d) = &r.drift {
+        note.push_str(&format!(
+            "; main moved {:+.1}% over the last {} commit(s), since {}",
+            d.relative * 100.0,
+            d.commits,
+            short(&d.since)
+        ));
+        let worse = g.change.is_some_and(|c| (c > 0.0) == higher_is_worse && c != 0.0);
+        if worse {
+            note.push_str(&format!(
+                ", and this change would extend that drift ({:+.1}%)",
+                g.change.unwrap_or(0.0) * 100.0
+            ));
+        }
+    }
+    note
+}
+
 fn judge_gate(
     gate: &Gate,
     sides: &Sides,
     settings: &Settings,
     problem: Option<&str>,
     mismatch: bool,
+    reference: Option<&Reference>,
 ) -> GateReport {
     let metric = gate.metric;
     let stat = gate.stat.as_ref();
@@ -1025,7 +1111,10 @@ fn judge_gate(
         report.note = Some(problem.to_string());
         return report;
     }
-    let base = replicates(&sides.base, metric, stat, sides.within_run);
+    let base = match reference {
+        Some(r) => Ok(r.values.clone()),
+        None => replicates(&sides.base, metric, stat, sides.within_run),
+    };
     let new = replicates(&sides.new, metric, stat, sides.within_run);
     let (base, new) = match (base, new) {
         (Ok(b), Ok(n)) => (b, n),
@@ -1047,7 +1136,7 @@ fn judge_gate(
     // Windows cannot see how much whole runs differ; when the baseline has
     // several runs, their spread joins the band (as the windows' does).
     let mut noise = gate.noise.fraction();
-    if sides.within_run && sides.base.len() >= 2 {
+    if sides.within_run && sides.base.len() >= 2 && reference.is_none() {
         if let Ok(runs) = replicates(&sides.base, metric, stat, false) {
             let spread = match scale {
                 Scale::Relative => stats::coefficient_of_variation(&runs),

@@ -41,6 +41,7 @@ pub fn pin(baseline: &mut Baseline, rules: &Regression, spec_sha256: &str) {
     let mut r = rules.clone();
     // Where the baseline lives is not a rule of judging.
     r.baseline = String::new();
+    r.history = String::new();
     baseline.rules = Some(serde_json::to_value(&r).expect("rules serialize"));
     baseline.spec_sha256 = Some(spec_sha256.to_string());
 }
@@ -59,6 +60,7 @@ pub fn resolve(baseline: &Baseline, spec: &Regression) -> crate::Result<Rules> {
     let mut pinned: Regression =
         serde_json::from_value(value.clone()).map_err(crate::Error::UnreadableRules)?;
     pinned.baseline = spec.baseline.clone();
+    pinned.history = spec.history.clone();
     Ok(Rules {
         changes: changes(&pinned, spec),
         regression: pinned,
@@ -95,6 +97,11 @@ pub fn changes(old: &Regression, new: &Regression) -> Vec<Mismatch> {
         enum_name(&new.on_env_mismatch),
     );
     scalar("confirm", old.confirm.to_string(), new.confirm.to_string());
+    scalar(
+        "against",
+        enum_name(&old.against),
+        enum_name(&new.against),
+    );
     scalar(
         "allow_unjudged",
         old.allow_unjudged.to_string(),

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{
-    Api, Arrival, DatasetFormat, Dialect, GpuMode, ModelKind, OnEnvMismatch, RawSampling,
+    Api, Arrival, DatasetFormat, Dialect, GpuMode, ModelKind, OnEnvMismatch, RawSampling, Against,
     SimAdmission, SimClock, SimMemoryBasis, SimProfile, SimScheduler, TargetKind, TraceFormat,
 };
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};
@@ -793,6 +793,20 @@ pub struct Regression {
     /// Points that could not be judged pass instead of failing (exit 4).
     #[serde(default)]
     pub allow_unjudged: bool,
+    /// What a point is judged against (left out of pinned rules when it is
+    /// the baseline, so rules pinned before it read the same).
+    #[serde(default, skip_serializing_if = "Against::is_baseline")]
+    pub against: Against,
+    /// The history folder for `against = "history"` ("" in pinned rules:
+    /// like `baseline`, a place, not a rule).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub history: String,
+}
+
+impl Against {
+    pub fn is_baseline(&self) -> bool {
+        *self == Against::Baseline
+    }
 }
 
 /// A matrix axis.

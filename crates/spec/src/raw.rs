@@ -1254,6 +1254,21 @@ pub enum OnEnvMismatch {
     Skip,
 }
 
+/// What the pull-request gate judges a point against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Against {
+    /// The blessed baseline's runs.
+    #[default]
+    Baseline,
+    /// The recent level of main in the history (`infer-bench history`):
+    /// each commit since the series' newest change point (at most 20) is a
+    /// replicate, so re-blessing cannot hide a regression. A point the
+    /// history does not hold comparably (or holds fewer than `min_runs`
+    /// commits of) is judged against the baseline, saying so.
+    History,
+}
+
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRegression {
@@ -1278,6 +1293,12 @@ pub struct RawRegression {
     /// Let points that could not be judged (INSUFFICIENT, INVALID, INCOMPARABLE, drift, missing) pass the check instead of failing it (exit 4). Default false. Like every rule here, the baseline's value counts, not the pull request's.
     #[serde(default)]
     pub allow_unjudged: Option<bool>,
+    /// What a point is judged against: "baseline" (the blessed runs, default) or "history" (main's recent level in the history folder; see docs/regression.md, "Watching main"). Pinned with the other rules.
+    #[serde(default)]
+    pub against: Option<Against>,
+    /// The history folder `against = "history"` reads (relative to the repository root). Default "bench-history".
+    #[serde(default)]
+    pub history: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -1,6 +1,7 @@
 //! Test servers and helpers for infer-bench's own tests (a dev-dependency
 //! only; nothing here is in the release binary): the scripted
-//! OpenAI-compatible server whose timing is known and recorded, the lock
+//! OpenAI-compatible server whose timing is known and recorded, headless
+//! Chromium ([`chromium`]), the lock
 //! that keeps timing tests from running at the same time, a fake
 //! dcgm-exporter serving scripted GPU readings, git in a scratch
 //! repository, the processes in /proc, a hostile server that answers with
@@ -14,6 +15,7 @@
 //! product crates take it as a dev-dependency only, so `cargo tree -e
 //! normal -p infer-bench` never shows it.
 
+pub mod chromium;
 pub mod dcgm;
 pub mod error;
 pub mod fixtures;

@@ -80,6 +80,18 @@ impl Cx<'_> {
                 None,
             );
         }
+        if let Some(h) = &r.history {
+            if !relative_inside(h) {
+                self.err(
+                    "regression.history",
+                    format!(
+                        "expected a relative path inside the repository without `..`, found \"{}\"",
+                        h.escape_debug()
+                    ),
+                    Some("e.g. history = \"bench-history\" (the folder `infer-bench history record` writes)".into()),
+                );
+            }
+        }
         if let Some(b) = &r.baseline {
             let path = std::path::Path::new(b);
             let escapes = path.components().any(|c| {
@@ -123,6 +135,8 @@ impl Cx<'_> {
             on_env_mismatch: r.on_env_mismatch.unwrap_or_default(),
             confirm: r.confirm.unwrap_or(0),
             allow_unjudged: r.allow_unjudged.unwrap_or(false),
+            against: r.against.unwrap_or_default(),
+            history: r.history.unwrap_or_else(|| "bench-history".into()),
         }
     }
 }
@@ -172,4 +186,15 @@ pub fn default_gates() -> Vec<Gate> {
             noise: pct(5.0),
         },
     ]
+}
+
+/// A path relative to the repository's root that stays inside it.
+fn relative_inside(p: &str) -> bool {
+    !p.is_empty()
+        && std::path::Path::new(p).components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
 }
