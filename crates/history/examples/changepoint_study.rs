@@ -27,6 +27,8 @@ fn main() {
     issue_history(&settings);
     single_steps(&settings);
     noise_levels(&settings);
+    long_histories(&settings);
+    noise_bands();
     defaults();
 }
 
@@ -113,6 +115,123 @@ fn noise_levels(settings: &Settings) {
         );
     }
     println!();
+}
+
+/// Flat histories and the issue's history repeated, 200 to 2,000 commits:
+/// do false alarms grow with the length?
+fn long_histories(settings: &Settings) {
+    const LONG_SEEDS: u64 = 100;
+    println!(
+        "## Longer histories\n\nThe history of issue 39 repeated end to end (its seven \
+         changes every 200 commits), and a flat history, seeds 0-{}.\n",
+        LONG_SEEDS - 1
+    );
+    println!(
+        "| commits | 3% steps found | 5% steps found | all steps found | drifts found | \
+         false alarms per 200 commits | on a flat history |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let one = History::issue_39();
+    for times in [1, 5, 10] {
+        let history = repeated(&one, times);
+        let s = study::run(&history, settings, 0..LONG_SEEDS);
+        let flat = History {
+            commits: history.commits,
+            ..History::flat()
+        };
+        let f = study::run(&flat, settings, 0..LONG_SEEDS);
+        let share = |keep: &dyn Fn(&study::Injected) -> bool| {
+            let (found, of) = history
+                .changes
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| keep(c))
+                .fold((0, 0), |(f, n), (i, _)| (f + s.found[i], n + s.seeds));
+            ratio(found, of)
+        };
+        let step_of = |size: f64| move |c: &study::Injected| matches!(c, study::Injected::Step { relative, .. } if (relative.abs() - size).abs() < 1e-9);
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2} | {:.2} |",
+            history.commits,
+            pct(share(&step_of(0.03))),
+            pct(share(&step_of(0.05))),
+            pct(share(&|c| matches!(c, study::Injected::Step { .. }))),
+            pct(share(&|c| matches!(c, study::Injected::Drift { .. }))),
+            s.false_alarms_per_200(),
+            f.false_alarms_per_200()
+        );
+    }
+    println!();
+}
+
+/// `history` end to end `times` times, each copy's changes moved along.
+fn repeated(history: &History, times: usize) -> History {
+    let changes = (0..times)
+        .flat_map(|k| {
+            let offset = k * history.commits;
+            history.changes.iter().map(move |c| match *c {
+                study::Injected::Step { at, relative } => study::Injected::Step {
+                    at: at + offset,
+                    relative,
+                },
+                study::Injected::Drift {
+                    start,
+                    commits,
+                    per_commit,
+                } => study::Injected::Drift {
+                    start: start + offset,
+                    commits,
+                    per_commit,
+                },
+            })
+        })
+        .collect();
+    History {
+        commits: history.commits * times,
+        changes,
+        ..history.clone()
+    }
+}
+
+/// What `min_relative` (the gate's noise band) costs and saves.
+fn noise_bands() {
+    println!(
+        "## With a noise band\n\n`min_relative` drops shifts smaller than the band. The \
+         history of issue 39, seeds 0-{}.\n",
+        MANY - 1
+    );
+    println!(
+        "| `min_relative` | 3% step found | 5% step found | 8% step found | drifts found | \
+         false alarms per 200 commits |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    let history = History::issue_39();
+    for min_relative in [0.0, 0.01, 0.02, 0.03, 0.04] {
+        let settings = Settings {
+            min_relative,
+            ..Settings::default()
+        };
+        let s = study::run(&history, &settings, 0..MANY);
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2} |",
+            pct(min_relative),
+            pct(s.found_share(0)),
+            pct(s.found_share(1)),
+            pct(s.found_share(3)),
+            pct(drifts(&history, &s)),
+            s.false_alarms_per_200()
+        );
+    }
+    println!();
+}
+
+#[allow(clippy::cast_precision_loss)] // counts far below 2^52
+fn ratio(count: usize, of: usize) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        count as f64 / of as f64
+    }
 }
 
 /// The grid the defaults were chosen from.

@@ -10,6 +10,7 @@
 /// overflow, the answer is 1 (no evidence). Two segments without any
 /// spread are 0 apart when their means differ (a clean step) and 1 when
 /// they do not.
+#[allow(clippy::float_cmp)] // two exact means: a clean step or none
 pub(crate) fn welch_pvalue(left: &[f64], right: &[f64]) -> f64 {
     let (Some((m1, v1)), Some((m2, v2))) = (mean_var(left), mean_var(right)) else {
         return 1.0;
@@ -73,7 +74,8 @@ fn regularized_incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
 }
 
 /// The continued fraction of the incomplete beta function, by the modified
-/// Lentz method.
+/// Lentz method; the names are those of Numerical Recipes.
+#[allow(clippy::many_single_char_names)]
 fn beta_continued_fraction(a: f64, b: f64, x: f64) -> f64 {
     const TINY: f64 = 1e-300;
     const EPS: f64 = 1e-15;
@@ -132,6 +134,7 @@ fn ln_gamma(x: f64) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // exact p-values are meant
 mod tests {
     use super::*;
 
