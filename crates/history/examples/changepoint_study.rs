@@ -63,10 +63,17 @@ fn issue_history(settings: &Settings) {
         );
     }
     println!(
-        "| false alarms per 200 commits | {:.2} ({} in all) | {:.2} | | |\n",
+        "| false alarms per 200 commits | {:.2} ({} in all) | {:.2} ({} in all) | | |",
         few.false_alarms_per_200(),
         few.false_alarms,
-        many.false_alarms_per_200()
+        many.false_alarms_per_200(),
+        many.false_alarms
+    );
+    println!(
+        "| of which within {} commits of a change | {} | {} | | |\n",
+        TOLERANCE + study::NEAR,
+        few.near,
+        many.near
     );
 }
 
