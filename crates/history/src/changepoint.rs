@@ -16,21 +16,24 @@
 //!    [`Settings::min_segment`] long. It is computed for every split of a
 //!    segment in `O(n²)` by moving one value at a time from right to left.
 //! 2. **Test.** The split stands when Welch's t-test between the two sides
-//!    gives a p-value of at most [`Settings::max_pvalue`]; then both sides
-//!    are split in turn, else the segment is final. Steps 1 and 2 run over
-//!    the whole series and over windows of 50 values that start every 25:
-//!    binary segmentation alone misses a change that a neighbour hides (up
-//!    3%, then down 5%: from far away the segment barely moved), and a
-//!    window sees it from near. (Otava's first pass is ten times looser
-//!    than its last; measured here, that finds a few more 3% steps and
-//!    triples the false alarms of a long flat history, so one limit serves
-//!    both.)
+//!    gives a p-value of at most [`Settings::max_pvalue`] (Otava uses
+//!    Student's; Welch's does not assume both levels equally noisy); then
+//!    both sides are split in turn, else the segment is final. Steps 1 and
+//!    2 run over the whole series and over windows of 50 values that start
+//!    every 25: binary segmentation alone misses a change that a neighbour
+//!    hides (up 3%, then down 5%: from far away the segment barely moved),
+//!    and a window sees it from near. (Otava's first pass is ten times
+//!    looser than its last; measured here, that finds a few more 3% steps
+//!    and many more false alarms in a long flat history, so one limit
+//!    serves both.)
 //! 3. **Re-weigh** (Otava's merge). Each candidate is tested again against
 //!    its neighbouring segments only (from the previous candidate to the
-//!    next); the weakest that fails (largest p-value over
-//!    [`Settings::max_pvalue`]; else smallest shift under
-//!    [`Settings::min_relative`]) is dropped, its two segments merge, and
-//!    the rest are tested again, until every one passes. A slow drift that
+//!    next); the weakest that fails is dropped, its two segments merge, and
+//!    the rest are tested again, until every one passes. Failing is, first,
+//!    a p-value over [`Settings::max_pvalue`] or a side shorter than
+//!    [`Settings::min_segment`] (windows may propose two candidates a
+//!    commit apart), the largest p-value dropped first; then a shift under
+//!    [`Settings::min_relative`], the smallest first. A slow drift that
 //!    steps 1 and 2 cut into a staircase keeps only the steps its
 //!    neighbours confirm, one or two.
 //!
@@ -62,11 +65,14 @@
 //! # Known limits
 //!
 //! A slow drift has no single commit to blame; it is reported as one step
-//! (sometimes two) somewhere within it. Two shifts closer than
-//! `min_segment` commits are seen as one, and a spike of fewer than
-//! `min_segment` commits that comes back is not reported at all. A small
-//! step is found near, not always at, its commit: at 2% noise a 3% step
-//! is within two commits of its place about three times in four.
+//! (sometimes two) somewhere within it, and a long steady trend as a
+//! staircase. Two shifts closer than `min_segment` commits are seen as
+//! one, and a spike of fewer than `min_segment` commits that comes back is
+//! never a level of its own. A small step is found near, not always at,
+//! its commit: at 2% noise a 3% step is within two commits of its place
+//! about three times in four. A shift dropped for `min_relative` merges
+//! its two segments, so its neighbour is measured against their mixed
+//! level.
 
 mod ttest;
 
