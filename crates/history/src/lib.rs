@@ -3,6 +3,7 @@
 //! ("Watching main") describes it for users.
 //!
 //! - [`changepoint`]: change-point detection over one series of levels
-//!   (pure functions, no I/O).
+//!   (pure functions, no I/O), and in [`changepoint::study`] the synthetic
+//!   histories that measure it (`docs/changepoint-study.md`).
 
 pub mod changepoint;
