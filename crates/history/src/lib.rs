@@ -9,7 +9,8 @@
 //! - [`series`]: records read per point and metric, cut where they stop
 //!   being comparable.
 //! - [`changepoint`]: change-point detection over one series of levels
-//!   (pure functions, no I/O).
+//!   (pure functions, no I/O), and in [`changepoint::study`] the synthetic
+//!   histories that measure it (`docs/changepoint-study.md`).
 //! - [`check`]: the verdict per series (`history check`).
 //! - [`reference`]: main's recent level per point and gate, for the
 //!   pull-request gate's `against = "history"`.
