@@ -14,7 +14,13 @@ use infer_bench_testkit::git::git;
 use serde_json::Value;
 
 /// A small simulated point: three runs of 48 requests in virtual time.
+/// A spec named `gate*` judges pull requests against the history in `hist`.
 fn spec(name: &str, slowdown: f64) -> String {
+    let against = if name.starts_with("gate") {
+        "against = \"history\"\nhistory = \"hist\"\n"
+    } else {
+        ""
+    };
     format!(
         r#"name = "{name}"
 seed = 7
@@ -43,7 +49,7 @@ requests = 48
 runs = 3
 
 [regression]
-metrics = [
+{against}metrics = [
   {{ metric = "tpot", stat = "p50", noise = "3%" }},
   {{ metric = "output_tokens_per_s", noise = "3%" }},
 ]
@@ -502,4 +508,78 @@ fn a_hostile_record_is_skipped_or_encoded_never_obeyed() {
         &["history", "report", "evil", "--dir", "hist", "-o", "x.html", "--commit-url", "javascript:alert(1)//"],
     );
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// A regression hidden by re-blessing: main measured one level for twelve
+/// commits, then a slower run was blessed as the baseline. Against the
+/// baseline the slower pull request is UNCHANGED; against the history
+/// (`against = "history"`) it is REGRESSED, and the verdict says what it
+/// was judged against. A point the history does not hold is judged against
+/// the baseline, saying so.
+#[test]
+fn the_gate_against_history_sees_what_a_reblessed_baseline_hides() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    history(d, "gate", &[1.0; 12], 5);
+    let slow = run(d, "gate", 1.3, "pr");
+    ok(&ib(d, &["bless", slow.to_str().unwrap()]));
+    let o = ib(d, &["diff", slow.to_str().unwrap(), "--format", "json"]);
+    let verdicts: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{verdicts}");
+    let p = &verdicts["points"][0];
+    assert_eq!(p["decision"], "REGRESSED", "{p}");
+    let tpot = p["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["label"] == "tpot p50")
+        .unwrap();
+    assert_eq!(tpot["m"], 12, "twelve commits of main: {tpot}");
+    assert!(tpot["change"].as_f64().unwrap() > 0.2, "{tpot}");
+    let notes = p["notes"].to_string();
+    assert!(
+        notes.contains("judged against main's level over 12 commit(s) since c000"),
+        "{notes}"
+    );
+    let md = ib(d, &["diff", slow.to_str().unwrap(), "--format", "markdown"]);
+    assert!(
+        String::from_utf8_lossy(&md.stdout).contains("main's level"),
+        "{}",
+        String::from_utf8_lossy(&md.stdout)
+    );
+
+    // The same run judged by a spec that judges against the baseline:
+    // the re-blessed baseline hides the slowdown.
+    let text = std::fs::read_to_string(d.join("gate.toml")).unwrap();
+    std::fs::write(d.join("plain.toml"), text.replace("against = \"history\"\n", "")).unwrap();
+    let plain = d.join("out-plain");
+    ok(&ib(
+        d,
+        &["run", "-q", "plain.toml", "--out", plain.to_str().unwrap()],
+    ));
+    ok(&ib(
+        d,
+        &["bless", plain.to_str().unwrap(), "--baseline", "baselines/plain.json"],
+    ));
+    let o = ib(d, &["diff", plain.to_str().unwrap(), "--baseline", "baselines/plain.json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
+    // Without history for the point: judged against the baseline, saying so.
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::copy(d.join("gate.toml"), empty.path().join("gate.toml")).unwrap();
+    std::fs::create_dir_all(empty.path().join("baselines")).unwrap();
+    std::fs::copy(d.join("baselines/gate.json"), empty.path().join("baselines/gate.json")).unwrap();
+    let o = ib(empty.path(), &["diff", slow.to_str().unwrap(), "--format", "json"]);
+    let verdicts: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{verdicts}");
+    let notes = verdicts["points"][0]["notes"].to_string();
+    assert!(
+        notes.contains("judged against the baseline: the history holds 0 comparable commit(s)"),
+        "{notes}"
+    );
 }

@@ -223,6 +223,11 @@ fn self_bench_measures_the_client() {
 /// written, with `results/` under `dir`. A line whose comment says "exits
 /// N" must exit N; every other line must succeed.
 fn run_block(marker: &str, dir: &Path) {
+    run_block_in(marker, dir, &root());
+}
+
+/// [`run_block`] with `cwd` as the working directory.
+fn run_block_in(marker: &str, dir: &Path, cwd: &Path) {
     let text = readme();
     let block = text
         .split("```sh\n")
@@ -249,10 +254,10 @@ fn run_block(marker: &str, dir: &Path) {
         assert_eq!(words[0], "infer-bench", "{line}");
         match exits {
             None => {
-                ok(bin().args(&words[1..]));
+                ok(bin().current_dir(cwd).args(&words[1..]));
             }
             Some(code) => {
-                let out = bin().args(&words[1..]).output().unwrap();
+                let out = bin().current_dir(cwd).args(&words[1..]).output().unwrap();
                 assert_eq!(
                     out.status.code(),
                     Some(code),
@@ -262,6 +267,38 @@ fn run_block(marker: &str, dir: &Path) {
             }
         }
     }
+}
+
+/// The history block, in a scratch repository holding the quickstart and
+/// its baseline (one commit), as a project's main would: the import finds
+/// the commit that blessed the baseline, the run is recorded at HEAD, the
+/// check (one commit: too short to judge) passes only as allowed, and the
+/// page and the export are written.
+#[test]
+fn the_history_example_runs_as_written() {
+    use infer_bench_testkit::git::git;
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    for f in ["specs/quickstart.toml", "baselines/quickstart.json"] {
+        std::fs::create_dir_all(r.join(f).parent().unwrap()).unwrap();
+        std::fs::copy(root().join(f), r.join(f)).unwrap();
+    }
+    git(r, &["init", "-q"]);
+    git(r, &["add", "."]);
+    git(r, &["commit", "-qm", "the quickstart and its baseline"]);
+    let dir = tempfile::tempdir().unwrap();
+    run_block_in("infer-bench history record", dir.path(), r);
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("history/quickstart"))
+        .unwrap()
+        .flat_map(|y| std::fs::read_dir(y.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(files.len(), 1, "the import and the run are one commit");
+    let bmf: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("bmf.json")).unwrap())
+            .unwrap();
+    assert_eq!(bmf.as_object().unwrap().len(), 6, "six points: {bmf}");
+    let page = std::fs::read_to_string(dir.path().join("history.html")).unwrap();
+    assert!(page.contains("<svg"), "the page draws its series");
 }
 
 #[test]
