@@ -18,6 +18,8 @@
 //!     `curl --data-binary @metrics.txt http://pushgateway:9091/metrics/job/infer-bench`
 //!   - CSV ([`trackers::csv`]), every record: open it in a spreadsheet or
 //!     `duckdb -c "select * from 'history.csv'"`
+//! - [`page`]: the offline HTML history page, a chart per point and
+//!   metric ([`page::html`]).
 //!
 //! Slugs, labels, commits and restart reasons come from files a pull
 //! request can edit: each format writes them through its encoder
@@ -27,6 +29,7 @@
 //! ([`trackers::name`]).
 
 pub mod check;
+pub mod page;
 pub mod trackers;
 
 use infer_bench_history::check::Shift;
