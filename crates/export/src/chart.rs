@@ -186,6 +186,19 @@ pub struct RefLine {
     pub color: Option<usize>,
 }
 
+/// A shaded horizontal band (a noise band around a level), drawn under
+/// the reference lines and the data, its label as its hover title.
+#[derive(Debug, Clone)]
+pub struct Band {
+    pub low: f64,
+    pub high: f64,
+    /// The stretch of the x axis it covers; the whole plot when absent.
+    pub x: Option<(f64, f64)>,
+    pub label: String,
+    /// A palette index (see [`color`]).
+    pub color: usize,
+}
+
 /// A chart: title, axes, series, reference lines.
 #[derive(Debug, Clone)]
 pub struct Chart {
@@ -196,6 +209,7 @@ pub struct Chart {
     pub y: Axis,
     pub series: Vec<Series>,
     pub lines: Vec<RefLine>,
+    pub bands: Vec<Band>,
     pub width: f64,
     pub height: f64,
 }
@@ -209,6 +223,7 @@ impl Chart {
             y,
             series: Vec::new(),
             lines: Vec::new(),
+            bands: Vec::new(),
             width: 640.0,
             height: 360.0,
         }
@@ -585,6 +600,7 @@ pub fn render(c: &Chart) -> String {
         n(plot_h + 10.0)
     );
 
+    bands(&mut s, c, &f, &clip);
     let mut placer = placer(c, &f);
     let mut labels = String::new();
     reference_lines(&mut s, &mut labels, c, &f, &mut placer);
@@ -628,6 +644,9 @@ impl Frame {
             } else {
                 ys.push(l.value);
             }
+        }
+        for b in &c.bands {
+            ys.extend([b.low, b.high]);
         }
         Frame {
             x0,
@@ -833,6 +852,32 @@ fn placer(c: &Chart, f: &Frame) -> Placer {
         }
     }
     placer
+}
+
+/// The bands, under the reference lines and the data, clipped to the plot.
+fn bands(s: &mut String, c: &Chart, f: &Frame, clip: &str) {
+    for b in &c.bands {
+        let (x_lo, x_hi) = match b.x {
+            Some((lo, hi)) => (f.px(lo), f.px(hi)),
+            None => (Some(f.x0), Some(f.x0 + f.w)),
+        };
+        let (Some(x_lo), Some(x_hi), Some(y_lo), Some(y_hi)) =
+            (x_lo, x_hi, f.py(b.low), f.py(b.high))
+        else {
+            continue;
+        };
+        let (left, top) = (x_lo.min(x_hi), y_lo.min(y_hi));
+        let _ = write!(
+            s,
+            "<g class=\"band\" clip-path=\"url(#{clip})\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" fill-opacity=\"0.14\"/><title>{}</title></g>",
+            n(left),
+            n(top),
+            n((x_hi - x_lo).abs()),
+            n((y_hi - y_lo).abs()),
+            color(b.color),
+            escape(&b.label)
+        );
+    }
 }
 
 /// The reference lines, under the data; their labels go to `labels`.
@@ -1375,6 +1420,31 @@ mod tests {
             let need = (text_width(w[0].1, 12.0) + text_width(w[1].1, 12.0)) / 2.0;
             assert!(gap >= need, "{:?} crowd {:?}", w[0], w[1]);
         }
+    }
+
+    #[test]
+    fn a_band_is_shaded_under_the_data_with_its_label() {
+        let mut c = Chart::new("t", Axis::linear("x"), Axis::linear("y"));
+        c.series.push(Series::line(
+            "s",
+            0,
+            vec![Point::new(0.0, 10.0), Point::new(4.0, 10.0)],
+        ));
+        c.bands.push(Band {
+            low: 9.5,
+            high: 10.5,
+            x: Some((2.0, 4.0)),
+            label: "noise <band>".into(),
+            color: 0,
+        });
+        let svg = render(&c);
+        let band = svg.find("<g class=\"band\"").expect("a band");
+        assert!(
+            band < svg.find("<g class=\"series\"").unwrap(),
+            "under the data"
+        );
+        assert!(svg.contains("<title>noise &lt;band&gt;</title>"));
+        assert!(svg.contains("fill-opacity=\"0.14\""));
     }
 
     #[test]

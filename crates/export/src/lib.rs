@@ -4,6 +4,7 @@
 pub mod capacity;
 pub mod chart;
 mod findings;
+pub mod history;
 pub mod plan;
 pub mod report;
 pub mod resources;

@@ -73,14 +73,14 @@ pub const COLUMNS: &[&str] = &[
 /// `+`, `-`, `@`, a tab or a carriage return is prefixed with `'`
 /// ([`infer_bench_results::outside::csv`]). A number, negative ones
 /// included, is written as it is.
-fn field(s: &str) -> String {
+pub(crate) fn field(s: &str) -> String {
     if s.parse::<f64>().is_ok() {
         return s.to_string();
     }
     infer_bench_results::outside::csv(s).into_owned()
 }
 
-fn num(x: f64) -> String {
+pub(crate) fn num(x: f64) -> String {
     if x.is_finite() {
         format!("{x}")
     } else {

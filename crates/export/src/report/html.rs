@@ -29,7 +29,7 @@ use infer_bench_results::telemetry::GpuDataSource;
 /// Most series in one latency-percentile or telemetry chart.
 const MAX_CURVES: usize = 10;
 
-const STYLE: &str = r#"
+pub(crate) const STYLE: &str = r#"
 :root { --fg:#1b1f24; --muted:#57606a; --line:#d8dee4; --bg:#f6f8fa; --card:#ffffff;
   --pass:#1a7f37; --pass-bg:#dafbe1; --fail:#b3261e; --fail-bg:#ffebe9; --warn:#9a6700; --warn-bg:#fff8c5; }
 * { box-sizing: border-box; }

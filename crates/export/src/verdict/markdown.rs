@@ -546,8 +546,9 @@ fn dash(s: &str) -> &str {
     if s.is_empty() { "-" } else { s }
 }
 
-/// Appends text while it fits a byte budget and counts what did not.
-struct Writer {
+/// Appends text while it fits a byte budget and counts what did not
+/// (shared with the history's Markdown, [`crate::history::check`]).
+pub(crate) struct Writer {
     out: String,
     budget: usize,
     full: bool,
@@ -558,7 +559,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(budget: usize) -> Writer {
+    pub(crate) fn new(budget: usize) -> Writer {
         Writer {
             out: String::new(),
             budget,
@@ -569,15 +570,15 @@ impl Writer {
     }
 
     /// Always written (the title and summary).
-    fn force(&mut self, s: &str) {
+    pub(crate) fn force(&mut self, s: &str) {
         self.out.push_str(s);
     }
 
-    fn fits(&self, extra: usize) -> bool {
+    pub(crate) fn fits(&self, extra: usize) -> bool {
         !self.full && self.out.len() + extra <= self.budget
     }
 
-    fn push(&mut self, s: &str) {
+    pub(crate) fn push(&mut self, s: &str) {
         if self.fits(s.len()) {
             self.out.push_str(s);
         } else {
@@ -588,7 +589,7 @@ impl Writer {
 
     /// A `<details>` block of `items` under `summary`, with as many items
     /// as fit (the rest counted as left out); nothing when there are none.
-    fn collapsed(&mut self, summary: &str, items: &[String]) {
+    pub(crate) fn collapsed(&mut self, summary: &str, items: &[String]) {
         if items.is_empty() {
             return;
         }
@@ -612,15 +613,15 @@ impl Writer {
         self.out.push_str(&block);
     }
 
-    fn section(&mut self, heading: &str) {
+    pub(crate) fn section(&mut self, heading: &str) {
         self.push(heading);
     }
 
-    fn table_header(&mut self, header: &str) {
+    pub(crate) fn table_header(&mut self, header: &str) {
         self.pending_header = Some(header.to_string());
     }
 
-    fn row(&mut self, row: &str) {
+    pub(crate) fn row(&mut self, row: &str) {
         match self.pending_header.take() {
             Some(h) => {
                 let both = format!("{h}{row}");
@@ -630,15 +631,24 @@ impl Writer {
         }
     }
 
-    fn end_table(&mut self) {
+    pub(crate) fn end_table(&mut self) {
         self.pending_header = None;
         self.push("\n");
     }
 
-    fn finish(mut self, footer: &str) -> String {
+    pub(crate) fn finish(self, footer: &str) -> String {
+        self.finish_pointing(
+            "`infer-bench diff --format json` (or the JUnit file)",
+            footer,
+        )
+    }
+
+    /// [`Writer::finish`], the closing note naming `full` as where the
+    /// whole report is.
+    pub(crate) fn finish_pointing(mut self, full: &str, footer: &str) -> String {
         if self.full {
             self.out.push_str(&format!(
-                "\n_The report was cut to stay under GitHub's size limit: {} more item(s) not shown. The full verdicts are in `infer-bench diff --format json` (or the JUnit file)._\n\n",
+                "\n_The report was cut to stay under GitHub's size limit: {} more item(s) not shown. The full verdicts are in {full}._\n\n",
                 self.dropped
             ));
         }
