@@ -302,8 +302,12 @@ pub enum HistoryCheckFormat {
 pub enum HistoryExportFormat {
     /// Bencher Metric Format JSON (`bencher run --adapter json`).
     Bmf,
-    /// github-action-benchmark's custom JSON.
-    GithubActionBenchmark,
+    /// github-action-benchmark's custom JSON, the metrics where smaller is
+    /// better (`tool: customSmallerIsBetter`): latencies, error rate.
+    GithubSmallerIsBetter,
+    /// github-action-benchmark's custom JSON, the metrics where bigger is
+    /// better (`tool: customBiggerIsBetter`): throughput.
+    GithubBiggerIsBetter,
     /// OpenMetrics text, for a Prometheus Pushgateway.
     Openmetrics,
     /// One row per commit, point and metric.

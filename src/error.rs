@@ -220,8 +220,8 @@ pub enum Usage {
     )]
     NoHistory { dir: PathBuf },
     /// `history report --commit-url` must be an https:// address.
-    #[error("--commit-url expects an https:// address such as https://github.com/OWNER/REPO/commit/, found \"{url}\"")]
-    CommitUrl { url: String },
+    #[error("--commit-url: {0}")]
+    CommitUrl(#[source] infer_bench_export::history::page::CommitUrlError),
 }
 
 /// Why a path named by a spec may not be written: it leads out of the

@@ -87,11 +87,13 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
     }
 }
 
-/// A commit: its full object name and committer time (RFC 3339).
+/// A commit: its full object name, committer time (RFC 3339) and depth
+/// (how many commits its history holds, `git rev-list --count`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Commit {
     pub sha: String,
     pub time: String,
+    pub depth: Option<u64>,
 }
 
 /// The commit `rev` names in the repository that holds the folder `dir`.
@@ -102,11 +104,22 @@ pub fn commit(rev: &str, dir: &Path) -> Result<Commit, GitError> {
         }));
     }
     let text = run(dir, rev, &["log", "-1", "--format=%H %cI", rev, "--"])?;
-    commits(&text).into_iter().next().ok_or_else(|| {
+    let mut c = commits(&text).into_iter().next().ok_or_else(|| {
         GitError::Missing(GitMissing::NotARevision {
             rev: rev.to_string(),
         })
-    })
+    })?;
+    c.depth = depth(dir, &c.sha);
+    Ok(c)
+}
+
+/// `git rev-list --count SHA`, when git can say.
+fn depth(dir: &Path, sha: &str) -> Option<u64> {
+    run(dir, sha, &["rev-list", "--count", sha, "--"])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The commits of HEAD's history that changed `path`, oldest first.
@@ -126,7 +139,13 @@ pub fn changes_of(path: &Path) -> Result<Vec<Commit>, GitError> {
         "HEAD",
         &["log", "--reverse", "--format=%H %cI", "HEAD", "--", &name],
     )?;
-    Ok(commits(&text))
+    Ok(commits(&text)
+        .into_iter()
+        .map(|mut c| {
+            c.depth = depth(dir, &c.sha);
+            c
+        })
+        .collect())
 }
 
 /// The files under the folder `dir` (relative to the current directory) at
@@ -203,6 +222,7 @@ fn commits(text: &str) -> Vec<Commit> {
             Some(Commit {
                 sha: sha.to_string(),
                 time: time.to_string(),
+                depth: None,
             })
         })
         .collect()
@@ -274,6 +294,8 @@ mod tests {
         assert_eq!(changes.len(), 2);
         assert_ne!(changes[1].sha, head.sha);
         assert_eq!(commit("HEAD~1", d).unwrap(), changes[1]);
+        assert_eq!(changes[0].depth, Some(1));
+        assert_eq!(head.depth, Some(3));
         assert!(matches!(
             commit("--all", d),
             Err(GitError::Missing(GitMissing::NotARevision { .. }))

@@ -90,17 +90,19 @@ fn history_error(e: impl Into<infer_bench_history::store::StoreError>) -> Error 
 /// `history record RESULTS [--commit SHA] [--time T] [--dir DIR]`.
 fn record(results: &Path, commit: Option<&str>, time: Option<&str>, dir: &Path) -> Result<Outcome> {
     let (results, _) = crate::inputs::read_results(results)?;
-    let (commit, time) = match (commit, time) {
-        (Some(c), Some(t)) => (c.to_string(), t.to_string()),
-        (c, t) => {
-            let head = crate::git::commit(c.unwrap_or("HEAD"), Path::new("."))?;
-            (
-                c.map_or(head.sha, str::to_string),
-                t.map_or(head.time, str::to_string),
-            )
-        }
+    let found = crate::git::commit(commit.unwrap_or("HEAD"), Path::new("."));
+    let (commit, time, depth) = match (commit, time, found) {
+        (c, t, Ok(head)) => (
+            c.map_or(head.sha, str::to_string),
+            t.map_or(head.time, str::to_string),
+            head.depth,
+        ),
+        // Named on the command line, and not a commit git knows here.
+        (Some(c), Some(t), Err(_)) => (c.to_string(), t.to_string(), None),
+        (_, _, Err(e)) => return Err(e.into()),
     };
-    let record = record_of(&results, &commit, &time, Source::Run)?;
+    let mut record = record_of(&results, &commit, &time, Source::Run)?;
+    record.depth = depth;
     let written = Store::new(dir).write(&record).map_err(history_error)?;
     say!("{}", written_line(&written, &record));
     Ok(Outcome(EXIT_OK))
@@ -154,12 +156,15 @@ fn import(baselines: &[PathBuf], results: &[PathBuf], dir: &Path) -> Result<Outc
                 }
             };
             let Some(regression) = pinned_rules(&baseline, path, &c.sha) else {
-                say!("note: {shown} pins no [regression] rules and its spec cannot be read; skipped");
+                say!(
+                    "note: {shown} pins no [regression] rules and its spec cannot be read; skipped"
+                );
                 continue;
             };
-            let record =
+            let mut record =
                 Record::from_baseline(&baseline, &regression, &c.sha, &c.time, Source::Baseline)
                     .map_err(history_error)?;
+            record.depth = c.depth;
             if record.points.is_empty() {
                 continue;
             }
@@ -255,18 +260,18 @@ fn check_cmd(
         let report = check::check(&name, loaded.records.len(), &all, &settings);
         exit = exit.max(report.exit_code);
         let text = match format {
-            HistoryCheckFormat::Table => export::history::table(&report),
+            HistoryCheckFormat::Table => export::history::check::table(&report),
             HistoryCheckFormat::Markdown => {
-                export::history::markdown(&report, &all, export::verdict::markdown::MAX_BYTES)
+                export::history::check::markdown(&report, &all, export::history::check::MAX_BYTES)
             }
-            HistoryCheckFormat::Json => export::history::json(&report),
+            HistoryCheckFormat::Json => export::history::check::json(&report),
         };
         export::stdout(&text).map_err(|e| Error::io("<stdout>", e))?;
         if markdown.is_some() {
-            md.push_str(&export::history::markdown(
+            md.push_str(&export::history::check::markdown(
                 &report,
                 &all,
-                export::verdict::markdown::MAX_BYTES,
+                export::history::check::MAX_BYTES,
             ));
         }
     }
@@ -284,8 +289,8 @@ fn report(
     pr: Option<&Path>,
     commit_url: Option<&str>,
 ) -> Result<Outcome> {
-    if let Some(u) = commit_url.filter(|u| !u.starts_with("https://")) {
-        return Err(Usage::CommitUrl { url: u.to_string() }.into());
+    if let Some(u) = commit_url {
+        export::history::page::commit_url(u).map_err(Usage::CommitUrl)?;
     }
     let store = Store::new(dir);
     let loaded = load(&store, spec)?;
@@ -294,11 +299,16 @@ fn report(
     let pr = match pr {
         Some(p) => {
             let (r, _) = crate::inputs::read_results(p)?;
-            Some(record_of(&r, "pull-request", &r.started_at, Source::Results)?)
+            Some(record_of(
+                &r,
+                "pull-request",
+                &r.started_at,
+                Source::Results,
+            )?)
         }
         None => None,
     };
-    let html = export::history::html(spec, &all, &report, pr.as_ref(), commit_url);
+    let html = export::history::page::html(spec, &all, &report, pr.as_ref(), commit_url);
     infer_bench_results::files::write_atomic(output, html.as_bytes())?;
     say!("wrote {}", output.display());
     Ok(Outcome(EXIT_OK))
@@ -313,13 +323,18 @@ fn export_cmd(
 ) -> Result<Outcome> {
     let store = Store::new(dir);
     let loaded = load(&store, spec)?;
+    use export::history::trackers::{self, Direction};
+    let records = &loaded.records;
     let text = match format {
-        HistoryExportFormat::Bmf => export::history::bmf(&loaded.records),
-        HistoryExportFormat::GithubActionBenchmark => {
-            export::history::github_action_benchmark(&loaded.records)
+        HistoryExportFormat::Bmf => trackers::bmf(records),
+        HistoryExportFormat::GithubSmallerIsBetter => {
+            trackers::github_action_benchmark(records, Direction::SmallerIsBetter)
         }
-        HistoryExportFormat::Openmetrics => export::history::openmetrics(&loaded.records),
-        HistoryExportFormat::Csv => export::history::csv(&loaded.records),
+        HistoryExportFormat::GithubBiggerIsBetter => {
+            trackers::github_action_benchmark(records, Direction::BiggerIsBetter)
+        }
+        HistoryExportFormat::Openmetrics => trackers::openmetrics(records),
+        HistoryExportFormat::Csv => trackers::csv(records),
     };
     match output {
         Some(p) => infer_bench_results::files::write_atomic(p, text.as_bytes())?,

@@ -1,6 +1,7 @@
 //! The composite action's script (`scripts/gate-action`), run the way
 //! action.yml runs it: inputs and the runner's files in environment
 //! variables, in a git checkout. main blesses a one-point simulator spec
+//! (in virtual time, so a busy machine cannot move a verdict)
 //! and commits it with its baseline; an unchanged tree judged against
 //! `HEAD` passes (exit 0); a pull request, checked out shallow without the
 //! base branch as actions/checkout leaves it, makes the server 2x slower
@@ -20,6 +21,12 @@ seed = 42
 kind = "sim"
 gpu = "h100-sxm"
 gpus = 1
+
+# In virtual time: the verdicts depend on the model, never on how busy the
+# test machine is (a real-time simulator that a loaded machine delays is
+# INVALID, and cannot be blessed).
+[targets.sim.sim]
+clock = "virtual"
 
 [models.llama-8b]
 preset = "llama-3.1-8b"
@@ -140,7 +147,6 @@ fn the_action_passes_an_unchanged_tree_and_fails_a_slower_pull_request() {
         step.log
     );
 
-    let _machine = infer_bench_testkit::timing::exclusive();
     let run = Command::new(bin())
         .args(["run", "bench.toml", "--out", "main-run"])
         .current_dir(&main)
@@ -211,8 +217,8 @@ fn the_action_passes_an_unchanged_tree_and_fails_a_slower_pull_request() {
     let pr = root.path().join("pr");
     git(&pr, &["update-ref", "-d", "refs/remotes/origin/main"]);
     let slower = SPEC.replace(
-        "gpus = 1\n",
-        "gpus = 1\n\n[targets.sim.sim]\nslowdown = 2.0\n",
+        "clock = \"virtual\"\n",
+        "clock = \"virtual\"\nslowdown = 2.0\n",
     );
     assert_ne!(slower, SPEC);
     std::fs::write(pr.join("bench.toml"), slower).unwrap();
@@ -371,7 +377,6 @@ fn the_action_writes_nothing_through_a_pull_request_s_links() {
     };
     git(&ws, &["init", "-q"]);
     std::fs::write(ws.join("bench.toml"), SPEC).unwrap();
-    let _machine = infer_bench_testkit::timing::exclusive();
     for args in [
         &["run", "bench.toml", "--out", "main-run"][..],
         &["bless", "main-run"],

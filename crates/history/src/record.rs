@@ -53,6 +53,10 @@ pub struct Record {
     pub commit: String,
     /// The commit's time (RFC 3339, UTC): records are ordered by it.
     pub time: String,
+    /// How many commits the commit's history holds (`git rev-list
+    /// --count`): orders commits made in the same second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u64>,
     pub source: Source,
     pub tool: ToolInfo,
     /// By slug.
@@ -252,6 +256,7 @@ impl Record {
             spec: baseline.spec.clone(),
             commit: commit.to_string(),
             time,
+            depth: None,
             source,
             tool: ToolInfo::current(),
             points,
@@ -313,6 +318,11 @@ impl Record {
     pub fn seconds(&self) -> u64 {
         parse_time(&self.time).unwrap_or(0)
     }
+
+    /// The order of records: time, then depth, then commit.
+    pub fn order(&self) -> (u64, u64, &str) {
+        (self.seconds(), self.depth.unwrap_or(0), &self.commit)
+    }
 }
 
 #[cfg(test)]
@@ -358,6 +368,7 @@ mod tests {
             spec: "quickstart".into(),
             commit: "abc123".into(),
             time: "2026-12-06T16:19:12Z".into(),
+            depth: Some(7),
             source: Source::Run,
             tool: ToolInfo::current(),
             points: BTreeMap::from([(

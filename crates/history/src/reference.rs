@@ -35,11 +35,11 @@ pub fn references(
     let mut out: References = BTreeMap::new();
     let all = series(records);
     for p in &results.points {
-        let Some(newest) = records.iter().rev().find_map(|r| {
-            r.points
-                .get(&p.slug)
-                .map(|rp| (r.metrics_version, rp))
-        }) else {
+        let Some(newest) = records
+            .iter()
+            .rev()
+            .find_map(|r| r.points.get(&p.slug).map(|rp| (r.metrics_version, rp)))
+        else {
             continue;
         };
         let (metrics_version, rp) = newest;

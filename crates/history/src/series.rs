@@ -171,6 +171,7 @@ mod tests {
             spec: "q".into(),
             commit: commit.into(),
             time: crate::record::format_time(secs),
+            depth: None,
             source: Source::Run,
             tool: ToolInfo::current(),
             points: BTreeMap::from([(

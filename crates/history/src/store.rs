@@ -116,8 +116,7 @@ impl Store {
             .filter(|r| r.commit == record.commit)
             .map(|r| self.path_of(r))
             .collect();
-        if old.iter().any(|p| *p == path) && std::fs::read_to_string(&path).is_ok_and(|t| t == text)
-        {
+        if old.contains(&path) && std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
             return Ok(Written::Unchanged(path));
         }
         infer_bench_results::files::write_atomic(&path, text.as_bytes())?;
@@ -185,9 +184,7 @@ impl Store {
                 }
             }
         }
-        loaded
-            .records
-            .sort_by(|a, b| (a.seconds(), &a.commit).cmp(&(b.seconds(), &b.commit)));
+        loaded.records.sort_by(|a, b| a.order().cmp(&b.order()));
         Ok(loaded)
     }
 }
@@ -237,9 +234,7 @@ pub fn load_files(spec: &str, files: Vec<(PathBuf, Vec<u8>)>) -> Loaded {
             Err(why) => loaded.skipped.push(Skipped { path, why }),
         }
     }
-    loaded
-        .records
-        .sort_by(|a, b| (a.seconds(), &a.commit).cmp(&(b.seconds(), &b.commit)));
+    loaded.records.sort_by(|a, b| a.order().cmp(&b.order()));
     loaded
 }
 
@@ -295,6 +290,7 @@ mod tests {
             spec: "q".into(),
             commit: commit.into(),
             time: time.into(),
+            depth: None,
             source: Source::Run,
             tool: ToolInfo::current(),
             points: BTreeMap::new(),

@@ -86,7 +86,7 @@ pub struct Reference {
 }
 
 /// A shift for the worse on main, before the window.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Drift {
     /// (after - before) / |before|.
     pub relative: f64,
@@ -97,7 +97,8 @@ pub struct Drift {
 }
 
 /// References by slug, then gate label.
-pub type References = std::collections::BTreeMap<String, std::collections::BTreeMap<String, Reference>>;
+pub type References =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, Reference>>;
 
 impl Settings {
     /// The rules of a spec, taken as they are (no baseline pins any).
@@ -212,6 +213,20 @@ pub enum Scale {
     Absolute,
 }
 
+/// What a gate judged against the history stood on (`against = "history"`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgainstHistory {
+    /// Commits of main in the window (the baseline's replicates).
+    pub commits: usize,
+    /// The window's first commit.
+    pub since: String,
+    /// Main's newest shift for the worse, before the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+    /// The new results move the same way as that drift.
+    pub extends_drift: bool,
+}
+
 /// The decision on one gate of one point, with the figures behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GateReport {
@@ -257,6 +272,9 @@ pub struct GateReport {
     /// Why an INSUFFICIENT gate lacked data.
     #[serde(skip)]
     pub shortfall: Option<Shortfall>,
+    /// Judged against main's history rather than the baseline's runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<AgainstHistory>,
 }
 
 /// Why a gate had too little to judge.
@@ -990,8 +1008,16 @@ fn compared(
                 !env_mismatch.is_empty(),
                 reference,
             );
+            let mut report = report;
             if let Some(r) = reference {
                 notes.push(history_note(&label, r, &report, g.metric.higher_is_worse()));
+                report.history = Some(AgainstHistory {
+                    commits: r.values.len(),
+                    since: r.since.clone(),
+                    drift: r.drift.clone(),
+                    extends_drift: r.drift.is_some()
+                        && extends(&report, g.metric.higher_is_worse()),
+                });
             }
             report
         })
@@ -1060,8 +1086,7 @@ fn history_note(label: &str, r: &Reference, g: &GateReport, higher_is_worse: boo
             d.commits,
             short(&d.since)
         ));
-        let worse = g.change.is_some_and(|c| (c > 0.0) == higher_is_worse && c != 0.0);
-        if worse {
+        if extends(g, higher_is_worse) {
             note.push_str(&format!(
                 ", and this change would extend that drift ({:+.1}%)",
                 g.change.unwrap_or(0.0) * 100.0
@@ -1069,6 +1094,12 @@ fn history_note(label: &str, r: &Reference, g: &GateReport, higher_is_worse: boo
         }
     }
     note
+}
+
+/// Whether a gate's change is for the worse (any size).
+fn extends(g: &GateReport, higher_is_worse: bool) -> bool {
+    g.change
+        .is_some_and(|c| c != 0.0 && (c > 0.0) == higher_is_worse)
 }
 
 fn judge_gate(
@@ -1106,6 +1137,7 @@ fn judge_gate(
         note: None,
         confirmations: Vec::new(),
         shortfall: None,
+        history: None,
     };
     if let Some(problem) = problem {
         report.note = Some(problem.to_string());

@@ -97,11 +97,7 @@ pub fn changes(old: &Regression, new: &Regression) -> Vec<Mismatch> {
         enum_name(&new.on_env_mismatch),
     );
     scalar("confirm", old.confirm.to_string(), new.confirm.to_string());
-    scalar(
-        "against",
-        enum_name(&old.against),
-        enum_name(&new.against),
-    );
+    scalar("against", enum_name(&old.against), enum_name(&new.against));
     scalar(
         "allow_unjudged",
         old.allow_unjudged.to_string(),

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{
-    Api, Arrival, DatasetFormat, Dialect, GpuMode, ModelKind, OnEnvMismatch, RawSampling, Against,
+    Against, Api, Arrival, DatasetFormat, Dialect, GpuMode, ModelKind, OnEnvMismatch, RawSampling,
     SimAdmission, SimClock, SimMemoryBasis, SimProfile, SimScheduler, TargetKind, TraceFormat,
 };
 use super::{Dist, Duration, Percent, Rate, SloExpr, Stat};

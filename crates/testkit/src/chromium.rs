@@ -67,4 +67,3 @@ pub fn chromium(exe: &Path, profile: &Path, extra: &[&str], page: &Path) -> Stri
     }
     reader.join().unwrap()
 }
-

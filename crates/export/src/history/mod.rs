@@ -221,6 +221,7 @@ pub(crate) mod fixtures {
         Shift {
             commit: commit.into(),
             time: "2026-12-06T16:19:12Z".into(),
+            depth: None,
             previous_commit: "prev".into(),
             before,
             after,

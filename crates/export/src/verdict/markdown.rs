@@ -404,6 +404,32 @@ fn gate_table(w: &mut Writer, rows: &[(&PointReport, &GateReport)]) {
     if shared.is_some() {
         w.push(&format!("{}.\n\n", evidence_sentence(rows[0].1)));
     }
+    let drifts: Vec<String> = rows
+        .iter()
+        .filter_map(|(p, g)| {
+            let h = g.history.as_ref().filter(|h| h.extends_drift)?;
+            let d = h.drift.as_ref()?;
+            Some(format!(
+                "- {} {}: main moved {:+.1}% over the last {} commits, since {}; this change would extend that drift\n",
+                code(&p.slug),
+                g.label,
+                d.relative * 100.0,
+                d.commits,
+                code(&commit(&d.since))
+            ))
+        })
+        .collect();
+    for d in &drifts {
+        w.push(d);
+    }
+    if !drifts.is_empty() {
+        w.push("\n");
+    }
+}
+
+/// A commit as people quote it: its first 12 characters.
+fn commit(c: &str) -> String {
+    c.chars().take(12).collect()
 }
 
 /// The evidence of a gate as a sentence, for a table whose rows share it:
@@ -415,10 +441,19 @@ fn evidence_sentence(g: &GateReport) -> String {
     } else {
         "runs"
     };
-    let mut s = format!(
-        "Each row compares {} baseline {what} with {} new ones",
-        g.m, g.n
-    );
+    let mut s = match &g.history {
+        Some(h) => format!(
+            "Each row compares main's level over its last {} commits (since {}) with {} new {}",
+            h.commits,
+            code(&commit(&h.since)),
+            g.n,
+            if g.within_run { "windows" } else { "runs" }
+        ),
+        None => format!(
+            "Each row compares {} baseline {what} with {} new ones",
+            g.m, g.n
+        ),
+    };
     if let Some(c) = g.achieved_confidence {
         s.push_str(&format!("; each interval covers {}", percent(c)));
     }

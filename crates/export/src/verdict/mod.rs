@@ -90,9 +90,14 @@ pub fn evidence(g: &GateReport) -> String {
     } else {
         "runs"
     };
+    let base = if g.history.is_some() {
+        format!("{} commits of main", g.m)
+    } else {
+        g.m.to_string()
+    };
     match g.achieved_confidence {
-        Some(c) => format!("{} vs {} {unit}, {:.0}%", g.m, g.n, c * 100.0),
-        None => format!("{} vs {} {unit}", g.m, g.n),
+        Some(c) => format!("{base} vs {} {unit}, {:.0}%", g.n, c * 100.0),
+        None => format!("{base} vs {} {unit}", g.n),
     }
 }
 
