@@ -6,9 +6,8 @@
 //! measurement of rendering 200 points. Commands run in-process through
 //! the CLI parser and `app::execute`, as `main` runs them.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 

@@ -185,6 +185,7 @@ pub(crate) mod fixtures {
             spec: "q".into(),
             commit: commit.into(),
             time: infer_bench_history::record::format_time(secs),
+            depth: None,
             source: Source::Run,
             tool: ToolInfo::current(),
             points: map,
@@ -221,7 +222,6 @@ pub(crate) mod fixtures {
         Shift {
             commit: commit.into(),
             time: "2026-12-06T16:19:12Z".into(),
-            depth: None,
             previous_commit: "prev".into(),
             before,
             after,
