@@ -347,12 +347,12 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
     // Two independent loads of the material, two generations of the bodies.
     let load = || Arc::new(Material::load(&cfg.workload, &cfg.model, s.base_dir()).unwrap());
     let (m1, m2) = (load(), load());
-    let a = request_bodies(&backend, cfg, &p.hash, 0, &m1, 200);
-    let b = request_bodies(&backend, cfg, &p.hash, 0, &m2, 200);
+    let a = request_bodies(&backend, cfg, 0, &m1, 200);
+    let b = request_bodies(&backend, cfg, 0, &m2, 200);
     assert_eq!(a, b);
     assert_ne!(
         a,
-        request_bodies(&backend, cfg, &p.hash, 1, &m1, 200),
+        request_bodies(&backend, cfg, 1, &m1, 200),
         "runs differ"
     );
     // Every body's prompt has exactly its requested length.
@@ -364,8 +364,8 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
         assert!((16..=800).contains(&n), "{n}");
     }
     assert_eq!(
-        workload_fingerprint(&backend, cfg, &p.hash, &m1),
-        workload_fingerprint(&backend, cfg, &p.hash, &m2)
+        workload_fingerprint(&backend, cfg, &m1),
+        workload_fingerprint(&backend, cfg, &m2)
     );
 }
 
