@@ -164,7 +164,7 @@ fn records_of(spec: &str, url: &str, warm: bool) -> Vec<Vec<RequestRecord>> {
                 material: material.clone(),
                 slow_client: None,
             };
-            let out = run_once(backend.clone(), cfg, &p.hash, run, &env);
+            let out = run_once(backend.clone(), cfg, run, &env);
             assert!(out.stopped.is_none());
             let mut recs = std::mem::take(&mut *got.lock().unwrap());
             recs.sort_by_key(|r| r.t_send);

@@ -172,25 +172,45 @@ fn a_search_finds_what_a_fine_sweep_shows_in_fewer_probes() {
         probes.len(),
         sweep_points.len()
     );
-    // Where the sweep crosses: its last pass before its first failure.
+    // Where the sweep crosses. A p99 of 600 requests is noisy, and each
+    // rate draws requests of its own, so near the SLO a sweep may fail at
+    // one rate and pass at the next: it crosses over a band, from the last
+    // pass before its first failure to the first failure after its last
+    // pass (one rate apart when it crosses once).
     let first_fail = sweep_points
         .iter()
         .position(|p| !passes(p))
         .expect("the sweep crosses the SLO");
+    let last_pass = sweep_points
+        .iter()
+        .rposition(passes)
+        .expect("the sweep passes somewhere");
     assert!(first_fail > 0, "the sweep passes at its lowest rate");
+    assert!(
+        last_pass + 1 < sweep_points.len(),
+        "the sweep fails at its highest rate"
+    );
     let (s_lo, s_hi) = (
         rate_of(&sweep_points[first_fail - 1]),
-        rate_of(&sweep_points[first_fail]),
+        rate_of(&sweep_points[last_pass + 1]),
     );
+    let band: Vec<String> = sweep_points[first_fail - 1..=last_pass + 1]
+        .iter()
+        .map(|p| format!("{}:{}", rate_of(p), if passes(p) { "pass" } else { "fail" }))
+        .collect();
     eprintln!(
-        "search [{lo}, {hi}) in {} probes; sweep [{s_lo}, {s_hi})",
+        "search [{lo}, {hi}) in {} probes; sweep crosses over {band:?}",
         probes.len()
     );
-    // The two answers agree within the search's precision.
+    // The search's answer lies in the sweep's band, within the search's
+    // precision.
     assert!(
-        (lo / s_lo - 1.0).abs() <= 0.05 && (hi / s_hi - 1.0).abs() <= 0.05,
-        "search [{lo}, {hi}) against the sweep's [{s_lo}, {s_hi})"
+        lo >= s_lo * 0.95 && hi <= s_hi * 1.05,
+        "search [{lo}, {hi}) against the sweep's band {band:?}"
     );
+    // The band is narrow, a few of the sweep's 2.5% steps: the comparison
+    // means something.
+    assert!(s_hi / s_lo - 1.0 <= 0.2, "{band:?}");
     // A probe at a rate the sweep has is that point: same ID, same verdict.
     let mut shared = 0;
     for probe in probes {

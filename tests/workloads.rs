@@ -10,7 +10,7 @@ use std::time::Duration;
 use infer_bench::plan::Plan;
 use infer_bench::protocol::{ClientOptions, HttpBackend, Reading};
 use infer_bench::run::Interrupt;
-use infer_bench::run::parts::{request_bodies, workload_fingerprint};
+use infer_bench::run::parts::{arrivals, request_bodies, workload_fingerprint};
 use infer_bench::run::{RunOptions, run_plan};
 use infer_bench::spec::raw::{Api, DatasetFormat};
 use infer_bench::workload::dataset::{self, Options};
@@ -347,14 +347,10 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
     // Two independent loads of the material, two generations of the bodies.
     let load = || Arc::new(Material::load(&cfg.workload, &cfg.model, s.base_dir()).unwrap());
     let (m1, m2) = (load(), load());
-    let a = request_bodies(&backend, cfg, &p.hash, 0, &m1, 200);
-    let b = request_bodies(&backend, cfg, &p.hash, 0, &m2, 200);
+    let a = request_bodies(&backend, cfg, 0, &m1, 200);
+    let b = request_bodies(&backend, cfg, 0, &m2, 200);
     assert_eq!(a, b);
-    assert_ne!(
-        a,
-        request_bodies(&backend, cfg, &p.hash, 1, &m1, 200),
-        "runs differ"
-    );
+    assert_ne!(a, request_bodies(&backend, cfg, 1, &m1, 200), "runs differ");
     // Every body's prompt has exactly its requested length.
     let tok = tokenizer();
     for body in &a {
@@ -364,9 +360,283 @@ fn the_same_spec_and_seed_build_the_same_bodies() {
         assert!((16..=800).contains(&n), "{n}");
     }
     assert_eq!(
-        workload_fingerprint(&backend, cfg, &p.hash, &m1),
-        workload_fingerprint(&backend, cfg, &p.hash, &m2)
+        workload_fingerprint(&backend, cfg, &m1),
+        workload_fingerprint(&backend, cfg, &m2)
     );
+}
+
+/// Issue 40's spec: every table a spec may have, an OpenAI target that
+/// is never reached, a synthetic workload with a shared prefix, a
+/// ShareGPT dataset and a mix of the two, on an open loop (so arrivals
+/// have times).
+const EVERY_KEY: &str = r#"
+name = "issue-40"
+description = "what a point sends"
+seed = 7
+[targets.a]
+kind = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "ISSUE_40_KEY"
+headers = { x-team = "bench" }
+metrics_url = "http://127.0.0.1:9/metrics"
+dialect = "vllm"
+[models.m]
+served_name = "org/model"
+tokenizer = "TOKENIZER"
+[workloads.synth]
+api = "completions"
+input_tokens = { dist = "lognormal", median = 200, sigma = 0.5, min = 16, max = 800 }
+output_tokens = "uniform(4, 12)"
+shared_prefix = { tokens = 64, count = 2 }
+[workloads.data]
+api = "completions"
+dataset = { path = "DATASET", format = "sharegpt", max_input_tokens = 30 }
+[workloads.mixed]
+mix = { synth = 0.6, data = 0.4 }
+[load]
+rate = "20/s"
+warmup = "1s"
+duration = "10s"
+runs = 2
+window = "1s"
+timeouts = { connect = "5s", first_token = "1h", idle = "1m", total = "2h" }
+limits = { max_events = 100000 }
+[matrix]
+workload = ["synth", "data", "mixed"]
+[slo]
+ttft = "p90 < 300ms"
+[goodput]
+ttft = "500ms"
+[cost]
+gpu_hour_usd = 2.5
+[telemetry]
+gpu = "off"
+interval = "100ms"
+[validity]
+min_requests = 10
+[regression]
+metrics = [{ metric = "ttft", stat = "p50", noise = "10%" }]
+"#;
+
+/// What a plan sends, point by point and run by run: the first bodies as
+/// the client builds them, and the first arrivals' times.
+type Sent = Vec<Vec<(Vec<bytes::Bytes>, Vec<Option<u64>>)>>;
+
+/// Compiles `text` (with the fixtures' paths) and builds what each point
+/// would send in its first `runs` runs, through the client's own body
+/// builder. Also returns the compiled spec, less its file's path and text.
+fn sent(dir: &Path, text: &str, runs: u32) -> (Sent, String) {
+    const N: u64 = 32;
+    let text = text
+        .replace("TOKENIZER", &tokenizer_path().display().to_string())
+        .replace(
+            "DATASET",
+            &fixtures()
+                .join("datasets/sharegpt.json")
+                .display()
+                .to_string(),
+        );
+    let s = spec(dir, &text);
+    let compiled = format!(
+        "{:?}",
+        (
+            (&s.name, &s.description, s.seed, &s.targets, &s.models),
+            (&s.workloads, &s.load, &s.matrix, &s.slo, &s.goodput),
+            (&s.cost, &s.telemetry, &s.validity, &s.regression),
+        )
+    );
+    let plan = Plan::build(&s).unwrap();
+    let sent = plan
+        .points
+        .iter()
+        .map(|p| {
+            let cfg = &p.config;
+            let options = ClientOptions {
+                base_url: cfg.target.base_url.as_deref().unwrap(),
+                api_key: None,
+                headers: &cfg.target.headers,
+                tls_insecure: cfg.target.tls_insecure,
+                ca_cert_pem: None,
+                pool_size: 1,
+                connect_timeout: cfg.load.timeouts.connect.as_std(),
+            };
+            let backend = HttpBackend::new(
+                &options,
+                infer_bench::protocol::for_workload(
+                    &cfg.workload,
+                    cfg.served_name(),
+                    cfg.target.dialect.unwrap(),
+                ),
+                Reading {
+                    timeouts: cfg.load.timeouts,
+                    limits: cfg.load.limits,
+                    keep_reply: false,
+                },
+            )
+            .unwrap();
+            let material =
+                Arc::new(Material::load(&cfg.workload, &cfg.model, s.base_dir()).unwrap());
+            (0..runs)
+                .map(|run| {
+                    let bodies = request_bodies(&backend, cfg, run, &material, N);
+                    let times = arrivals(cfg, run, &material)
+                        .take(N as usize)
+                        .map(|d| d.at_ns)
+                        .collect();
+                    (bodies, times)
+                })
+                .collect()
+        })
+        .collect();
+    (sent, compiled)
+}
+
+/// Issue 40: the requests a point sends depend only on what defines them
+/// (the workload, the model name as sent, the seed, the load's shape).
+/// Changing every other key of a spec, one at a time, leaves the bytes of
+/// every body and every arrival time as they were; changing the workload,
+/// the seed, the served name or the rate does not.
+#[test]
+fn only_what_defines_the_requests_changes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, base_compiled) = sent(dir.path(), EVERY_KEY, 2);
+    assert_eq!(base.len(), 3);
+    assert!(
+        base.iter()
+            .flatten()
+            .all(|(b, t)| b.len() == 32 && t.len() == 32 && t.iter().all(Option::is_some))
+    );
+    // (what, the text replaced, its replacement)
+    let client_side: &[(&str, &str, &str)] = &[
+        (
+            "the issue's first-token timeout, 1h -> 48h",
+            r#"first_token = "1h""#,
+            r#"first_token = "48h""#,
+        ),
+        (
+            "every timeout",
+            r#"timeouts = { connect = "5s", first_token = "1h", idle = "1m", total = "2h" }"#,
+            r#"timeouts = { connect = "1s", first_token = "2s", idle = "3s", total = "4s" }"#,
+        ),
+        (
+            "limits",
+            "limits = { max_events = 100000 }",
+            "limits = { max_events = 5, max_line_bytes = 4096, max_response_bytes = 65536, max_error_body_bytes = 64 }",
+        ),
+        (
+            "cold connections",
+            "runs = 2\n",
+            "runs = 2\ncold_connections = true\n",
+        ),
+        (
+            "more runs (the first two compared)",
+            "runs = 2\n",
+            "runs = 3\n",
+        ),
+        ("window", r#"window = "1s""#, r#"window = "5s""#),
+        (
+            "target base_url",
+            "http://127.0.0.1:9/v1",
+            "http://10.1.2.3:8000/v1",
+        ),
+        ("target api_key_env", "ISSUE_40_KEY", "OTHER_KEY"),
+        (
+            "target headers",
+            r#"headers = { x-team = "bench" }"#,
+            r#"headers = { x-team = "other", x-more = "1" }"#,
+        ),
+        (
+            "target metrics_url",
+            "http://127.0.0.1:9/metrics",
+            "http://127.0.0.1:10/metrics",
+        ),
+        (
+            "target tls_insecure",
+            "dialect = \"vllm\"\n",
+            "dialect = \"vllm\"\ntls_insecure = true\n",
+        ),
+        (
+            "target gpu_ids",
+            "dialect = \"vllm\"\n",
+            "dialect = \"vllm\"\ngpu_ids = [\"0\", \"1\"]\n",
+        ),
+        ("target name", "[targets.a]", "[targets.b]"),
+        (
+            "model name (served name kept)",
+            "[models.m]",
+            "[models.other]",
+        ),
+        (
+            "model weights and size",
+            "[models.m]\n",
+            "[models.m]\nweights = \"/models/x\"\nparams_b = 8.0\n",
+        ),
+        (
+            "slo",
+            r#"ttft = "p90 < 300ms""#,
+            "ttft = \"p99 < 1s\"\ne2e = \"p50 < 2s\"\nerror_rate = \"< 5%\"",
+        ),
+        (
+            "goodput",
+            r#"ttft = "500ms""#,
+            "ttft = \"2s\"\ntpot = \"50ms\"\ne2e = \"9s\"",
+        ),
+        (
+            "cost",
+            "gpu_hour_usd = 2.5",
+            "gpu_hour_usd = 9.0\ngpus = 8\nkwh_usd = 0.3",
+        ),
+        (
+            "telemetry",
+            "gpu = \"off\"\ninterval = \"100ms\"",
+            "gpu = \"auto\"\ninterval = \"1s\"\nserver_metrics = false\nscrape_interval = \"2s\"",
+        ),
+        (
+            "validity",
+            "min_requests = 10",
+            "min_requests = 99\nmin_duration = \"1s\"\nmax_rate_gap = \"5%\"\npercentile_sample_check = false",
+        ),
+        (
+            "regression",
+            r#"noise = "10%" }]"#,
+            "noise = \"3%\" }]\nconfidence = \"99%\"\nmin_runs = 5\nbaseline = \"elsewhere.json\"",
+        ),
+        (
+            "spec name and description",
+            "name = \"issue-40\"\ndescription = \"what a point sends\"",
+            "name = \"renamed\"\ndescription = \"other words\"",
+        ),
+    ];
+    for (what, from, to) in client_side {
+        assert!(EVERY_KEY.contains(from), "{what}: {from:?} is in the spec");
+        let (got, compiled) = sent(dir.path(), &EVERY_KEY.replacen(from, to, 1), 2);
+        assert_ne!(compiled, base_compiled, "{what}: the edit changes the spec");
+        assert_eq!(got.len(), base.len(), "{what}: the same points");
+        for (p, (b, g)) in base.iter().zip(&got).enumerate() {
+            assert_eq!(g.len(), 2, "{what}");
+            for (run, (b, g)) in b.iter().zip(g).enumerate() {
+                assert!(b.0 == g.0, "{what}: point {p} run {run}: other bodies");
+                assert_eq!(b.1, g.1, "{what}: point {p} run {run}: other arrivals");
+            }
+        }
+    }
+    // The control: what defines the requests changes them.
+    let other_seed = sent(dir.path(), &EVERY_KEY.replace("seed = 7", "seed = 8"), 2).0;
+    for (p, (b, g)) in base.iter().zip(&other_seed).enumerate() {
+        assert!(b[0].0 != g[0].0, "seed: point {p} sends other bodies");
+        assert_ne!(b[0].1, g[0].1, "seed: point {p} has other arrivals");
+    }
+    let lengths = sent(
+        dir.path(),
+        &EVERY_KEY.replace("median = 200", "median = 300"),
+        2,
+    )
+    .0;
+    assert!(base[0][0].0 != lengths[0][0].0, "the workload's lengths");
+    let served = sent(dir.path(), &EVERY_KEY.replace("org/model", "org/other"), 2).0;
+    assert!(base[1][0].0 != served[1][0].0, "the served name");
+    let rate = sent(dir.path(), &EVERY_KEY.replace("20/s", "30/s"), 2).0;
+    assert_ne!(base[1][0].1, rate[1][0].1, "the rate");
 }
 
 fn run_binary(spec: &Path, out: &Path) -> serde_json::Value {

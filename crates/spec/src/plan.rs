@@ -147,12 +147,109 @@ impl PointConfig {
         hex(&h.finalize()[..4])
     }
 
+    /// What the requests of this point are drawn from, and nothing else:
+    /// the key every random stream of the point is derived from (with the
+    /// spec's seed, the run and the purpose, `seed::derive`): prompt
+    /// lengths and text, shared prefixes, media, a mix's choices, arrival
+    /// times. Hex SHA-256 over the canonical JSON of
+    ///
+    /// - the workload, less its labels (its name, a mix part's name, a
+    ///   dataset's or trace's path: the file's SHA-256 stays);
+    /// - the model name as sent (`served_name`);
+    /// - the load's shape: `arrival`, `burstiness`, `level`,
+    ///   `max_concurrency`, `ramp`, `warmup`, `duration`, `requests`.
+    ///
+    /// Everything else is left out, because it changes how the client
+    /// waits for, reads, reaches or judges a request, never which requests
+    /// it draws: timeouts, `[load.limits]`, `cold_connections`, `window`,
+    /// `runs` (each run has a stream of its own already), `search` (a
+    /// search runs as probes, points at one level without one), goodput
+    /// bounds, the target (URL, key, headers, launch, simulator), the rest
+    /// of the model and precision (a tokenizer changes the text that fits
+    /// a drawn length, not the draw), and every table outside the point
+    /// (`[slo]`, `[telemetry]`, `[validity]`, `[cost]`, `[regression]`).
+    /// The point's [`hash`](Self::hash) covers more, being what is
+    /// measured: a changed timeout is another point to the judge, which
+    /// sends the same requests.
+    pub fn request_key(&self) -> String {
+        // Exhaustive destructuring: a new field of the point or of its
+        // load does not compile until it is sorted into one side or the
+        // other.
+        let PointConfig {
+            target: _,
+            model: _,
+            precision: _,
+            workload,
+            load,
+            goodput: _,
+            seed: _,
+        } = self;
+        let Load {
+            arrival,
+            burstiness,
+            level,
+            max_concurrency,
+            ramp,
+            search: _,
+            warmup,
+            duration,
+            requests,
+            runs: _,
+            window: _,
+            timeouts: _,
+            limits: _,
+            cold_connections: _,
+        } = load;
+        let mut workload = serde_json::to_value(&**workload).expect("configs serialize");
+        strip_labels(&mut workload);
+        let key = serde_json::json!({
+            "workload": workload,
+            "served_name": self.served_name(),
+            "load": {
+                "arrival": arrival,
+                "burstiness": burstiness,
+                "level": level,
+                "max_concurrency": max_concurrency,
+                "ramp": ramp,
+                "warmup": warmup,
+                "duration": duration,
+                "requests": requests,
+            },
+        });
+        hex(&Sha256::digest(
+            serde_json::to_string(&key).expect("serializes").as_bytes(),
+        ))
+    }
+
     /// The model name to send in requests.
     pub fn served_name(&self) -> &str {
         self.precision
             .as_ref()
             .and_then(|p| p.served_name.as_deref())
             .unwrap_or(&self.model.served_name)
+    }
+}
+
+/// Removes from a workload's JSON what names it rather than defines its
+/// requests: its name, a dataset's or trace's path (their SHA-256 stays),
+/// and the same in every part of a mix.
+fn strip_labels(workload: &mut serde_json::Value) {
+    let Some(w) = workload.as_object_mut() else {
+        return;
+    };
+    w.remove("name");
+    if let Some(d) = w.get_mut("dataset").and_then(|d| d.as_object_mut()) {
+        d.remove("path");
+    }
+    if let Some(t) = w.get_mut("trace").and_then(|t| t.as_object_mut()) {
+        t.remove("file");
+    }
+    if let Some(parts) = w.get_mut("mix").and_then(|m| m.as_array_mut()) {
+        for part in parts {
+            if let Some(pw) = part.get_mut("workload") {
+                strip_labels(pw);
+            }
+        }
     }
 }
 
@@ -1073,6 +1170,97 @@ mod hash_tests {
                 "{f}: distinct points, distinct hashes"
             );
         }
+    }
+
+    /// Issue 40: a client setting changes what is measured (the hash) but
+    /// not what is sent (the request key the seeds come from); what
+    /// defines the requests changes both.
+    #[test]
+    fn only_what_defines_the_requests_moves_the_request_key() {
+        use crate::Duration;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../specs");
+        let spec = crate::load(&path.join("quickstart.toml")).unwrap();
+        let base = Plan::build(&spec).unwrap().points[0].config.clone();
+        type Edit = fn(&mut PointConfig);
+        let client_side: &[(&str, Edit)] = &[
+            ("first-token timeout 1h -> 48h", |c| {
+                c.load.timeouts.first_token = Duration::from_secs(48 * 3600)
+            }),
+            ("connect timeout", |c| {
+                c.load.timeouts.connect = Duration::from_secs(1)
+            }),
+            ("idle timeout", |c| {
+                c.load.timeouts.idle = Duration::from_secs(1)
+            }),
+            ("total timeout", |c| {
+                c.load.timeouts.total = Duration::from_secs(1)
+            }),
+            ("limits", |c| c.load.limits.max_events = 7),
+            ("cold connections", |c| c.load.cold_connections = true),
+            ("window", |c| c.load.window = Duration::from_millis(250)),
+            ("runs", |c| c.load.runs = 9),
+            ("goodput", |c| c.goodput.ttft = Some(Duration::from_secs(9))),
+            ("target name", |c| {
+                Arc::make_mut(&mut c.target).name = "t2".into()
+            }),
+            ("target dialect", |c| {
+                Arc::make_mut(&mut c.target).dialect = Some(crate::Dialect::Sglang)
+            }),
+            ("model name", |c| {
+                Arc::make_mut(&mut c.model).name = "m2".into()
+            }),
+            ("model tokenizer", |c| {
+                Arc::make_mut(&mut c.model).tokenizer = Some("other.json".into())
+            }),
+            ("precision dtype", |c| {
+                c.precision.as_mut().unwrap().dtype = Some(crate::DType::Fp8)
+            }),
+            ("workload name", |c| {
+                Arc::make_mut(&mut c.workload).name = "w2".into()
+            }),
+        ];
+        for (what, edit) in client_side {
+            let mut c = base.clone();
+            edit(&mut c);
+            assert_ne!(c, base, "{what}: the edit changes the point");
+            assert_eq!(c.request_key(), base.request_key(), "{what}");
+        }
+        // Nor is the seed in the key: `seed::derive` takes it beside it.
+        let mut c = base.clone();
+        c.seed = 7;
+        assert_eq!(c.request_key(), base.request_key());
+        let defining: &[(&str, Edit)] = &[
+            ("input lengths", |c| {
+                Arc::make_mut(&mut c.workload).input_tokens = Some(crate::Dist::Fixed(100))
+            }),
+            ("stream", |c| {
+                let w = Arc::make_mut(&mut c.workload);
+                w.stream = !w.stream
+            }),
+            ("served name", |c| {
+                Arc::make_mut(&mut c.model).served_name = "other".into();
+                c.precision.as_mut().unwrap().served_name = None;
+            }),
+            ("level", |c| c.load.level = Level::Concurrency(3)),
+            ("max concurrency", |c| c.load.max_concurrency = Some(3)),
+            ("duration", |c| {
+                c.load.duration = Some(Duration::from_secs(3))
+            }),
+            ("requests", |c| c.load.requests = Some(3)),
+            ("warm-up", |c| c.load.warmup = crate::Warmup::Requests(3)),
+        ];
+        for (what, edit) in defining {
+            let mut c = base.clone();
+            edit(&mut c);
+            assert_ne!(c.request_key(), base.request_key(), "{what}");
+            assert_ne!(c.hash(), base.hash(), "{what}: a new point as well");
+        }
+        // The issue's case: the judge sees another point, the server the
+        // same requests.
+        let mut c = base.clone();
+        c.load.timeouts.first_token = Duration::from_secs(48 * 3600);
+        assert_ne!(c.hash(), base.hash());
+        assert_eq!(c.request_key(), base.request_key());
     }
 }
 

@@ -1,6 +1,11 @@
 //! Seed derivation: one spec seed fans out into independent, reproducible
 //! streams per point, run and purpose, so adding a point or a run never
 //! changes the requests of another.
+//!
+//! A point enters by its request key (`PointConfig::request_key`): what
+//! defines its requests (workload, model name as sent, the load's shape),
+//! never its hash, which also covers client settings such as timeouts. A
+//! longer timeout must not re-draw the workload it waits for.
 
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -15,11 +20,12 @@ pub enum Purpose {
     Noise,
 }
 
-/// A 64-bit seed from the spec seed, the point's hash, the run and a purpose.
-pub fn derive(seed: u64, point_hash: &str, run: u32, purpose: Purpose) -> u64 {
+/// A 64-bit seed from the spec seed, the point's request key
+/// (`PointConfig::request_key`), the run and a purpose.
+pub fn derive(seed: u64, request_key: &str, run: u32, purpose: Purpose) -> u64 {
     let mut h = Sha256::new();
     h.update(seed.to_le_bytes());
-    h.update(point_hash.as_bytes());
+    h.update(request_key.as_bytes());
     h.update(run.to_le_bytes());
     h.update([purpose as u8]);
     let d = h.finalize();

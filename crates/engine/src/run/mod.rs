@@ -51,13 +51,15 @@ pub use preflight::check as preflight;
 
 /// Parts of the load engine that tests outside the crate drive directly:
 /// one run of a point on a backend of their own, the connections a
-/// point's client keeps, and the bodies and fingerprint a point's workload
-/// builds.
+/// point's client keeps, and the bodies, arrivals and fingerprint a
+/// point's workload builds.
 pub mod parts {
     pub use super::pacer::run_once;
     pub use super::point::{Connections, MAX_WARM_OPEN};
     pub use super::recorder::Recorder;
-    pub use super::schedule::{FINGERPRINT_REQUESTS, request_bodies, workload_fingerprint};
+    pub use super::schedule::{
+        FINGERPRINT_REQUESTS, arrivals, request_bodies, workload_fingerprint,
+    };
 }
 
 /// The runtime the engine's workers run on: one worker per core but one.

@@ -490,7 +490,6 @@ async fn slot<B: Backend>(
 pub fn run_once<B: Backend>(
     backend: Arc<B>,
     cfg: &PointConfig,
-    point_hash: &str,
     run: u32,
     env: &RunEnv,
 ) -> RunOutcome {
@@ -502,7 +501,7 @@ pub fn run_once<B: Backend>(
         turns,
         limit,
         first_active,
-    } = Schedule::of(cfg, point_hash, run, env);
+    } = Schedule::of(cfg, run, env);
     let gate = Gate {
         open,
         limit,
@@ -937,7 +936,7 @@ mod tests {
     fn closed_loop_keeps_its_slots_busy() {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let cfg = config(Level::Concurrency(4), Arrival::Closed, 0, Some(40));
-        let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+        let out = run_once(Arc::new(FakeBackend::default()), &cfg, 0, &env(&rt));
         let s = out.recorder.stats();
         assert_eq!(s.requests.succeeded, 40);
         assert_eq!(s.concurrency_max, 4);
@@ -950,7 +949,7 @@ mod tests {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let rate = Rate::per_second(200.0).unwrap();
         let cfg = config(Level::Rate(rate), Arrival::Constant, 1000, None);
-        let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+        let out = run_once(Arc::new(FakeBackend::default()), &cfg, 0, &env(&rt));
         let s = out.recorder.stats();
         assert!(
             (195..=200).contains(&s.requests.sent),
@@ -973,7 +972,7 @@ mod tests {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let mut cfg = config(Level::Concurrency(2), Arrival::Closed, 0, Some(10));
         cfg.load.warmup = Warmup::Requests(4);
-        let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+        let out = run_once(Arc::new(FakeBackend::default()), &cfg, 0, &env(&rt));
         let s = out.recorder.stats();
         assert_eq!(s.requests.succeeded, 10);
         assert_eq!(s.requests.warmup, 4);
@@ -1001,7 +1000,7 @@ mod tests {
             fail_every: 5,
             ..FakeBackend::default()
         };
-        let out = run_once(Arc::new(backend), &cfg, "h", 0, &e);
+        let out = run_once(Arc::new(backend), &cfg, 0, &e);
         let s = out.recorder.stats();
         assert_eq!(s.requests.sent, 12);
         let seen = seen.lock().clone();
@@ -1038,7 +1037,7 @@ mod tests {
             ..FakeBackend::default()
         };
         let started = Instant::now();
-        let out = run_once(Arc::new(slow), &cfg, "h", 0, &e);
+        let out = run_once(Arc::new(slow), &cfg, 0, &e);
         assert!(out.interrupted);
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(out.recorder.stats().requests.unfinished, 3);
@@ -1061,7 +1060,7 @@ mod tests {
             every: D::from_secs(60),
         });
         for _ in 0..10 {
-            let out = run_once(Arc::new(FakeBackend::default()), &cfg, "h", 0, &env(&rt));
+            let out = run_once(Arc::new(FakeBackend::default()), &cfg, 0, &env(&rt));
             assert_eq!(out.recorder.stats().requests.succeeded, 30);
             assert_eq!(out.recorder.steps().len(), 1, "the first step is kept");
             assert!(
@@ -1088,7 +1087,6 @@ mod tests {
         let out = run_once(
             failing(infer_bench_protocol::ErrorClass::Connect),
             &cfg,
-            "h",
             0,
             &env(&rt),
         );
@@ -1107,7 +1105,6 @@ mod tests {
         let out = run_once(
             failing(infer_bench_protocol::ErrorClass::TimeoutConnect),
             &cfg,
-            "h",
             0,
             &env(&rt),
         );
@@ -1137,7 +1134,6 @@ mod tests {
         let out = run_once(
             failing(infer_bench_protocol::ErrorClass::Status5xx),
             &cfg,
-            "h",
             0,
             &env(&rt),
         );

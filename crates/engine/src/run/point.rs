@@ -130,8 +130,7 @@ pub(super) fn run_point(job: PointJob<'_>, server: &mut Server, env: &PlanEnv<'_
         Ok(c) => c,
         Err(e) => return PointOutcome::Done(Box::new(failed_point(p, e.to_string()))),
     };
-    let fingerprint =
-        super::schedule::workload_fingerprint(&*client.backend, cfg, &p.hash, &job.material);
+    let fingerprint = super::schedule::workload_fingerprint(&*client.backend, cfg, &job.material);
     let virtual_time = matches!(server, Server::Virtual(_));
     let telemetry = tel.start(cfg, server, env.opts);
     let mut runs = Runs::new(
@@ -526,13 +525,7 @@ impl Runs {
     ) -> Result<RunOutcome, PointError> {
         let p = job.point;
         if !self.virtual_time {
-            return Ok(run_once(
-                client.backend.clone(),
-                &p.config,
-                &p.hash,
-                run,
-                run_env,
-            ));
+            return Ok(run_once(client.backend.clone(), &p.config, run, run_env));
         }
         let config = env.tel.config;
         let sampling = super::virtual_time::Sampling {
@@ -544,7 +537,6 @@ impl Runs {
         let v = super::virtual_time::run_once_virtual(
             &*client.backend,
             &p.config,
-            &p.hash,
             run,
             run_env,
             sampling,

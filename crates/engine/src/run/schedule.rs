@@ -1,10 +1,11 @@
 //! What a run of a point sends, and when: the one derivation shared by a
 //! real run (`pacer`) and a virtual one (`virtual_time`). Its prompts and
-//! arrivals from the point's seeds ([`Schedule`]), this agent's share of
-//! slots and requests under load sharding, the requests built from
-//! prompts ([`build`]), which requests count ([`Window`]), a conversation's
-//! next turn ([`Conversation`]), the run's recorder, and the bodies a
-//! point's workload fingerprint hashes.
+//! arrivals, drawn from the spec's seed and the point's request key, never
+//! the point's hash ([`Schedule`]), this agent's share of slots and
+//! requests under load sharding, the requests built from prompts
+//! ([`build`]), which requests count ([`Window`]), a conversation's next
+//! turn ([`Conversation`]), the run's recorder, and the bodies a point's
+//! workload fingerprint hashes.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,21 +35,14 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
-    /// The schedule of run `run` of the point `cfg` (whose hash is
-    /// `point_hash`), for the agent `env` names.
-    pub(super) fn of(cfg: &PointConfig, point_hash: &str, run: u32, env: &RunEnv) -> Schedule {
+    /// The schedule of run `run` of the point `cfg`, for the agent `env`
+    /// names. Its streams come from the point's request key, never its
+    /// hash: a client setting (a timeout) changes neither prompts nor
+    /// arrivals.
+    pub(super) fn of(cfg: &PointConfig, run: u32, env: &RunEnv) -> Schedule {
         let load = &cfg.load;
-        let prompts = prompt_gen(cfg, point_hash, run, &env.material);
-        let warmup_ns = match load.warmup {
-            Warmup::Time(d) => d.as_nanos(),
-            _ => 0,
-        };
-        let horizon = load
-            .duration
-            .map(|d| warmup_ns + d.as_nanos())
-            .unwrap_or(u64::MAX);
-        let arrival_seed = derive(cfg.seed, point_hash, run, Purpose::Arrivals);
-        let arrivals = Arrivals::of_point(load, &env.material, arrival_seed, horizon);
+        let prompts = prompt_gen(cfg, run, &env.material);
+        let arrivals = arrivals(cfg, run, &env.material);
         let open = arrivals.is_open();
         let agent = env.agent;
         let arrivals = arrivals
@@ -116,17 +110,17 @@ pub const FINGERPRINT_REQUESTS: u64 = 64;
 /// message and lengths (the history also holds the server's replies, which
 /// are not the client's to fix). Timing never enters it, so the same spec
 /// and seed give the same fingerprint on every machine, and a change to
-/// prompt synthesis, a dataset or a tokenizer changes it.
+/// prompt synthesis, a dataset or a tokenizer changes it; a client
+/// setting outside the request key (a timeout) does not.
 pub fn workload_fingerprint<B: Backend>(
     backend: &B,
     cfg: &PointConfig,
-    point_hash: &str,
     material: &Arc<Material>,
 ) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     for run in 0..cfg.load.runs {
-        let prompts = prompt_gen(cfg, point_hash, run, material);
+        let prompts = prompt_gen(cfg, run, material);
         for index in 0..FINGERPRINT_REQUESTS {
             let item = build(backend, &prompts, Due { index, at_ns: None });
             h.update((item.prepared.body.len() as u64).to_le_bytes());
@@ -142,15 +136,30 @@ pub fn workload_fingerprint<B: Backend>(
     infer_bench_spec::hex(&h.finalize())
 }
 
-/// The prompt generator of one run of a point.
-pub fn prompt_gen(
-    cfg: &PointConfig,
-    point_hash: &str,
-    run: u32,
-    material: &Arc<Material>,
-) -> PromptGen {
-    let request_seed = derive(cfg.seed, point_hash, run, Purpose::Requests);
-    let prefix_seed = derive(cfg.seed, point_hash, 0, Purpose::Prefixes);
+/// The arrivals of run `run` of a point, every agent's: a trace's
+/// timestamps, or a schedule seeded from the spec's seed and the point's
+/// request key (`PointConfig::request_key`), bounded by warm-up plus
+/// duration.
+pub fn arrivals(cfg: &PointConfig, run: u32, material: &Material) -> Arrivals {
+    let load = &cfg.load;
+    let warmup_ns = match load.warmup {
+        Warmup::Time(d) => d.as_nanos(),
+        _ => 0,
+    };
+    let horizon = load
+        .duration
+        .map(|d| warmup_ns + d.as_nanos())
+        .unwrap_or(u64::MAX);
+    let seed = derive(cfg.seed, &cfg.request_key(), run, Purpose::Arrivals);
+    Arrivals::of_point(load, material, seed, horizon)
+}
+
+/// The prompt generator of one run of a point, seeded from the spec's
+/// seed and the point's request key (`PointConfig::request_key`).
+pub fn prompt_gen(cfg: &PointConfig, run: u32, material: &Arc<Material>) -> PromptGen {
+    let key = cfg.request_key();
+    let request_seed = derive(cfg.seed, &key, run, Purpose::Requests);
+    let prefix_seed = derive(cfg.seed, &key, 0, Purpose::Prefixes);
     PromptGen::new(&cfg.workload, material.clone(), request_seed, prefix_seed)
 }
 
@@ -159,12 +168,11 @@ pub fn prompt_gen(
 pub fn request_bodies<B: Backend>(
     backend: &B,
     cfg: &PointConfig,
-    point_hash: &str,
     run: u32,
     material: &Arc<Material>,
     n: u64,
 ) -> Vec<bytes::Bytes> {
-    let prompts = prompt_gen(cfg, point_hash, run, material);
+    let prompts = prompt_gen(cfg, run, material);
     (0..n)
         .map(|index| {
             build(backend, &prompts, Due { index, at_ns: None })

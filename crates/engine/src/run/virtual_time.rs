@@ -208,7 +208,6 @@ pub struct VirtualRun {
 pub fn run_once_virtual<B: Backend>(
     backend: &B,
     cfg: &PointConfig,
-    point_hash: &str,
     run: u32,
     env: &RunEnv,
     sampling: Option<Sampling>,
@@ -223,7 +222,7 @@ pub fn run_once_virtual<B: Backend>(
         turns,
         limit,
         first_active,
-    } = Schedule::of(cfg, point_hash, run, env);
+    } = Schedule::of(cfg, run, env);
     let items = arrivals.map(move |d| build(backend, &prompts, d));
     let t0 = env.start_at.unwrap_or_else(Instant::now);
     let window = Window::new(load, t0, env.agent);
