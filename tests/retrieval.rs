@@ -458,7 +458,12 @@ fn regression_gates_and_cost_judge_an_embedder() {
          # A loaded machine must not make the point INVALID here.\n[validity]\nmax_dispatch_lag_p99 = \"5s\"\n",
     )
     .unwrap();
-    let bin = || Command::new(env!("CARGO_BIN_EXE_infer-bench"));
+    // In the scratch folder: `baseline = "base.json"` is relative to it.
+    let bin = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_infer-bench"));
+        c.current_dir(dir.path());
+        c
+    };
     let run_to = |out: &str| {
         let o = bin()
             .arg("run")
