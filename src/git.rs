@@ -13,11 +13,7 @@ use crate::error::{GitFailed, GitMissing};
 /// The text of `path` (absolute, or relative to the current directory) at
 /// revision `rev` of the repository that holds it.
 pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
-    if rev.is_empty() || rev.starts_with('-') || rev.contains(':') {
-        return Err(GitError::Missing(GitMissing::NotARevision {
-            rev: rev.to_string(),
-        }));
-    }
+    check_rev(rev)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -87,6 +83,16 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
     }
 }
 
+/// Refuses a revision that git could read as an option or a path.
+fn check_rev(rev: &str) -> Result<(), GitError> {
+    if rev.is_empty() || rev.starts_with('-') || rev.contains(':') {
+        return Err(GitError::Missing(GitMissing::NotARevision {
+            rev: rev.to_string(),
+        }));
+    }
+    Ok(())
+}
+
 /// A commit: its full object name, committer time (RFC 3339) and depth
 /// (how many commits its history holds, `git rev-list --count`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,11 +104,7 @@ pub struct Commit {
 
 /// The commit `rev` names in the repository that holds the folder `dir`.
 pub fn commit(rev: &str, dir: &Path) -> Result<Commit, GitError> {
-    if rev.is_empty() || rev.starts_with('-') || rev.contains(':') {
-        return Err(GitError::Missing(GitMissing::NotARevision {
-            rev: rev.to_string(),
-        }));
-    }
+    check_rev(rev)?;
     let text = run(dir, rev, &["log", "-1", "--format=%H %cI", rev, "--"])?;
     let mut c = commits(&text).into_iter().next().ok_or_else(|| {
         GitError::Missing(GitMissing::NotARevision {
@@ -152,11 +154,7 @@ pub fn changes_of(path: &Path) -> Result<Vec<Commit>, GitError> {
 /// revision `rev`, as paths relative to the current directory. A folder
 /// that is not there at `rev` has none.
 pub fn files_at(rev: &str, dir: &Path) -> Result<Vec<std::path::PathBuf>, GitError> {
-    if rev.is_empty() || rev.starts_with('-') || rev.contains(':') {
-        return Err(GitError::Missing(GitMissing::NotARevision {
-            rev: rev.to_string(),
-        }));
-    }
+    check_rev(rev)?;
     let folder = format!("{}/", dir.display());
     let text = run(
         Path::new("."),

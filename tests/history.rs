@@ -112,8 +112,13 @@ impl Gauss {
 /// Records `levels.len()` commits of `name` into `dir/hist`, commit `i`
 /// run at slowdown `levels[i]` times 2% noise, an hour apart.
 fn history(dir: &Path, name: &str, levels: &[f64], seed: u64) {
+    more_history(dir, name, levels, seed, 0);
+}
+
+/// [`history`], its commits numbered from `first`.
+fn more_history(dir: &Path, name: &str, levels: &[f64], seed: u64, first: usize) {
     let mut g = Gauss(seed);
-    for (i, level) in levels.iter().enumerate() {
+    for (i, level) in (first..).zip(levels) {
         let slowdown = level * (1.0 + 0.02 * g.next());
         let out = run(dir, name, slowdown, &format!("{i:03}"));
         let time = format!("2026-03-{:02}T{:02}:00:00Z", 1 + i / 24, i % 24);
@@ -201,31 +206,7 @@ fn a_step_in_main_is_found_at_its_commit_and_a_regression_fails_the_check() {
     assert!(table.contains(s["commit"].as_str().unwrap()), "{table}");
 
     // The same history, then a fix: the newest shift is an improvement.
-    let fixed: Vec<f64> = (0..12).map(|_| 1.0).collect();
-    let mut g = Gauss(99);
-    for (i, level) in fixed.iter().enumerate() {
-        let n = 36 + i;
-        let out = run(
-            d,
-            "steps",
-            level * (1.0 + 0.02 * g.next()),
-            &format!("{n:03}"),
-        );
-        ok(&ib(
-            d,
-            &[
-                "history",
-                "record",
-                out.to_str().unwrap(),
-                "--commit",
-                &format!("c{n:03}"),
-                "--time",
-                &format!("2026-03-{:02}T{:02}:00:00Z", 1 + n / 24, n % 24),
-                "--dir",
-                "hist",
-            ],
-        ));
-    }
+    more_history(d, "steps", &[1.0; 12], 99, 36);
     let o = ib(
         d,
         &["history", "check", "--dir", "hist", "--format", "json"],
@@ -337,14 +318,7 @@ fn page(d: &Path) {
         &["--dump-dom"],
         &probe,
     );
-    let tag = "<pre id=\"probe\">";
-    let start = dom.find(tag).expect("the probe ran") + tag.len();
-    let end = start + dom[start..].find("</pre>").unwrap();
-    let json = dom[start..end]
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&amp;", "&");
+    let json = infer_bench_testkit::chromium::pre_text(&dom, "probe");
     let seen: Value = serde_json::from_str(&json).unwrap();
     eprintln!("the page as laid out: {seen}");
     let charts = seen["charts"].as_array().unwrap();

@@ -494,14 +494,7 @@ fn probe_page(exe: &Path, dir: &Path, name: &str, sources: &[Source]) -> serde_j
         &["--dump-dom"],
         &probe_path,
     );
-    let tag = "<pre id=\"page-probe\">";
-    let start = dom.find(tag).expect("the probe ran") + tag.len();
-    let end = start + dom[start..].find("</pre>").unwrap();
-    let json = dom[start..end]
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&amp;", "&");
+    let json = infer_bench_testkit::chromium::pre_text(&dom, "page-probe");
     // The page's full height, for a full-page screenshot.
     let png = dir.join(format!("{name}.png"));
     chromium(
@@ -686,12 +679,7 @@ fn html_report_renders_its_charts_in_headless_chromium() {
     .unwrap();
 
     let dom = chromium(&exe, &dir.join("profile-1"), &["--dump-dom"], &probe_path);
-    let start = dom.find("<pre id=\"probe\">").expect("the probe ran") + "<pre id=\"probe\">".len();
-    let end = start + dom[start..].find("</pre>").unwrap();
-    let json = dom[start..end]
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&");
+    let json = infer_bench_testkit::chromium::pre_text(&dom, "probe");
     let charts: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
     let title = |c: &serde_json::Value| c["title"].as_str().unwrap().to_string();
     let titles: Vec<String> = charts.iter().map(title).collect();

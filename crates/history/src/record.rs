@@ -191,6 +191,22 @@ fn recorded(regression: &Regression) -> Vec<(String, Metric, Option<Stat>, f64)>
 }
 
 impl Record {
+    /// A record of no points yet.
+    pub fn new(spec: &str, commit: &str, time: &str, source: Source) -> Record {
+        Record {
+            format: FORMAT.into(),
+            version: VERSION,
+            metrics_version: infer_bench_results::METRICS_VERSION,
+            spec: spec.to_string(),
+            commit: commit.to_string(),
+            time: time.to_string(),
+            depth: None,
+            source,
+            tool: ToolInfo::current(),
+            points: BTreeMap::new(),
+        }
+    }
+
     /// The record of `baseline`'s points at `commit` and `time`, with the
     /// metrics `regression` gates. `time` is normalized to UTC.
     pub fn from_baseline(
@@ -250,16 +266,9 @@ impl Record {
             );
         }
         Ok(Record {
-            format: FORMAT.into(),
-            version: VERSION,
             metrics_version: baseline.metrics_version,
-            spec: baseline.spec.clone(),
-            commit: commit.to_string(),
-            time,
-            depth: None,
-            source,
-            tool: ToolInfo::current(),
             points,
+            ..Record::new(&baseline.spec, commit, &time, source)
         })
     }
 

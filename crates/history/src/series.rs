@@ -153,8 +153,7 @@ impl Last {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{FORMAT, Source, VERSION};
-    use infer_bench_results::ToolInfo;
+    use crate::record::Source;
 
     pub(crate) fn rec(commit: &str, secs: u64, hash: &str, gpu: &str, tpot: f64) -> Record {
         let level = Level {
@@ -165,15 +164,6 @@ mod tests {
             runs: vec![tpot],
         };
         Record {
-            format: FORMAT.into(),
-            version: VERSION,
-            metrics_version: 3,
-            spec: "q".into(),
-            commit: commit.into(),
-            time: crate::record::format_time(secs),
-            depth: None,
-            source: Source::Run,
-            tool: ToolInfo::current(),
             points: BTreeMap::from([(
                 "sim.a".to_string(),
                 RecordPoint {
@@ -183,6 +173,7 @@ mod tests {
                     metrics: BTreeMap::from([("tpot p50".to_string(), level)]),
                 },
             )]),
+            ..Record::new("q", commit, &crate::record::format_time(secs), Source::Run)
         }
     }
 

@@ -278,23 +278,10 @@ fn entries(dir: &Path) -> Result<Vec<(String, std::fs::FileType)>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{FORMAT, Source, VERSION};
-    use infer_bench_results::ToolInfo;
-    use std::collections::BTreeMap;
+    use crate::record::Source;
 
     fn record(commit: &str, time: &str) -> Record {
-        Record {
-            format: FORMAT.into(),
-            version: VERSION,
-            metrics_version: 3,
-            spec: "q".into(),
-            commit: commit.into(),
-            time: time.into(),
-            depth: None,
-            source: Source::Run,
-            tool: ToolInfo::current(),
-            points: BTreeMap::new(),
-        }
+        Record::new("q", commit, time, Source::Run)
     }
 
     #[test]

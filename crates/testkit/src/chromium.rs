@@ -67,3 +67,16 @@ pub fn chromium(exe: &Path, profile: &Path, extra: &[&str], page: &Path) -> Stri
     }
     reader.join().unwrap()
 }
+
+/// The text of `<pre id="ID">` in a page Chromium dumped (`--dump-dom`),
+/// unescaped: what a probe script appended to the page wrote there.
+pub fn pre_text(dom: &str, id: &str) -> String {
+    let tag = format!("<pre id=\"{id}\">");
+    let start = dom.find(&tag).expect("the probe ran") + tag.len();
+    let end = start + dom[start..].find("</pre>").expect("the probe's end");
+    dom[start..end]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}

@@ -146,8 +146,7 @@ pub(crate) mod fixtures {
     use std::collections::BTreeMap;
 
     use infer_bench_history::check::{Report, SeriesCheck, Shift, Verdict};
-    use infer_bench_history::record::{FORMAT, Level, Record, RecordPoint, Source, VERSION};
-    use infer_bench_results::ToolInfo;
+    use infer_bench_history::record::{Level, Record, RecordPoint, Source};
 
     /// A slug that tries every trick: markup, a quote, a line break, a
     /// terminal escape, a workflow command, a spreadsheet formula.
@@ -179,16 +178,13 @@ pub(crate) mod fixtures {
                 .insert((*label).to_string(), level.clone());
         }
         Record {
-            format: FORMAT.into(),
-            version: VERSION,
-            metrics_version: 3,
-            spec: "q".into(),
-            commit: commit.into(),
-            time: infer_bench_history::record::format_time(secs),
-            depth: None,
-            source: Source::Run,
-            tool: ToolInfo::current(),
             points: map,
+            ..Record::new(
+                "q",
+                commit,
+                &infer_bench_history::record::format_time(secs),
+                Source::Run,
+            )
         }
     }
 
