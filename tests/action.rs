@@ -178,9 +178,27 @@ fn the_action_passes_an_unchanged_tree_and_fails_a_slower_pull_request() {
             ("INPUT_BASELINE_REF", "HEAD"),
             ("INPUT_OUT", "pr-results"),
             ("INPUT_ARGS", "--requests"),
+            ("INPUT_HISTORY", "record"),
         ],
     );
     assert_eq!(step.code, 0, "{}", step.log);
+    // A push records the run in the history of main, at HEAD.
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(&main)
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let years: Vec<PathBuf> = std::fs::read_dir(main.join("bench-history/action"))
+        .unwrap_or_else(|e| panic!("no history: {e}\n{}", step.log))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(years.len(), 1, "{years:?}");
+    assert!(
+        years[0].join(format!("{head}.json")).is_file(),
+        "{}",
+        step.log
+    );
     assert_eq!(step.outputs["exit-code"], "0");
     assert_eq!(step.outputs["verdict"], "pr-results/verdict.md");
     assert_eq!(step.outputs["junit"], "pr-results/verdict.xml");
@@ -228,9 +246,17 @@ fn the_action_passes_an_unchanged_tree_and_fails_a_slower_pull_request() {
             ("INPUT_SPEC", "bench.toml"),
             ("GITHUB_EVENT_NAME", "pull_request"),
             ("GITHUB_BASE_REF", "main"),
+            ("INPUT_HISTORY", "record"),
         ],
     );
     assert_eq!(step.code, 1, "{}", step.log);
+    // A pull request's run is judged, never recorded.
+    assert!(
+        step.log.contains("a pull request's run is not recorded"),
+        "{}",
+        step.log
+    );
+    assert!(!pr.join("bench-history").exists());
     assert!(
         step.log.contains("fetching main from origin"),
         "{}",
