@@ -14,15 +14,7 @@ use crate::error::{GitFailed, GitMissing};
 /// revision `rev` of the repository that holds it.
 pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
     check_rev(rev)?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        GitError::Missing(GitMissing::NotAFile {
-            path: path.to_path_buf(),
-        })
-    })?;
+    let (dir, name) = folder_and_name(path)?;
     // The folder is the user's to name: one that is not there, or not in
     // a git work tree, is a mistake on the command line, not git failing.
     if !dir.is_dir() {
@@ -83,6 +75,21 @@ pub fn show(rev: &str, path: &Path) -> Result<String, GitError> {
     }
 }
 
+/// The folder git runs in for `path` (`.` for a bare name) and the file's
+/// name.
+fn folder_and_name(path: &Path) -> Result<(&Path, &std::ffi::OsStr), GitError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        GitError::Missing(GitMissing::NotAFile {
+            path: path.to_path_buf(),
+        })
+    })?;
+    Ok((dir, name))
+}
+
 /// Refuses a revision that git could read as an option or a path.
 fn check_rev(rev: &str) -> Result<(), GitError> {
     if rev.is_empty() || rev.starts_with('-') || rev.contains(':') {
@@ -126,15 +133,7 @@ fn depth(dir: &Path, sha: &str) -> Option<u64> {
 
 /// The commits of HEAD's history that changed `path`, oldest first.
 pub fn changes_of(path: &Path) -> Result<Vec<Commit>, GitError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        GitError::Missing(GitMissing::NotAFile {
-            path: path.to_path_buf(),
-        })
-    })?;
+    let (dir, name) = folder_and_name(path)?;
     let name = format!("./{}", name.to_string_lossy());
     let text = run(
         dir,

@@ -321,18 +321,7 @@ fn drive(
                 }
             }
         }
-        loop {
-            let now = Instant::now();
-            if now >= end || stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let left = end - now;
-            if left > Duration::from_micros(150) {
-                std::thread::sleep(left - Duration::from_micros(100));
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+        wait_until(end, &stop);
         let now = Instant::now();
         for i in 0..n {
             if under_way[i].as_ref().is_none_or(|(e, _)| *e > now) {
@@ -754,6 +743,25 @@ impl Frames {
                 "content": [{"type": "text", "text": text}], "stop_reason": "max_tokens", "stop_sequence": null,
                 "usage": {"input_tokens": self.prompt_tokens, "output_tokens": n}})
             }
+        }
+    }
+}
+
+/// Waits until `end` (or until `stop` is set): sleeps while more than
+/// 150 us are left, then spins, so a modelled step ends on time to within
+/// microseconds rather than a scheduler tick. The engine loop and the
+/// tensor server's executor both pace their work with it.
+pub(crate) fn wait_until(end: Instant, stop: &std::sync::atomic::AtomicBool) {
+    loop {
+        let now = Instant::now();
+        if now >= end || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let left = end - now;
+        if left > Duration::from_micros(150) {
+            std::thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::hint::spin_loop();
         }
     }
 }

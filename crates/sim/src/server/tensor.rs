@@ -233,18 +233,7 @@ fn execute(
             .execution(job.batch, job.input_bytes, job.output_bytes)
             .scaled(factor);
         let end = start + Duration::from_secs_f64(e.total_s().max(0.0));
-        loop {
-            let now = Instant::now();
-            if now >= end || stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let left = end - now;
-            if left > Duration::from_micros(150) {
-                std::thread::sleep(left - Duration::from_micros(100));
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+        super::wait_until(end, &stop);
         free_at = Some(end);
         let ns = |s: f64| (s * 1e9) as u64;
         let _ = job.done.send(Timing {
