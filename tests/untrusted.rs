@@ -351,3 +351,45 @@ fn sigkill_leaves_no_server_behind() {
     // Finished points are on disk, in a readable file.
     assert!(finished_points(&dir.path().join("out")) >= 1);
 }
+
+/// A spec named by its bare file name from its own folder (`cd specs &&
+/// infer-bench run llama-cpp.toml`) fills `{spec.dir}` with that folder,
+/// not with the empty path that `{spec.dir}/x` turned into `/x`.
+#[test]
+fn spec_dir_is_the_spec_folder_when_the_spec_is_named_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "served.toml",
+        &sim_spec("served", "concurrency = [1]"),
+    );
+    let command = format!(
+        "\"{}\", \"sim-server\", \"{{spec.dir}}/served.toml\", \"--port\", \"{{port}}\"",
+        env!("CARGO_BIN_EXE_infer-bench")
+    );
+    write(
+        dir.path(),
+        "launcher.toml",
+        &launch_spec(&command, "", "concurrency = [1]"),
+    );
+    let o = bin()
+        .current_dir(dir.path())
+        .args(["run", "launcher.toml", "--out", "out", "--allow-launch"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
+    let point = &r["points"][0];
+    assert!(
+        point["merged"]["requests"]["succeeded"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{}",
+        point["merged"]["requests"]
+    );
+}

@@ -63,7 +63,7 @@ pub fn load(path: &Path) -> Result<Spec, SpecErrors> {
     };
     // The spec itself is not read through a link that leads out of its
     // repository (a pull request's `bench.toml -> ~/.env`).
-    let base = path.parent().unwrap_or(Path::new("."));
+    let base = folder_of(path);
     let repo = files::repository(base);
     let source = files::read_text_in(path, files::MAX_SPEC_BYTES, &repo).map_err(|e| match e {
         files::TextError::Read(e) => error(0, 0, format!("cannot read the spec: {e}")),
@@ -85,6 +85,16 @@ impl Spec {
 
     /// The directory relative paths in the spec resolve against.
     pub fn base_dir(&self) -> &Path {
-        self.path.parent().unwrap_or(Path::new("."))
+        folder_of(&self.path)
+    }
+}
+
+/// The folder a spec file is in: `.` for a bare file name (`bench.toml`
+/// named from its own folder), whose `Path::parent` is the empty path
+/// that `{spec.dir}` would otherwise turn into `/`.
+fn folder_of(spec: &Path) -> &Path {
+    match spec.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
     }
 }
