@@ -117,7 +117,8 @@ pub fn exit_code(e: &Error) -> u8 {
             Engine::Workload(_)
             | Engine::Merge(_)
             | Engine::Timetable(_)
-            | Engine::SearchWithAgents => EXIT_USAGE,
+            | Engine::SearchWithAgents
+            | Engine::Busy { .. } => EXIT_USAGE,
             Engine::Io { .. } | Engine::Telemetry(_) => EXIT_INFRA,
         },
         Error::Start(e) => match e {

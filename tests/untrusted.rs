@@ -393,3 +393,75 @@ fn spec_dir_is_the_spec_folder_when_the_spec_is_named_without_one() {
         point["merged"]["requests"]
     );
 }
+
+/// Two runs given one `--out` (a retried CI job, two jobs sharing a
+/// folder): the second is refused with exit 2 naming the first's PID, and
+/// the first's results and request log are whole.
+#[test]
+fn a_second_run_into_a_folder_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(
+        dir.path(),
+        "s.toml",
+        &sim_spec("busy", "concurrency = [1, 2]"),
+    );
+    let out = dir.path().join("out");
+    let first = bin()
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .arg("--requests")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first holds the folder from before it writes its results file.
+    wait_for(
+        "the first run's results file",
+        Duration::from_secs(60),
+        || out.join("results.json").exists(),
+    );
+    let second = bin()
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("another run is writing this folder")
+            && err.contains(&format!("PID {}", first.id())),
+        "{err}"
+    );
+    let o = first.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(finished_points(&out), 2);
+    let log = std::fs::read_to_string(out.join("requests.jsonl")).unwrap();
+    assert!(!log.is_empty());
+    for line in log.lines() {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("a spliced line in requests.jsonl ({e}): {line}"));
+    }
+    // Once the first has ended, the folder is free again.
+    let again = bin()
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}

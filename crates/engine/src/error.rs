@@ -45,6 +45,13 @@ pub enum Error {
         "error: a capacity search chooses each probe's level from the last one's result, which agents sharing the load cannot agree on in advance; run the search from one machine"
     )]
     SearchWithAgents,
+    /// Another run holds the output folder (`run::lock`).
+    #[error(
+        "error: {}: another run is writing this folder{}; give this run its own --out, or wait for that one to end",
+        dir.display(),
+        pid.map(|p| format!(" (PID {p})")).unwrap_or_default()
+    )]
+    Busy { dir: PathBuf, pid: Option<u32> },
 }
 
 impl Error {

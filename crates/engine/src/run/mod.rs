@@ -23,6 +23,7 @@ mod environment;
 mod fake;
 mod host;
 mod launch;
+mod lock;
 mod observe;
 mod options;
 mod pacer;

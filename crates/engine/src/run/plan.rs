@@ -105,6 +105,8 @@ pub fn run_plan_on(
     // out dir a checkout holds as a link is refused, and so is a link in
     // it where a file of the run goes (before any server starts).
     infer_bench_results::files::create_dir_all(&opts.out_dir)?;
+    // One run per folder: taken before anything of the run is written.
+    let _lock = super::lock::lock(&opts.out_dir)?;
     check_outputs(plan, opts)?;
     let mut results = new_results(spec, plan, opts, rt, gpus, &redactor);
     // Tokenizers and datasets are read before any server starts, once per
