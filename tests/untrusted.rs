@@ -360,11 +360,11 @@ fn spec_dir_is_the_spec_folder_when_the_spec_is_named_without_one() {
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
-        "served.toml",
-        &sim_spec("served", "concurrency = [1]"),
+        "backend.toml",
+        &sim_spec("backend", "concurrency = [1]"),
     );
     let command = format!(
-        "\"{}\", \"sim-server\", \"{{spec.dir}}/served.toml\", \"--port\", \"{{port}}\"",
+        "\"{}\", \"sim-server\", \"{{spec.dir}}/backend.toml\", \"--port\", \"{{port}}\"",
         env!("CARGO_BIN_EXE_infer-bench")
     );
     write(

@@ -63,7 +63,7 @@ pub fn load(path: &Path) -> Result<Spec, SpecErrors> {
     };
     // The spec itself is not read through a link that leads out of its
     // repository (a pull request's `bench.toml -> ~/.env`).
-    let base = folder_of(path);
+    let base = path.parent().unwrap_or(Path::new("."));
     let repo = files::repository(base);
     let source = files::read_text_in(path, files::MAX_SPEC_BYTES, &repo).map_err(|e| match e {
         files::TextError::Read(e) => error(0, 0, format!("cannot read the spec: {e}")),
@@ -85,16 +85,22 @@ impl Spec {
 
     /// The directory relative paths in the spec resolve against.
     pub fn base_dir(&self) -> &Path {
-        folder_of(&self.path)
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// The folder `{spec.dir}` names: the base folder, `.` for a spec
+    /// named by its bare file name from its own folder (whose base is the
+    /// empty path, which `{spec.dir}/x` would turn into `/x`).
+    pub fn dir(&self) -> &Path {
+        placeholder_dir(self.base_dir())
     }
 }
 
-/// The folder a spec file is in: `.` for a bare file name (`bench.toml`
-/// named from its own folder), whose `Path::parent` is the empty path
-/// that `{spec.dir}` would otherwise turn into `/`.
-fn folder_of(spec: &Path) -> &Path {
-    match spec.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
+/// `base`, or `.` where it is the empty path.
+pub fn placeholder_dir(base: &Path) -> &Path {
+    if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
     }
 }

@@ -260,7 +260,7 @@ impl PlanRun<'_> {
         let started = Instant::now();
         let server = Server::start(
             first,
-            self.spec.base_dir(),
+            self.spec.dir(),
             &self.log_dir,
             env.rt.handle(),
             env.interrupt,

@@ -583,7 +583,10 @@ impl Cx<'_> {
             self.err(key, "a path cannot hold a NUL character", None);
             return;
         }
-        let dir = cwd.replace("{spec.dir}", &self.base_dir.display().to_string());
+        let dir = cwd.replace(
+            "{spec.dir}",
+            &crate::placeholder_dir(self.base_dir).display().to_string(),
+        );
         if dir.contains('{') {
             return;
         }
