@@ -241,7 +241,8 @@ fn dcgm_exporter_readings_are_recorded_exactly_and_summarized_over_the_windows()
     let r = results(&out);
     let t = &r["points"][0]["telemetry"];
     let g = &t["gpu"];
-    assert_eq!(g["status"], "sampled", "{g}");
+    // Some scrapes failed (FAILS): sampled, with gaps.
+    assert_eq!(g["status"], "partial", "{g}");
     assert_eq!(g["source"], "dcgm");
     assert_eq!(g["url"], exporter.url());
     assert!((g["interval_s"].as_f64().unwrap() - 0.1).abs() < 1e-9);
@@ -466,6 +467,95 @@ fn an_unreachable_exporter_stops_a_required_run_and_is_noted_otherwise() {
     assert_eq!(g["status"], "absent");
     assert!(
         g["note"].as_str().unwrap().contains("cannot connect"),
+        "{g}"
+    );
+}
+
+/// Requests a simulator has running or has finished, from its `/metrics`
+/// (0 where it cannot be read).
+fn requests_seen(metrics_url: &str) -> u64 {
+    use std::io::{Read, Write};
+    let rest = metrics_url.trim_start_matches("http://");
+    let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut body = String::new();
+    let _ = c.read_to_string(&mut body);
+    body.lines()
+        .filter(|l| {
+            l.starts_with("vllm:num_requests_running")
+                || l.starts_with("vllm:request_success_total")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// A dcgm-exporter that cannot be reached when the point begins and comes
+/// up 1.5 s later (a restarting pod) is read from its first answer on:
+/// the point's GPU telemetry is partial, its gaps counted, not absent.
+#[test]
+fn an_exporter_that_comes_up_late_is_read_from_its_first_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = external_sim(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let spec = write_spec(
+        dir.path(),
+        "late",
+        &format!(
+            "[targets.ext]\nkind = \"openai\"\nbase_url = \"{}\"\ngpu_metrics_url = \"{url}\"\n\
+             {MODEL_AND_LOAD}\n[telemetry]\nscrape_interval = \"100ms\"\n",
+            sim.base_url()
+        ),
+    );
+    let out = dir.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The point's requests reach the server (so its GPU sampler has
+    // tried the exporter, before the first run) before the exporter
+    // listens; it comes up 1.5 s later.
+    let begun = std::time::Instant::now();
+    while requests_seen(&sim.metrics_url()) == 0 {
+        assert!(
+            begun.elapsed() < Duration::from_secs(60),
+            "the run never began"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let rt = runtime();
+    let exporter = rt
+        .block_on(DcgmExporter::start_on(port, |n| {
+            Answer::Text(exposition(&[(FakeGpu::h100("node-a", 0), fields(0, n))]))
+        }))
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let g = &results(&out)["points"][0]["telemetry"]["gpu"];
+    assert!(!exporter.served().is_empty(), "the exporter was never read");
+    assert_eq!(g["devices"].as_array().map(Vec::len), Some(1), "{g}");
+    assert_eq!(g["status"], "partial", "{g}");
+    assert!(g["scrapes_failed"].as_u64().unwrap() >= 1, "{g}");
+    assert!(
+        g["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot connect")),
         "{g}"
     );
 }

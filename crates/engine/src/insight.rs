@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use infer_bench_results::insight::{GpuMemoryPhases, PhasePeaks};
-use infer_bench_results::telemetry::{GpuDataSource, GpuStatus, GpuTelemetry, PointTelemetry};
+use infer_bench_results::telemetry::{GpuDataSource, GpuTelemetry, PointTelemetry};
 use infer_bench_results::{Hint, MemoryPhases, PhaseTimeline, Stats};
 use infer_bench_spec::Validity;
 use infer_bench_spec::results::PointResult;
@@ -120,7 +120,7 @@ pub fn memory_phases(
     }
     out.prefill_share = threshold;
     let phase_at = |t: f64| share_at(tel, timelines, t).map(|s| s > threshold);
-    if tel.gpu.status == GpuStatus::Sampled {
+    if tel.gpu.status.has_readings() {
         for d in &tel.gpu.devices {
             let s = &d.series;
             let samples = s
@@ -274,7 +274,7 @@ impl<'a> Context<'a> {
             .telemetry
             .as_ref()
             .map(|t| &t.gpu)
-            .filter(|g| g.status == GpuStatus::Sampled);
+            .filter(|g| g.status.has_readings());
         let mean_of = |f: &dyn Fn(&infer_bench_results::telemetry::GpuStats) -> Option<f64>| {
             gpu?.device_mean(f)
         };
@@ -633,7 +633,7 @@ fn ramp_jumps(pr: &PointResult, out: &mut Vec<Hint>) {
 mod tests {
     use super::*;
     use infer_bench_results::telemetry::{
-        GpuDeviceTelemetry, GpuSeries, GpuStats, GpuTelemetry, RunSpan, SeriesStats,
+        GpuDeviceTelemetry, GpuSeries, GpuStats, GpuStatus, GpuTelemetry, RunSpan, SeriesStats,
     };
 
     fn ss(mean: f64) -> Option<SeriesStats> {

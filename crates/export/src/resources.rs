@@ -102,7 +102,7 @@ const GPU_COLUMNS: &[GpuColumn] = &[
 
 /// A row's telemetry where its GPUs were sampled.
 fn sampled<'a>(row: &Row<'a>) -> Option<&'a PointTelemetry> {
-    row.telemetry.filter(|t| t.gpu.status == GpuStatus::Sampled)
+    row.telemetry.filter(|t| t.gpu.status.has_readings())
 }
 
 /// What the telemetry table needs of a point.
@@ -133,7 +133,7 @@ pub fn points(r: &Results) -> (Option<String>, Vec<String>) {
 pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
     let mut notes = Vec::new();
     let tels = || rows.iter().filter_map(|r| r.telemetry);
-    let any_gpu = tels().any(|t| t.gpu.status == GpuStatus::Sampled);
+    let any_gpu = tels().any(|t| t.gpu.status.has_readings());
     let any_server = tels().any(|t| t.server_metrics.as_ref().is_some_and(|m| m.scrapes_ok > 0));
     // Why GPUs were not sampled, once per distinct reason.
     let mut reasons: Vec<(String, usize)> = Vec::new();
@@ -151,6 +151,24 @@ pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
             "GPU telemetry was not sampled for {n} point{}: {why}",
             if n == 1 { "" } else { "s" }
         ));
+    }
+    for row in rows {
+        let Some(g) = row.telemetry.map(|t| &t.gpu) else {
+            continue;
+        };
+        if g.status == GpuStatus::Partial {
+            notes.push(format!(
+                "{}: {} GPU scrape{} of {} failed; the GPU series have gaps there{}",
+                row.slug,
+                g.scrapes_failed,
+                if g.scrapes_failed == 1 { "" } else { "s" },
+                g.url.as_deref().unwrap_or("the exporter"),
+                g.errors
+                    .first()
+                    .map(|e| format!(" (e.g. {})", e.message))
+                    .unwrap_or_default()
+            ));
+        }
     }
     for row in rows {
         let Some(m) = row.telemetry.and_then(|t| t.server_metrics.as_ref()) else {
@@ -171,7 +189,7 @@ pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
         }
     }
     let modelled = tels()
-        .filter(|t| t.gpu.status == GpuStatus::Sampled && t.gpu.source == Some(GpuDataSource::Sim))
+        .filter(|t| t.gpu.status.has_readings() && t.gpu.source == Some(GpuDataSource::Sim))
         .count();
     if modelled > 0 {
         notes.push(format!(

@@ -67,13 +67,25 @@ pub struct SeriesStats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuStatus {
-    /// At least one GPU was sampled.
+    /// At least one GPU was sampled, and every sample was read.
     Sampled,
+    /// GPUs were sampled, but some scrapes failed (`scrapes_failed`, the
+    /// first few in `errors`): the series have gaps there. A dcgm-exporter
+    /// that could not be reached when the point began (a restarting pod)
+    /// and answered later is partial, not absent.
+    Partial,
     /// No GPU to sample (no NVML, no device, a simulated target); `note` says why.
     #[default]
     Absent,
     /// `telemetry.gpu = "off"`.
     Off,
+}
+
+impl GpuStatus {
+    /// Whether there are readings (sampled, with or without gaps).
+    pub fn has_readings(self) -> bool {
+        matches!(self, GpuStatus::Sampled | GpuStatus::Partial)
+    }
 }
 
 /// The GPUs of one point.

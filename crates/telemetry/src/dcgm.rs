@@ -223,17 +223,72 @@ impl DcgmSampler {
     /// selects, or says in one sentence why there is none.
     pub fn open(
         url: &str,
-        mut source: Box<dyn MetricsSource>,
+        source: Box<dyn MetricsSource>,
         filter: Filter,
         data_source: GpuDataSource,
     ) -> Result<DcgmSampler, Error> {
-        let text = source.fetch()?;
-        let expo = prom::parse(&text).map_err(|source| Error::Malformed {
-            url: Some(url.to_string()),
+        let mut s = DcgmSampler::unopened(url, source, filter, data_source);
+        let expo = s.scrape()?;
+        s.discover(&expo)?;
+        Ok(s)
+    }
+
+    /// `open`, except that an exporter that cannot be reached yet (no
+    /// answer, a timeout, an HTTP 5xx: a pod that is restarting) gives a
+    /// sampler that finds its GPUs at the first scrape that answers; until
+    /// then every sample is a gap, recorded with its error. What the
+    /// exporter says once it answers (no GPU listed, none matching) is
+    /// still an error at once.
+    pub fn open_or_wait(
+        url: &str,
+        source: Box<dyn MetricsSource>,
+        filter: Filter,
+        data_source: GpuDataSource,
+    ) -> Result<DcgmSampler, Error> {
+        let mut s = DcgmSampler::unopened(url, source, filter, data_source);
+        match s.scrape().and_then(|expo| s.discover(&expo)) {
+            Ok(()) => Ok(s),
+            Err(e) if e.is_unreachable() => Ok(s),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn unopened(
+        url: &str,
+        source: Box<dyn MetricsSource>,
+        filter: Filter,
+        data_source: GpuDataSource,
+    ) -> DcgmSampler {
+        DcgmSampler {
+            url: url.to_string(),
             source,
-        })?;
-        let all = read(&expo, &Filter::default());
-        let seen: Vec<Seen> = read(&expo, &filter);
+            filter,
+            devices: Vec::new(),
+            keys: Vec::new(),
+            data_source,
+            note: None,
+        }
+    }
+
+    /// One scrape, parsed.
+    fn scrape(&mut self) -> Result<Exposition, Error> {
+        let text = self.source.fetch()?;
+        prom::parse(&text).map_err(|source| Error::Malformed {
+            url: Some(self.url.clone()),
+            source,
+        })
+    }
+
+    /// Whether the GPUs to read are known (the exporter has answered).
+    pub fn found(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// Chooses the GPUs to read from what the exporter lists.
+    fn discover(&mut self, expo: &Exposition) -> Result<(), Error> {
+        let (url, filter) = (self.url.as_str(), &self.filter);
+        let all = read(expo, &Filter::default());
+        let seen: Vec<Seen> = read(expo, filter);
         let listed = |v: &[Seen]| {
             GpuList(
                 v.iter()
@@ -286,21 +341,14 @@ impl DcgmSampler {
                 listed: listed(&all),
             });
         }
-        Ok(DcgmSampler {
-            url: url.to_string(),
-            source,
-            filter,
-            devices: chosen.iter().map(|s| s.info.clone()).collect(),
-            keys: chosen.into_iter().map(|s| s.key).collect(),
-            // The simulator's figures stay marked modelled, however they
-            // are reached (its /metrics named as a gpu_metrics_url).
-            data_source: if modelled(&expo) {
-                GpuDataSource::Sim
-            } else {
-                data_source
-            },
-            note: None,
-        })
+        self.devices = chosen.iter().map(|s| s.info.clone()).collect();
+        self.keys = chosen.into_iter().map(|s| s.key).collect();
+        // The simulator's figures stay marked modelled, however they are
+        // reached (its /metrics named as a gpu_metrics_url).
+        if modelled(expo) {
+            self.data_source = GpuDataSource::Sim;
+        }
+        Ok(())
     }
 
     /// Adds a note to the telemetry this sampler produces.
@@ -321,11 +369,10 @@ impl GpuSampler for DcgmSampler {
     }
 
     fn try_sample(&mut self) -> Result<Vec<GpuReading>, Error> {
-        let text = self.source.fetch()?;
-        let expo = prom::parse(&text).map_err(|source| Error::Malformed {
-            url: Some(self.url.clone()),
-            source,
-        })?;
+        let expo = self.scrape()?;
+        if !self.found() {
+            self.discover(&expo)?;
+        }
         let mut seen: BTreeMap<String, GpuReading> = read(&expo, &self.filter)
             .into_iter()
             .map(|s| (s.key, s.reading))

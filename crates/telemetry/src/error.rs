@@ -135,6 +135,21 @@ impl Absence {
     }
 }
 
+impl Error {
+    /// A GET that found nobody answering yet (refused, timed out, a 5xx):
+    /// what a restarting exporter does for a while, worth retrying.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Error::Fetch { problem, .. } => match problem {
+                FetchError::TimedOut | FetchError::Connect | FetchError::BodyBroke(_) => true,
+                FetchError::Status(s) => s.is_server_error(),
+                FetchError::Request(_) | FetchError::TooLarge | FetchError::NotUtf8 => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 /// Why a GET of a metrics URL failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {

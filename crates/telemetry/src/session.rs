@@ -62,7 +62,7 @@ pub fn gpu_plan(
         };
     }
     if cfg.target.gpu_metrics_url.is_some() {
-        return match dcgm_sampler(cfg) {
+        return match dcgm_sampler(cfg, Reach::Wait) {
             Ok(s) => {
                 let note = also_in_nvml(s.devices(), source);
                 GpuPlan::Sample(Box::new(s.with_note(note)))
@@ -79,15 +79,29 @@ pub fn gpu_plan(
 /// How long a scrape of a dcgm-exporter may take.
 const DCGM_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Whether a dcgm-exporter must answer when its sampler is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// It must (`telemetry.gpu = "required"`, checked before the run).
+    Now,
+    /// One that cannot be reached yet is read from its first answer on
+    /// ([`DcgmSampler::open_or_wait`]).
+    Wait,
+}
+
 /// A sampler of the dcgm-exporter a target names in `gpu_metrics_url`,
 /// over the GPUs its `gpu_ids` and `gpu_metrics_match` select.
-pub fn dcgm_sampler(cfg: &PointConfig) -> Result<DcgmSampler, Error> {
+pub fn dcgm_sampler(cfg: &PointConfig, reach: Reach) -> Result<DcgmSampler, Error> {
     let t = &cfg.target;
     let url = t.gpu_metrics_url.as_deref().ok_or(Error::NoGpuMetricsUrl)?;
     // The target's TLS settings apply; its credentials only on its own host.
     let base = t.base_url.clone().unwrap_or_default();
     let source = HttpMetrics::for_target(url, t, &base, DCGM_TIMEOUT)?;
-    DcgmSampler::open(
+    let open = match reach {
+        Reach::Now => DcgmSampler::open,
+        Reach::Wait => DcgmSampler::open_or_wait,
+    };
+    open(
         url,
         Box::new(source),
         Filter {
@@ -163,7 +177,7 @@ pub fn preflight<'a>(
         let absence = if t.kind == TargetKind::Sim {
             Absence::Simulated
         } else if let Some(url) = &t.gpu_metrics_url {
-            match dcgm_sampler(cfg) {
+            match dcgm_sampler(cfg, Reach::Now) {
                 Ok(_) => continue,
                 Err(why) => Absence::Exporter {
                     url: url.clone(),
@@ -212,11 +226,26 @@ struct Scraping {
 /// One sample of every GPU, or why it failed.
 type GpuSample = Result<Vec<GpuReading>, Error>;
 
+/// What a sampler said of itself once it knew its GPUs: a dcgm-exporter
+/// that could not be reached when the point began finds them at its
+/// first answer, on the sampling thread.
+#[derive(Debug, Clone, Default)]
+struct Found {
+    devices: Vec<GpuInfo>,
+    source: Option<GpuDataSource>,
+}
+
+/// The GPU sampling thread, and what its sampler found.
+struct GpuThread {
+    thread: Periodic<GpuSample>,
+    found: std::sync::Arc<std::sync::Mutex<Found>>,
+}
+
 /// A point's telemetry while it runs.
 pub struct Session {
     origin: Instant,
     gpu_interval: Duration,
-    gpu: Option<(Vec<GpuInfo>, Periodic<GpuSample>)>,
+    gpu: Option<GpuThread>,
     /// GPU readings taken elsewhere (a virtual-time run's modelled GPUs):
     /// the GPUs and each sample with its instant.
     modelled: Option<(Vec<GpuInfo>, Vec<Timed<GpuSample>>)>,
@@ -260,14 +289,31 @@ impl Session {
                 None
             }
             GpuPlan::Sample(mut sampler) => {
-                let devices = sampler.devices().to_vec();
+                let found = std::sync::Arc::new(std::sync::Mutex::new(Found {
+                    devices: sampler.devices().to_vec(),
+                    source: None,
+                }));
                 gpu_source = sampler.source();
                 gpu_url = sampler.url().map(str::to_string);
                 gpu_note = sampler.note();
-                match Periodic::start("gpu-sampler", gpu_interval, move || sampler.try_sample()) {
-                    Ok(p) => {
+                let seen = found.clone();
+                let sample = move || {
+                    let r = sampler.try_sample();
+                    let mut f = seen
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if f.devices.is_empty() && !sampler.devices().is_empty() {
+                        *f = Found {
+                            devices: sampler.devices().to_vec(),
+                            source: Some(sampler.source()),
+                        };
+                    }
+                    r
+                };
+                match Periodic::start("gpu-sampler", gpu_interval, sample) {
+                    Ok(thread) => {
                         gpu_status = GpuStatus::Sampled;
-                        Some((devices, p))
+                        Some(GpuThread { thread, found })
                     }
                     Err(e) => {
                         gpu_note = Some(format!("cannot start the GPU sampling thread: {e}"));
@@ -336,8 +382,8 @@ impl Session {
     /// Samples and scrapes once more, and waits for both: call just
     /// before a run begins and just after it ends.
     pub fn mark(&self) {
-        if let Some((_, p)) = &self.gpu {
-            p.sample_now();
+        if let Some(g) = &self.gpu {
+            g.thread.sample_now();
         }
         if let Some(s) = &self.scrape {
             s.thread.sample_now();
@@ -381,8 +427,25 @@ impl Session {
                 end_s: r.window_end_s,
             })
             .collect();
+        let mut gpu_source = self.gpu_source;
+        let mut never_answered = None;
         let sampled = match (self.gpu, self.modelled) {
-            (Some((devices, p)), _) => Some((devices, p.stop())),
+            (Some(g), _) => {
+                let samples = g.thread.stop();
+                let found = std::mem::take(
+                    &mut *g
+                        .found
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
+                gpu_source = found.source.unwrap_or(gpu_source);
+                if found.devices.is_empty() {
+                    never_answered = Some(samples);
+                    None
+                } else {
+                    Some((found.devices, samples))
+                }
+            }
             (None, Some((devices, samples))) if !devices.is_empty() => Some((devices, samples)),
             _ => None,
         };
@@ -395,12 +458,12 @@ impl Session {
                 let t_s: Vec<f64> = ok.iter().map(|x| x.0).collect();
                 let readings: Vec<&Vec<GpuReading>> = ok.iter().map(|x| x.1).collect();
                 let mut g = summarize_gpus(&devices, &t_s, &readings, &windows, self.gpu_interval);
-                g.source = Some(self.gpu_source);
+                g.source = Some(gpu_source);
                 for d in &mut g.devices {
-                    d.source = Some(self.gpu_source);
+                    d.source = Some(gpu_source);
                 }
                 g.url = self.gpu_url;
-                g.note = match self.gpu_source {
+                g.note = match gpu_source {
                     GpuDataSource::Sim => Some(MODELLED.into()),
                     _ => self.gpu_note,
                 };
@@ -414,12 +477,22 @@ impl Session {
                     })
                     .collect();
                 g.scrapes_failed = failed.len() as u64;
+                if g.scrapes_failed > 0 {
+                    g.status = GpuStatus::Partial;
+                }
                 g.errors = failed.into_iter().take(5).collect();
                 g
             }
             None => GpuTelemetry {
-                status: self.gpu_status,
-                note: self.gpu_note,
+                // A sampler whose exporter never answered: absent, and why.
+                status: match never_answered {
+                    Some(_) => GpuStatus::Absent,
+                    None => self.gpu_status,
+                },
+                note: match never_answered {
+                    Some(samples) => Some(never_answered_note(self.gpu_url.as_deref(), &samples)),
+                    None => self.gpu_note,
+                },
                 interval_s: self.gpu_interval.as_secs_f64(),
                 ..Default::default()
             },
@@ -457,6 +530,18 @@ impl Session {
             server_metrics,
         }
     }
+}
+
+/// Why a point whose dcgm-exporter never answered has no GPU telemetry:
+/// how many scrapes were tried and the last one's error.
+fn never_answered_note(url: Option<&str>, samples: &[Timed<GpuSample>]) -> String {
+    let last = samples.iter().rev().find_map(|s| s.value.as_ref().err());
+    format!(
+        "no scrape of {} answered during the point ({} tried){}",
+        url.unwrap_or("the exporter"),
+        samples.len(),
+        last.map(|e| format!("; the last: {e}")).unwrap_or_default()
+    )
 }
 
 /// The GPU samples of a point as results: `readings[i][d]` is device `d`
@@ -1005,5 +1090,106 @@ mod tests {
         assert!(t.gpu.devices.is_empty() && t.server_metrics.is_none());
         let t = Session::start(GpuPlan::Off, Duration::from_millis(100), None).finish();
         assert_eq!(t.gpu.status, GpuStatus::Off);
+    }
+
+    /// An exporter that refuses the first `down` fetches (a restarting
+    /// pod), then serves one GPU.
+    struct LateExporter {
+        down: usize,
+        calls: usize,
+    }
+
+    impl MetricsSource for LateExporter {
+        fn fetch(&mut self) -> Result<String, Error> {
+            self.calls += 1;
+            if self.calls <= self.down {
+                return Err(Error::Fetch {
+                    url: "http://dcgm:9400/metrics".into(),
+                    problem: crate::error::FetchError::Connect,
+                });
+            }
+            Ok(format!(
+                "DCGM_FI_DEV_SM_CLOCK{{gpu=\"0\",UUID=\"GPU-aaaa\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-a\"}} {}\n",
+                1000 + self.calls
+            ))
+        }
+    }
+
+    fn late(down: usize) -> GpuPlan {
+        let s = DcgmSampler::open_or_wait(
+            "http://dcgm:9400/metrics",
+            Box::new(LateExporter { down, calls: 0 }),
+            Filter::default(),
+            GpuDataSource::Dcgm,
+        )
+        .unwrap();
+        GpuPlan::Sample(Box::new(s))
+    }
+
+    /// Runs a point of `marks` bracketing samples against `plan`.
+    fn sampled(plan: GpuPlan, marks: usize) -> PointTelemetry {
+        // A long interval: the marks take the samples.
+        let mut s = Session::start(plan, Duration::from_secs(3600), None);
+        let start = Instant::now();
+        for _ in 0..marks {
+            s.mark();
+        }
+        s.add_run(RunTimes {
+            run: 0,
+            start,
+            window: Some((start, Instant::now())),
+        });
+        s.finish()
+    }
+
+    #[test]
+    fn an_exporter_that_answers_late_gives_partial_telemetry_with_its_gaps() {
+        // Open (1 refused) + the thread's first sample and two marks (2
+        // refused, then answers) + three marks that read the GPU.
+        let t = sampled(late(3), 6);
+        let g = &t.gpu;
+        assert_eq!(g.status, GpuStatus::Partial, "{g:?}");
+        assert_eq!(g.devices.len(), 1);
+        assert_eq!(g.devices[0].uuid.as_deref(), Some("GPU-aaaa"));
+        assert_eq!(g.scrapes_failed, 2, "{g:?}");
+        assert!(
+            g.errors
+                .iter()
+                .all(|e| e.message.contains("cannot connect"))
+        );
+        // One that answers from the start is sampled, without gaps.
+        let t = sampled(late(0), 3);
+        assert_eq!(
+            (t.gpu.status, t.gpu.scrapes_failed),
+            (GpuStatus::Sampled, 0)
+        );
+    }
+
+    #[test]
+    fn an_exporter_that_never_answers_is_absent_saying_how_often_it_was_tried() {
+        let t = sampled(late(usize::MAX), 3);
+        let g = &t.gpu;
+        assert_eq!(g.status, GpuStatus::Absent);
+        assert!(g.devices.is_empty());
+        let note = g.note.as_deref().unwrap();
+        assert!(
+            note.starts_with("no scrape of http://dcgm:9400/metrics answered during the point")
+                && note.contains("cannot connect"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn what_an_answering_exporter_says_is_still_an_error_at_once() {
+        let refused = DcgmSampler::open_or_wait(
+            "http://dcgm:9400/metrics",
+            Box::new(crate::scrape::ScriptedMetrics {
+                texts: vec![Ok("# nothing here\n".into())],
+                calls: 0,
+            }),
+            Filter::default(),
+            GpuDataSource::Dcgm,
+        );
+        assert!(matches!(refused, Err(Error::ExporterListsNoGpu { .. })));
     }
 }

@@ -245,11 +245,20 @@ impl DcgmExporter {
     pub async fn start(
         script: impl Fn(u64) -> Answer + Send + Sync + 'static,
     ) -> io::Result<DcgmExporter> {
+        DcgmExporter::start_on(0, script).await
+    }
+
+    /// `start` on a given port of 127.0.0.1 (an exporter that comes up
+    /// late at an address a spec already names).
+    pub async fn start_on(
+        port: u16,
+        script: impl Fn(u64) -> Answer + Send + Sync + 'static,
+    ) -> io::Result<DcgmExporter> {
         let script: Script = Arc::new(script);
         let log = Arc::new(Mutex::new(Vec::new()));
         let count = Arc::new(AtomicU64::new(0));
         let (l, c) = (log.clone(), count.clone());
-        let http = http::bind(move |req: Request| {
+        let http = http::bind_port(port, move |req: Request| {
             let (script, log, count) = (script.clone(), l.clone(), c.clone());
             async move {
                 if req.method != Method::GET || req.path != "/metrics" {

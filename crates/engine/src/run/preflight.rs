@@ -177,8 +177,11 @@ pub fn memory_now(
     }
     let opened: Result<Box<dyn infer_bench_telemetry::gpu::GpuSampler>, _> =
         if cfg.target.gpu_metrics_url.is_some() {
-            infer_bench_telemetry::session::dcgm_sampler(cfg)
-                .map(|s| Box::new(s) as Box<dyn infer_bench_telemetry::gpu::GpuSampler>)
+            infer_bench_telemetry::session::dcgm_sampler(
+                cfg,
+                infer_bench_telemetry::session::Reach::Now,
+            )
+            .map(|s| Box::new(s) as Box<dyn infer_bench_telemetry::gpu::GpuSampler>)
         } else {
             gpus.open(cfg.target.gpu_ids.as_deref())
         };
