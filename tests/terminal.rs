@@ -229,3 +229,60 @@ fn the_readme_table_is_the_quickstart_table() {
     };
     assert_eq!(note(block), note(&stdout), "\n{block}\n{stdout}");
 }
+
+/// A pipe whose reader is already gone: what a child writes to it fails
+/// with EPIPE (`2>&1 | head -1` once `head` has quit, a dropped ssh
+/// session, a closed CI log).
+fn closed_pipe() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: `pipe` fills two descriptors this test then owns.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both were just opened and are owned here alone.
+    let (read, write) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read);
+    write
+}
+
+/// With stdout and stderr closed under it, a command says nothing and
+/// still does its work: no panic (exit 101), the run's results kept.
+#[test]
+fn closed_stdout_and_stderr_never_stop_a_command() {
+    let dir = scratch("closed-pipes");
+    let spec = dir.join("s.toml");
+    std::fs::write(
+        &spec,
+        "name = \"pipes\"\nseed = 1\n\n[targets.sim]\nkind = \"sim\"\n\n[models.m]\npreset = \"llama-3.1-8b\"\n\n\
+         [workloads.w]\napi = \"completions\"\ninput_tokens = 16\noutput_tokens = 8\nignore_eos = true\n\n\
+         [load]\nduration = \"500ms\"\nruns = 1\n\n[matrix]\nconcurrency = [1, 2]\n",
+    )
+    .unwrap();
+    let closed = |args: &[&str]| {
+        let err = closed_pipe();
+        bin()
+            .args(args)
+            .stdout(std::process::Stdio::from(err.try_clone().unwrap()))
+            .stderr(std::process::Stdio::from(err))
+            .status()
+            .unwrap()
+    };
+    let s = spec.to_str().unwrap();
+    assert_eq!(closed(&["validate", s]).code(), Some(0));
+    assert_eq!(closed(&["plan", s]).code(), Some(0));
+    let out = dir.join("out");
+    let status = closed(&["run", s, "--out", out.to_str().unwrap()]);
+    assert_eq!(status.code(), Some(0));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["interrupted"], false);
+    assert_eq!(r["points"].as_array().map(Vec::len), Some(2));
+    // And a spec with a mistake still exits 2, not 101.
+    std::fs::write(dir.join("bad.toml"), "name = 3\n").unwrap();
+    let bad = dir.join("bad.toml");
+    assert_eq!(closed(&["validate", bad.to_str().unwrap()]).code(), Some(2));
+}
