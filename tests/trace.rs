@@ -185,8 +185,17 @@ trace = {{ file = "trace.jsonl", format = "mooncake", speedup = {SPEEDUP}, block
     }
     let worst = shifts.iter().copied().fold(0.0, f64::max);
     let p99 = p99(shifts);
-    eprintln!("arrival error vs the trace: p99 {p99:.3} ms, max {worst:.3} ms");
-    assert!(p99 < 1.0, "p99 arrival error {p99:.3} ms");
+    // Within 1 ms, plus how late this machine wakes a thread just now
+    // (its other work is not the pacer's error; on a quiet machine it
+    // adds a few tens of microseconds).
+    let lag_ms = infer_bench_testkit::timing::wake_lag(300).as_secs_f64() * 1e3;
+    eprintln!(
+        "arrival error vs the trace: p99 {p99:.3} ms, max {worst:.3} ms; the machine's wake-up lag p99 {lag_ms:.3} ms"
+    );
+    assert!(
+        p99 < 1.0 + lag_ms,
+        "p99 arrival error {p99:.3} ms (bound 1 ms + the machine's wake-up lag {lag_ms:.3} ms)"
+    );
 
     // Lengths: exactly the trace's, by the tokenizer and at the server.
     let tok = TokenCounter::load(&tokenizer_path()).unwrap();

@@ -55,3 +55,45 @@ fn lock(f: &File) -> bool {
 fn lock(_: &File) -> bool {
     false
 }
+
+/// How late this machine wakes a sleeping thread right now: the 99th
+/// percentile of how far `n` sleeps of one millisecond overshoot it. A
+/// timing assertion adds this to its bound, so that what the machine's
+/// other work costs (a browser, a parallel build, a CI neighbour) is not
+/// charged to the code under test, while a quiet machine keeps the bound
+/// tight. Takes about `n` ms plus the overshoots.
+pub fn wake_lag(n: usize) -> std::time::Duration {
+    use std::time::{Duration, Instant};
+    let want = Duration::from_millis(1);
+    p99((0..n.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            std::thread::sleep(want);
+            t.elapsed().saturating_sub(want)
+        })
+        .collect())
+}
+
+/// The nearest-rank 99th percentile of `v` (not empty).
+fn p99(mut v: Vec<std::time::Duration>) -> std::time::Duration {
+    v.sort();
+    v[(v.len() * 99).div_ceil(100).saturating_sub(1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn the_lag_is_the_nearest_rank_p99_of_the_overshoots() {
+        let ms = |v: &[u64]| v.iter().map(|&x| Duration::from_millis(x)).collect();
+        // 100 values 1..=100: the 99th.
+        assert_eq!(
+            super::p99(ms(&(1..=100).collect::<Vec<_>>())),
+            Duration::from_millis(99)
+        );
+        // Fewer than 100: the largest.
+        assert_eq!(super::p99(ms(&[3, 1, 2])), Duration::from_millis(3));
+        assert_eq!(super::p99(ms(&[7])), Duration::from_millis(7));
+    }
+}
