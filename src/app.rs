@@ -314,14 +314,19 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     use std::io::IsTerminal;
     let spec = spec::load(&args.spec)?;
     let mut plan = selected(Plan::build(&spec)?, &args.select)?;
-    if args.virtual_time
-        && plan.set_sim_clock(crate::spec::raw::SimClock::Virtual) == 0
-        && !plan.points.is_empty()
-    {
-        return Err(Usage::VirtualWithoutSimulator {
-            spec: args.spec.clone(),
+    let clock = match (args.virtual_time, args.real_time) {
+        (true, _) => Some(("--virtual", crate::spec::raw::SimClock::Virtual)),
+        (_, true) => Some(("--real-time", crate::spec::raw::SimClock::Real)),
+        _ => None,
+    };
+    if let Some((flag, clock)) = clock {
+        if plan.set_sim_clock(clock) == 0 && !plan.points.is_empty() {
+            return Err(Usage::ClockWithoutSimulator {
+                flag,
+                spec: args.spec.clone(),
+            }
+            .into());
         }
-        .into());
     }
     if let Some(part) = args.select.partition.filter(|_| plan.points.is_empty()) {
         if !args.quiet {

@@ -403,6 +403,12 @@ pub struct RunArgs {
     /// usual.
     #[arg(long = "virtual")]
     pub virtual_time: bool,
+    /// Run every simulator target in real time (a server on a socket,
+    /// answered at wall-clock speed, measured by the real client), whatever
+    /// its `clock` says: the HTTP path of a spec that is simulated in
+    /// virtual time, such as the quickstart.
+    #[arg(long = "real-time", conflicts_with = "virtual_time")]
+    pub real_time: bool,
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,

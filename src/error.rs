@@ -183,10 +183,10 @@ pub enum Usage {
     )]
     NoSimulatedPoint { spec: PathBuf },
     #[error(
-        "--virtual runs simulator targets in virtual time, and {} has none (kind = \"sim\")",
+        "{flag} sets the clock of simulator targets, and {} has none (kind = \"sim\")",
         spec.display()
     )]
-    VirtualWithoutSimulator { spec: PathBuf },
+    ClockWithoutSimulator { flag: &'static str, spec: PathBuf },
     #[error("--markdown and --junit write the verdicts of --baseline; add --baseline")]
     VerdictFilesWithoutBaseline,
     #[error("--agent expects K/N with 1 <= K <= N, found \"{found}\"")]
