@@ -126,6 +126,11 @@ fn check_accuracy(
     let truth = |f: &dyn Fn(&infer_bench_testkit::scripted::ServedRequest) -> Vec<f64>, p: f64| {
         percentile(measured.iter().flat_map(|r| f(r)).collect(), p)
     };
+    // Plus how late this machine wakes a thread just now: other work on
+    // it (a browser, a parallel build) delays when the client can read a
+    // byte, which is the machine's, not the client's, error.
+    let lag_ms = infer_bench_testkit::timing::wake_lag(200).as_secs_f64() * 1e3;
+    let abs_ms = abs_ms + lag_ms;
     let r = &run.results;
     assert_eq!(r["points"][0]["merged"]["requests"]["succeeded"], requests);
     assert_eq!(
