@@ -55,6 +55,19 @@ fn invalid_reasons(spec: &Spec, pr: &PointResult) -> Vec<Reason> {
         } else {
             String::new()
         };
+        // First: the cause of the other reasons such a run has (a rate
+        // not offered, a late client, requests unfinished).
+        if s.requests.not_sent > 0 {
+            reasons.push(
+                Reason::new(ReasonKind::DispatchLag, format!(
+                    "{tag}the client could not keep the rate: {} of its arrivals were not sent (none goes out more than {} s after its scheduled time, nor, without `max_concurrency`, while {} are in flight)",
+                    s.requests.not_sent,
+                    crate::run::parts::MAX_LATE.as_secs_f64(),
+                    crate::run::parts::MAX_OPEN_IN_FLIGHT,
+                ))
+                .with_fix("a lower `rate`, a `[load] max_concurrency`, or a machine (or more load-sharing agents) that can send it"),
+            );
+        }
         if s.window_s < v.min_duration.as_secs_f64() {
             reasons.push(Reason::new(
                 ReasonKind::WindowTooShort,
