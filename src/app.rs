@@ -381,22 +381,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         .any(|t| t.kind == crate::spec::raw::TargetKind::Sim);
     let rt = crate::run::engine_runtime(with_sim).map_err(Error::Runtime)?;
     let interrupt = std::sync::Arc::new(crate::run::Interrupt::default());
-    {
-        let intr = interrupt.clone();
-        let mut signals = {
-            let _in_runtime = rt.enter();
-            StopSignals::new().map_err(Error::Signals)?
-        };
-        rt.spawn(async move {
-            let name = signals.next().await;
-            say!(
-                "\ninterrupted ({name}): finishing up; finished points are kept (a second Ctrl-C or SIGTERM quits at once)"
-            );
-            intr.trigger();
-            signals.next().await;
-            std::process::exit(crate::error::EXIT_INTERRUPTED.into());
-        });
-    }
+    watch_stop_signals(interrupt.clone()).map_err(Error::Signals)?;
     let progress = if args.quiet {
         Progress::Quiet
     } else if std::io::stderr().is_terminal() {
@@ -540,6 +525,52 @@ pub fn default_out_dir(name: &str) -> std::path::PathBuf {
         .filter(|c| c.is_ascii_alphanumeric() || *c == 'T')
         .collect();
     std::path::PathBuf::from("results").join(format!("{name}-{stamp}"))
+}
+
+/// Watches for the signals that mean "stop" on a thread of its own, with a
+/// runtime of its own, so that they are honoured however busy the engine's
+/// workers are: the first triggers `interrupt` (the run finishes up and
+/// keeps its finished points), the second exits at once
+/// ([`crate::error::EXIT_INTERRUPTED`]). Returns once the signals are
+/// registered, so none is missed between start-up and the wait.
+fn watch_stop_signals(interrupt: std::sync::Arc<crate::run::Interrupt>) -> std::io::Result<()> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::io::Result<()>>();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let mut signals = match StopSignals::new() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                let name = signals.next().await;
+                say!(
+                    "\ninterrupted ({name}): finishing up; finished points are kept (a second Ctrl-C or SIGTERM quits at once)"
+                );
+                interrupt.trigger();
+                signals.next().await;
+                std::process::exit(crate::error::EXIT_INTERRUPTED.into());
+            });
+        })?;
+    ready_rx.recv().unwrap_or_else(|_| {
+        Err(std::io::Error::other(
+            "the signal thread ended before it registered",
+        ))
+    })
 }
 
 /// The signals that mean "stop": SIGINT (Ctrl-C), SIGTERM (what CI runners

@@ -676,6 +676,12 @@ pub struct Counts {
     /// connection just as they went out.
     #[serde(default)]
     pub resent: u64,
+    /// Open loop: measured arrivals the client could not send (none goes
+    /// out more than a second after its scheduled time, nor, without
+    /// `max_concurrency`, while 10,000 are in flight); not in `sent`. A
+    /// point with any is INVALID.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_sent: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

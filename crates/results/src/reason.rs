@@ -89,7 +89,9 @@ pub enum ReasonKind {
     /// Open loop: requests went out at a rate further from the offered one
     /// than `[validity] max_rate_gap`.
     RateNotOffered,
-    /// The client was late sending: its dispatch lag was above its budget.
+    /// The client was late sending: its dispatch lag was above its budget,
+    /// or an open loop could not send some of its arrivals at all
+    /// (`requests.not_sent`).
     DispatchLag,
     /// The client was late reading: its read delay was above the budget.
     ReadDelay,

@@ -55,6 +55,27 @@ fn invalid_reasons(spec: &Spec, pr: &PointResult) -> Vec<Reason> {
         } else {
             String::new()
         };
+        // First: the cause of the other reasons such a run has (a rate
+        // not offered, a late client, requests unfinished).
+        if s.requests.not_sent > 0 {
+            let late = crate::run::parts::MAX_LATE.as_secs_f64();
+            let reason = match pr.config.load.max_concurrency {
+                // The slots were what was full: the server did not keep
+                // up with the rate at that cap.
+                Some(cap) => Reason::new(ReasonKind::DispatchLag, format!(
+                    "{tag}the rate did not fit `max_concurrency = {cap}`: {} of its arrivals found every slot busy for over {late} s and were not sent",
+                    s.requests.not_sent,
+                ))
+                .with_fix("a lower `rate` (the server's capacity at this cap is below it), or a higher `max_concurrency`"),
+                None => Reason::new(ReasonKind::DispatchLag, format!(
+                    "{tag}the client could not keep the rate: {} of its arrivals were not sent (none goes out more than {late} s after its scheduled time, nor while {} are in flight)",
+                    s.requests.not_sent,
+                    crate::run::parts::MAX_OPEN_IN_FLIGHT,
+                ))
+                .with_fix("a lower `rate`, a `[load] max_concurrency`, or a machine (or more load-sharing agents) that can send it"),
+            };
+            reasons.push(reason);
+        }
         if s.window_s < v.min_duration.as_secs_f64() {
             reasons.push(Reason::new(
                 ReasonKind::WindowTooShort,

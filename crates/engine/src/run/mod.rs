@@ -55,7 +55,7 @@ pub use preflight::check as preflight;
 /// point's client keeps, and the bodies, arrivals and fingerprint a
 /// point's workload builds.
 pub mod parts {
-    pub use super::pacer::run_once;
+    pub use super::pacer::{MAX_LATE, MAX_OPEN_IN_FLIGHT, OVERLOAD_DRAIN, run_once};
     pub use super::point::{Connections, MAX_WARM_OPEN};
     pub use super::recorder::Recorder;
     pub use super::schedule::{

@@ -34,6 +34,20 @@
 //! a run where nothing has succeeded and nearly every request failed to
 //! connect ([`STOP_AFTER`], [`STOP_SHARE_PERCENT`]) stops early and says why
 //! ([`RunOutcome::stopped`]).
+//!
+//! An open loop that cannot keep its rate degrades, never runs away: a
+//! request goes out at most [`MAX_LATE`] after its scheduled time, and one
+//! the client could not send by then (the pacer or the builder behind, the
+//! slots of `max_concurrency` all busy) is counted as not sent
+//! (`requests.not_sent`, which makes the point INVALID), as is one due
+//! while [`MAX_OPEN_IN_FLIGHT`] requests are in flight (an open loop
+//! without `max_concurrency`). The builder does not build a request that
+//! is already too late, so a schedule far beyond what the machine can
+//! build is skipped through at the pace of its arrival draws. Memory is
+//! therefore bounded by what is in flight, never by rate x duration, and
+//! the run ends near its duration: a run with requests not sent waits at
+//! most [`OVERLOAD_DRAIN`] for those in flight, then counts the rest as
+//! unfinished.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -51,6 +65,7 @@ use super::schedule::{Conversation, Item, Schedule, Window, agent_share, build, 
 use infer_bench_protocol::{Backend, ErrorClass, Prepared, RequestRecord};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::{Level, Load};
+use infer_bench_workload::Due;
 use infer_bench_workload::arrival::step_at;
 
 /// A closed-loop slot's first wait after a request that could not connect.
@@ -76,6 +91,24 @@ fn unreached(rec: &RequestRecord) -> bool {
 /// 256 within 10 ms).
 pub const FIRST_WAVE_STEP: Duration = Duration::from_micros(40);
 
+/// The latest an open loop's request goes out after its scheduled time;
+/// later, it is not sent (counted in `requests.not_sent`).
+pub const MAX_LATE: Duration = Duration::from_secs(1);
+
+/// The most requests an open loop without `max_concurrency` keeps in
+/// flight (per process, under load sharding per agent); an arrival due
+/// while this many are in flight is not sent. Ten thousand streams is what
+/// the built-in simulator serves in-process (`tests/sim.rs`), and what a
+/// client's memory, connections and descriptors are sized for.
+pub const MAX_OPEN_IN_FLIGHT: usize = 10_000;
+
+/// How long a run whose client could not keep the rate (requests not
+/// sent) waits for the requests still in flight after its last send;
+/// those still in flight then are aborted and counted as unfinished. A
+/// run that kept its rate drains its requests whole (each within its own
+/// total timeout).
+pub const OVERLOAD_DRAIN: Duration = Duration::from_secs(2);
+
 /// Requests built ahead of their send time, at most.
 const LOOKAHEAD: usize = 256;
 
@@ -85,16 +118,25 @@ const LOOKAHEAD: usize = 256;
 /// context switch each, on a core the workers need).
 const HANDOFF: usize = 16;
 
+/// What the builder hands the pacer for one arrival.
+enum Entry {
+    /// The request, built.
+    Ready(Item),
+    /// Not built: already more than [`MAX_LATE`] behind its time when the
+    /// builder came to it.
+    Late(Due),
+}
+
 /// Requests from the builder thread, handed over in batches.
 struct Built {
-    rx: std::sync::mpsc::Receiver<Vec<Item>>,
-    batch: std::vec::IntoIter<Item>,
+    rx: std::sync::mpsc::Receiver<Vec<Entry>>,
+    batch: std::vec::IntoIter<Entry>,
 }
 
 impl Built {
     /// The next request built, waiting for the builder; `None` when it
     /// has built every one.
-    fn recv(&mut self) -> Option<Item> {
+    fn recv(&mut self) -> Option<Entry> {
         loop {
             if let Some(item) = self.batch.next() {
                 return Some(item);
@@ -220,6 +262,8 @@ struct Run<B> {
     unreached: AtomicU64,
     /// Why the run stopped early.
     stopped: Mutex<Option<String>>,
+    /// Measured arrivals not sent: the client could not keep the rate.
+    not_sent: AtomicU64,
 }
 
 impl<B: Backend> Run<B> {
@@ -238,6 +282,25 @@ impl<B: Backend> Run<B> {
 
     fn ended(&self) -> bool {
         self.window.lock().ended() || self.interrupt.is_set()
+    }
+
+    /// An arrival due at `due` that the client could not send: counted
+    /// as not sent when it is measured. False once the run has ended.
+    fn not_sent(&self, index: u64, due: Instant) -> bool {
+        match self.admit(index * self.turns as u64, due) {
+            None => false,
+            Some(warmup) => {
+                if !warmup {
+                    self.not_sent.fetch_add(1, Ordering::Relaxed);
+                }
+                true
+            }
+        }
+    }
+
+    /// Whether an open loop's request due at `due` is too late to send now.
+    fn too_late(&self, due: Instant) -> bool {
+        self.open && Instant::now() > due + MAX_LATE
     }
 
     fn measure_end(&self) -> Option<Instant> {
@@ -470,6 +533,14 @@ async fn slot<B: Backend>(
             // Closed loop: due the moment this slot freed.
             None => (free_since, free_since),
         };
+        // An open loop's request that waited for a slot past the window's
+        // end (and [`MAX_LATE`]) is not sent: the run ends near its duration.
+        if run.open && run.measure_end().is_some_and(|end| taken > end + MAX_LATE) {
+            if !run.not_sent(item.due.index, t_sched) {
+                return;
+            }
+            continue;
+        }
         let Some(warmup) = run.admit(item.due.index * run.turns as u64, t_sched) else {
             return;
         };
@@ -511,13 +582,27 @@ pub fn run_once<B: Backend>(
     // A builder thread turns arrivals into requests ahead of their time
     // (a tokenizer-exact prompt can take milliseconds), so the pacer below
     // only waits and hands over.
-    let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<Vec<Item>>(LOOKAHEAD / HANDOFF);
+    let (built_tx, built_rx) = std::sync::mpsc::sync_channel::<Vec<Entry>>(LOOKAHEAD / HANDOFF);
     let builder_backend = backend.clone();
+    // The run's start, once the pacer has set it: an arrival already
+    // [`MAX_LATE`] behind is not built.
+    let clock = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let builder_clock = clock.clone();
     std::thread::scope(|scope| {
         scope.spawn(move || {
             let mut batch = Vec::with_capacity(HANDOFF);
             for d in arrivals {
-                batch.push(build(&*builder_backend, &prompts, d));
+                let late = match (builder_clock.get(), d.at_ns) {
+                    (Some(t0), Some(ns)) => {
+                        Instant::now() > *t0 + Duration::from_nanos(ns) + MAX_LATE
+                    }
+                    _ => false,
+                };
+                batch.push(if late {
+                    Entry::Late(d)
+                } else {
+                    Entry::Ready(build(&*builder_backend, &prompts, d))
+                });
                 if batch.len() == HANDOFF {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDOFF));
                     if built_tx.send(full).is_err() {
@@ -533,7 +618,7 @@ pub fn run_once<B: Backend>(
             rx: built_rx,
             batch: Vec::new().into_iter(),
         };
-        let out = pace(backend, cfg, run, env, gate, &mut built);
+        let out = pace(backend, cfg, run, env, gate, &mut built, &clock);
         // The builder may be waiting to hand over one more: let it go.
         drop(built);
         out
@@ -559,14 +644,16 @@ fn pace<B: Backend>(
     env: &RunEnv,
     gate: Gate,
     built: &mut Built,
+    clock: &std::sync::OnceLock<Instant>,
 ) -> RunOutcome {
     let load = &cfg.load;
-    // The first requests are built before the clock starts.
-    let mut ahead: VecDeque<Item> = VecDeque::new();
+    // The first requests are built before the clock starts (so none is
+    // late).
+    let mut ahead: VecDeque<Entry> = VecDeque::new();
     let initial = gate.limit.map(|l| l as usize).unwrap_or(16).min(LOOKAHEAD);
     while ahead.len() < initial {
         match built.recv() {
-            Some(item) => ahead.push_back(item),
+            Some(entry) => ahead.push_back(entry),
             None => break,
         }
     }
@@ -575,6 +662,7 @@ fn pace<B: Backend>(
     // 5 ms, and time to start every slot's task.
     let lead = Duration::from_millis(5) + Duration::from_micros(10) * gate.limit.unwrap_or(0);
     let t0 = env.start_at.unwrap_or_else(|| Instant::now() + lead);
+    let _ = clock.set(t0);
     let window = Window::new(load, t0, env.agent);
     let warmup_end = window.warmup_end();
     let recorder = new_recorder(cfg, gate.open, gate.turns, t0, warmup_end);
@@ -609,6 +697,7 @@ fn pace<B: Backend>(
         succeeded: AtomicU64::new(0),
         unreached: AtomicU64::new(0),
         stopped: Mutex::new(None),
+        not_sent: AtomicU64::new(0),
     });
     let mut tasks: JoinSet<()> = JoinSet::new();
     let queue = gate
@@ -628,6 +717,7 @@ fn pace<B: Backend>(
     let interrupted = shared.interrupt.is_set();
     let ran_full = shared.ran_full();
     let stopped = shared.stopped.lock().take();
+    let not_sent = shared.not_sent.load(Ordering::Relaxed);
     let concurrency_max = shared.concurrency_max.load(Ordering::Relaxed);
     drop(shared);
     // Every request has been handed to the recorder thread (the tasks
@@ -638,6 +728,7 @@ fn pace<B: Backend>(
         recorder.add_read_delays(&p.finish(&env.handle));
     }
     recorder.unfinished(unfinished);
+    recorder.not_sent(not_sent);
     RunOutcome {
         recorder,
         interrupted,
@@ -653,15 +744,19 @@ fn start_slots<B: Backend>(
     n: u32,
     gate: Gate,
     shared: &Arc<Run<B>>,
-    ahead: &mut VecDeque<Item>,
+    ahead: &mut VecDeque<Entry>,
     tasks: &mut JoinSet<()>,
     env: &RunEnv,
 ) -> mpsc::Sender<Item> {
     let (tx, rx) = mpsc::channel::<Item>(LOOKAHEAD);
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     for i in 0..n {
+        // A closed loop's arrivals have no time, so none is late.
         let first = (!gate.open && i < gate.first_active)
-            .then(|| ahead.pop_front())
+            .then(|| match ahead.pop_front() {
+                Some(Entry::Ready(item)) => Some(item),
+                _ => None,
+            })
             .flatten();
         tasks.spawn_on(slot(i, shared.clone(), rx.clone(), first), &env.handle);
     }
@@ -697,41 +792,73 @@ fn start_ramp<B: Backend>(
 
 /// The pacer: takes the built requests in order and, at each one's time,
 /// hands it to the slots' `queue` or (without slots) spawns it, until the
-/// arrivals end, the run's window ends or it is interrupted.
+/// arrivals end, the run's window ends or it is interrupted. An open
+/// loop's request it cannot send within [`MAX_LATE`] of its time, or (without
+/// slots) while [`MAX_OPEN_IN_FLIGHT`] are in flight, is counted as not sent.
 fn dispatch<B: Backend>(
     shared: &Arc<Run<B>>,
-    mut ahead: VecDeque<Item>,
+    mut ahead: VecDeque<Entry>,
     built: &mut Built,
     queue: Option<&mpsc::Sender<Item>>,
     tasks: &mut JoinSet<()>,
     env: &RunEnv,
 ) {
     let t0 = shared.t0;
+    let at = |d: &Due| d.at_ns.map(|ns| t0 + Duration::from_nanos(ns));
     loop {
-        let item = match ahead.pop_front() {
-            Some(item) => item,
+        let entry = match ahead.pop_front() {
+            Some(entry) => entry,
             None => match built.recv() {
-                Some(item) => item,
+                Some(entry) => entry,
                 None => break,
             },
         };
-        let due = item.due.at_ns.map(|ns| t0 + Duration::from_nanos(ns));
+        let item = match entry {
+            Entry::Ready(item) => item,
+            Entry::Late(d) => {
+                if !shared.not_sent(d.index, at(&d).unwrap_or(t0)) {
+                    break;
+                }
+                continue;
+            }
+        };
+        let due = at(&item.due);
         // Nothing goes out before the clock starts; an arrival goes out
         // at its time.
         if !pace_until(due.unwrap_or(t0), &shared.interrupt) || shared.ended() {
             break;
         }
+        if let Some(due) = due.filter(|&d| shared.too_late(d)) {
+            if !shared.not_sent(item.due.index, due) {
+                break;
+            }
+            continue;
+        }
         match queue {
             Some(tx) => {
-                if !hand_over(shared, tx, item, env) {
-                    shared.window.lock().end();
+                match hand_over(shared, tx, item, due, env) {
+                    Handed::Queued => {}
+                    Handed::Late(index, due) => {
+                        if !shared.not_sent(index, due) {
+                            break;
+                        }
+                    }
+                    Handed::Gone => shared.window.lock().end(),
                 }
                 if shared.ended() {
                     break;
                 }
             }
             None => {
+                // Reap finished tasks so memory does not grow with the run.
+                while tasks.try_join_next().is_some() {}
                 let due = due.unwrap_or_else(Instant::now);
+                if tasks.len() >= MAX_OPEN_IN_FLIGHT {
+                    if !shared.not_sent(item.due.index, due) {
+                        break;
+                    }
+                    continue;
+                }
                 let Some(warmup) = shared.admit(item.due.index * shared.turns as u64, due) else {
                     break;
                 };
@@ -742,37 +869,52 @@ fn dispatch<B: Backend>(
                     },
                     &env.handle,
                 );
-                // Reap finished tasks so memory does not grow with the run.
-                while tasks.try_join_next().is_some() {}
             }
         }
     }
 }
 
-/// Hands `item` to the slots: without blocking while there is room; when
-/// the slots are all busy, waits for one (a closed loop, whose requests
-/// are due the moment a slot frees: for room for [`HANDOFF`], so that the
-/// pacer is not woken per request). False when the slots are gone, the
-/// run ended or it was interrupted.
+/// What became of a request handed to the slots.
+enum Handed {
+    /// It is in the slots' queue.
+    Queued,
+    /// An open loop's request (its index and time) that found no room
+    /// within [`MAX_LATE`] of its time: not sent.
+    Late(u64, Instant),
+    /// The slots are gone, the run ended or it was interrupted.
+    Gone,
+}
+
+/// Hands `item` (an open loop's due at `due`) to the slots: without
+/// blocking while there is room; when the slots are all busy, waits for
+/// one (a closed loop, whose requests are due the moment a slot frees: for
+/// room for [`HANDOFF`], so that the pacer is not woken per request; an
+/// open loop's, until [`MAX_LATE`] after its time).
 fn hand_over<B: Backend>(
     shared: &Arc<Run<B>>,
     tx: &mpsc::Sender<Item>,
     item: Item,
+    due: Option<Instant>,
     env: &RunEnv,
-) -> bool {
+) -> Handed {
     match tx.try_send(item) {
-        Ok(()) => true,
-        Err(mpsc::error::TrySendError::Closed(_)) => false,
+        Ok(()) => Handed::Queued,
+        Err(mpsc::error::TrySendError::Closed(_)) => Handed::Gone,
         Err(mpsc::error::TrySendError::Full(item)) => {
             let tx = tx.clone();
             let run = shared.clone();
             let open = shared.open;
+            let index = item.due.index;
             env.handle.block_on(async move {
                 let room = async {
                     if !open {
                         drop(tx.reserve_many(HANDOFF).await);
                     }
-                    tx.send(item).await.is_ok()
+                    if tx.send(item).await.is_ok() {
+                        Handed::Queued
+                    } else {
+                        Handed::Gone
+                    }
                 };
                 let ended = async {
                     loop {
@@ -782,10 +924,17 @@ fn hand_over<B: Backend>(
                         }
                     }
                 };
+                let late = async {
+                    match due.filter(|_| open) {
+                        Some(d) => tokio::time::sleep_until((d + MAX_LATE).into()).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     r = room => r,
-                    _ = run.interrupt.wait() => false,
-                    _ = ended => false,
+                    _ = late => Handed::Late(index, due.unwrap_or(run.t0)),
+                    _ = run.interrupt.wait() => Handed::Gone,
+                    _ = ended => Handed::Gone,
                 }
             })
         }
@@ -794,19 +943,29 @@ fn hand_over<B: Backend>(
 
 /// Waits for every request in flight to end (each has its own total
 /// timeout, so this ends); on an interruption, aborts them instead and
-/// returns how many were in flight.
+/// returns how many were in flight. A run that could not keep its rate
+/// (requests not sent) waits at most [`OVERLOAD_DRAIN`], then aborts the
+/// rest the same way.
 fn drain<B: Backend>(shared: &Arc<Run<B>>, mut tasks: JoinSet<()>, env: &RunEnv) -> u64 {
     let intr = shared.interrupt.clone();
+    let overloaded = shared.not_sent.load(Ordering::Relaxed) > 0;
     env.handle.block_on(async {
-        tokio::select! {
-            _ = async { while tasks.join_next().await.is_some() {} } => 0,
-            _ = intr.wait() => {
-                let n = shared.live.in_flight.load(Ordering::Relaxed);
-                tasks.abort_all();
-                while tasks.join_next().await.is_some() {}
-                n
+        let deadline = async {
+            if overloaded {
+                tokio::time::sleep(OVERLOAD_DRAIN).await;
+            } else {
+                std::future::pending::<()>().await;
             }
+        };
+        tokio::select! {
+            _ = async { while tasks.join_next().await.is_some() {} } => return 0,
+            _ = intr.wait() => {}
+            _ = deadline => {}
         }
+        let n = shared.live.in_flight.load(Ordering::Relaxed);
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        n
     })
 }
 
@@ -1068,6 +1227,49 @@ mod tests {
                 "the phase timeline is kept"
             );
         }
+    }
+
+    /// An open loop far beyond what can be in flight: the arrivals that
+    /// came while [`MAX_OPEN_IN_FLIGHT`] were in flight are counted as not
+    /// sent, never queued, and every arrival is either sent or not.
+    #[test]
+    fn an_open_loop_beyond_its_most_in_flight_counts_the_rest_as_not_sent() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let rate = Rate::per_second(100_000.0).unwrap();
+        let cfg = config(Level::Rate(rate), Arrival::Constant, 300, None);
+        let slow = FakeBackend {
+            ttft: Duration::from_millis(500),
+            ..FakeBackend::default()
+        };
+        let out = run_once(Arc::new(slow), &cfg, 0, &env(&rt));
+        let s = out.recorder.stats();
+        let r = &s.requests;
+        assert!(r.not_sent > 0, "{r:?}");
+        assert!(r.sent + r.unfinished <= MAX_OPEN_IN_FLIGHT as u64, "{r:?}");
+        assert!(s.concurrency_max <= MAX_OPEN_IN_FLIGHT as u64);
+        // 300 ms at 100,000/s: 30,000 arrivals, each sent or not.
+        assert_eq!(r.sent + r.unfinished + r.not_sent, 30_000, "{r:?}");
+    }
+
+    /// A run that could not keep its rate drains for [`OVERLOAD_DRAIN`],
+    /// not for as long as its requests in flight would take.
+    #[test]
+    fn an_overloaded_run_drains_with_a_deadline() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let rate = Rate::per_second(100_000.0).unwrap();
+        let cfg = config(Level::Rate(rate), Arrival::Constant, 200, None);
+        let stuck = FakeBackend {
+            ttft: Duration::from_secs(60),
+            ..FakeBackend::default()
+        };
+        let started = Instant::now();
+        let out = run_once(Arc::new(stuck), &cfg, 0, &env(&rt));
+        // Its requests would take a minute each.
+        assert!(started.elapsed() < Duration::from_secs(30));
+        let r = &out.recorder.stats().requests;
+        assert!(r.not_sent > 0, "{r:?}");
+        assert_eq!(r.sent, 0, "{r:?}");
+        assert_eq!(r.unfinished + r.not_sent, 20_000, "{r:?}");
     }
 
     fn failing(class: infer_bench_protocol::ErrorClass) -> Arc<FakeBackend> {

@@ -775,7 +775,8 @@ impl Connections {
     /// agent's share, the largest of a ramp); an open loop's
     /// `max_concurrency`; an open loop without one, what one second of its
     /// highest rate sends (at most [`MAX_WARM_OPEN`]), and a pool that
-    /// keeps whatever was once in flight, so that a load above any fixed
+    /// keeps whatever was once in flight, up to the most such a loop keeps
+    /// in flight (`MAX_OPEN_IN_FLIGHT`), so that a load above any smaller
     /// pool size does not open and close connections all the time (idle
     /// ones close after 90 s).
     pub fn of(load: &infer_bench_spec::Load, agent: Option<(u32, u32)>) -> Connections {
@@ -824,7 +825,7 @@ impl Connections {
                 let n = share(per_s.ceil() as u64);
                 Connections {
                     warm: n.min(MAX_WARM_OPEN),
-                    idle: usize::MAX,
+                    idle: super::pacer::MAX_OPEN_IN_FLIGHT,
                 }
             }
         }
@@ -915,12 +916,18 @@ mod tests {
             ),
             (100, 200)
         );
-        // Uncapped: one second of the rate, a pool that keeps all.
-        assert_eq!(of("rate = \"20/s\"\nrequests = 10", None), (20, usize::MAX));
-        assert_eq!(of("rate = \"0.5/s\"\nrequests = 10", None), (1, usize::MAX));
+        // Uncapped: one second of the rate, a pool that keeps what may be in flight.
+        assert_eq!(
+            of("rate = \"20/s\"\nrequests = 10", None),
+            (20, crate::run::parts::MAX_OPEN_IN_FLIGHT)
+        );
+        assert_eq!(
+            of("rate = \"0.5/s\"\nrequests = 10", None),
+            (1, crate::run::parts::MAX_OPEN_IN_FLIGHT)
+        );
         assert_eq!(
             of("rate = \"5000/s\"\nrequests = 10", None),
-            (MAX_WARM_OPEN, usize::MAX)
+            (MAX_WARM_OPEN, crate::run::parts::MAX_OPEN_IN_FLIGHT)
         );
         // Cold: none opened ahead, none kept.
         assert_eq!(

@@ -431,6 +431,7 @@ impl Tally {
         add(&mut self.counts.warmup, o.counts.warmup);
         add(&mut self.counts.unfinished, o.counts.unfinished);
         add(&mut self.counts.resent, o.counts.resent);
+        add(&mut self.counts.not_sent, o.counts.not_sent);
         // Counts add; of two examples, the first is kept.
         let counts = |a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>| {
             for (k, v) in b {
@@ -1110,6 +1111,12 @@ impl Recorder {
     /// Counts requests that never finished (run cut short).
     pub fn unfinished(&mut self, n: u64) {
         self.run.counts.unfinished += n;
+    }
+
+    /// Counts measured arrivals the client could not send (an open loop
+    /// that could not keep its rate).
+    pub fn not_sent(&mut self, n: u64) {
+        self.run.counts.not_sent += n;
     }
 
     /// The length of the measurement window: the run's duration when it
