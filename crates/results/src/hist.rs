@@ -186,7 +186,7 @@ impl Header {
             digits: self.digits,
         };
         let (low, high) = (self.low, self.high);
-        if low < 1 || low > u64::MAX / 2 || high < 2 * low || self.digits > 5 {
+        if !(1..=u64::MAX / 2).contains(&low) || high < 2 * low || self.digits > 5 {
             return Err(invalid());
         }
         let largest = 2 * 10_u32.pow(self.digits);
