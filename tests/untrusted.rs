@@ -3,7 +3,10 @@
 //! `bless` write outside the repository, and a run stopped the way CI
 //! runners and Kubernetes stop things (SIGTERM, SIGHUP, SIGKILL) keeps its
 //! finished points and leaves no server process behind, grandchildren
-//! included.
+//! included. Results files from outside (a pull request's artifacts) cannot
+//! make `report`, `diff`, `bless` or `merge` allocate what a histogram
+//! declares or a multiple of the file, and past the documented maximum
+//! are refused (exit 2), never a signal.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -466,4 +469,318 @@ fn a_second_run_into_a_folder_in_use_is_refused() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+}
+
+// Results files from outside: a pull request's artifacts are blessed,
+// diffed and reported. A file cannot make a reader allocate what it
+// declares (a histogram's payload), nor more than a small multiple of
+// what it holds, and one past the documented maximum is refused before
+// it is read: each an exit 2 that names the file, never a signal.
+
+/// The address space the readers run in: 1 GiB. Reading a small results
+/// file (debug build, its 300+ MiB binary mapped) fits well inside it,
+/// which `a_histogram_declaring_gigabytes_is_refused_not_allocated`
+/// checks first; the hostile payload below declares 3 GiB.
+const READER_AS: u64 = 1 << 30;
+
+struct Exit {
+    code: Option<i32>,
+    signal: Option<i32>,
+    stderr: String,
+    /// Peak resident set of the reader, in KiB.
+    max_rss_kb: u64,
+}
+
+/// The high-water mark of a process's resident set (`VmHWM`, KiB) and
+/// whether it has exited (a zombie, not yet reaped), from /proc.
+fn high_water(pid: u32) -> (Option<u64>, bool) {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return (None, true);
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    let hwm = field("VmHWM:").and_then(|v| v.trim_end_matches("kB").trim().parse().ok());
+    let exited = field("State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X'));
+    (hwm, exited)
+}
+
+/// Runs infer-bench with `args` in `dir` under `prlimit --as=READER_AS`
+/// (without the cap where prlimit is missing), watching its peak RSS.
+/// The peak is the process's own `VmHWM`, polled until it exits: not
+/// `wait4`'s `ru_maxrss`, which counts the test process's own high water
+/// (the mm a child is spawned from is recorded at `exec`), so it would
+/// hide the reader's growth behind this process's. (A peak within its
+/// last 5 ms could be missed; the readers peak while they read.)
+fn read_capped(dir: &Path, args: &[&str]) -> Exit {
+    use std::os::unix::process::ExitStatusExt as _;
+    let have_prlimit = Command::new("prlimit")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let bin = env!("CARGO_BIN_EXE_infer-bench");
+    let mut c = if have_prlimit {
+        let mut c = Command::new("prlimit");
+        c.arg(format!("--as={READER_AS}")).arg("--").arg(bin);
+        c
+    } else {
+        eprintln!("prlimit is missing: reading without an address-space cap");
+        Command::new(bin)
+    };
+    let stderr_path = dir.join("reader-stderr.txt");
+    let mut child = c
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut max_rss_kb = 0;
+    loop {
+        let (hwm, exited) = high_water(child.id());
+        max_rss_kb = max_rss_kb.max(hwm.unwrap_or(0));
+        if exited {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let status = child.wait().unwrap();
+    Exit {
+        code: status.code(),
+        signal: status.signal(),
+        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+        max_rss_kb,
+    }
+}
+
+/// A real results file (the simulator in virtual time) in `dir`.
+fn simulated_results(dir: &Path) -> PathBuf {
+    let spec = write(dir, "spec.toml", &sim_spec("files", "concurrency = [2]"));
+    let out = bin()
+        .args(["run", "--virtual", "--out"])
+        .arg(dir.join("out"))
+        .arg(&spec)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join("out/results.json")
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                s.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+/// A histogram's text (hdrhistogram V2+deflate, base64) whose header
+/// declares a payload of `payload` bytes for a 3-digit range of 1 to 2048
+/// (which needs at most 27,648): 100 bytes that asked a reader for 3 GiB.
+fn hostile_histogram(payload: u32) -> String {
+    let mut v2 = Vec::new();
+    v2.extend(0x1c84_9313u32.to_be_bytes()); // V2 cookie
+    v2.extend(payload.to_be_bytes());
+    v2.extend(0u32.to_be_bytes()); // normalizing offset
+    v2.extend(3u32.to_be_bytes()); // significant digits
+    v2.extend(1u64.to_be_bytes()); // lowest trackable value
+    v2.extend(2048u64.to_be_bytes()); // highest
+    v2.extend(1.0f64.to_be_bytes()); // integer-to-double ratio
+    v2.extend([2u8; 16]);
+    // zlib: header, one stored block, Adler-32.
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in &v2 {
+        a = (a + u32::from(x)) % 65521;
+        b = (b + a) % 65521;
+    }
+    let len = v2.len() as u16;
+    let mut z = vec![0x78, 0x01, 0x01];
+    z.extend(len.to_le_bytes());
+    z.extend((!len).to_le_bytes());
+    z.extend(&v2);
+    z.extend((b << 16 | a).to_be_bytes());
+    let mut wrapped = Vec::new();
+    wrapped.extend(0x1c84_9314u32.to_be_bytes()); // V2+deflate cookie
+    wrapped.extend((z.len() as u32).to_be_bytes());
+    wrapped.extend(z);
+    base64(&wrapped)
+}
+
+#[test]
+fn a_histogram_declaring_gigabytes_is_refused_not_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = simulated_results(dir.path());
+    // The cap holds the normal runs: a real file reads, blesses and diffs.
+    let ok = read_capped(dir.path(), &["report", good.to_str().unwrap()]);
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+    let blessed = read_capped(
+        dir.path(),
+        &["bless", good.to_str().unwrap(), "--baseline", "base.json"],
+    );
+    assert_eq!(blessed.code, Some(0), "{}", blessed.stderr);
+
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    v["points"][0]["histograms"]["ttft"] = hostile_histogram(0xC000_0000).into();
+    write(dir.path(), "bad.json", &v.to_string());
+    for args in [
+        vec!["report", "bad.json"],
+        vec!["report", "--format", "md", "bad.json"],
+        vec!["diff", "bad.json", "--baseline", "base.json"],
+        vec!["bless", "bad.json", "--baseline", "base2.json"],
+    ] {
+        let e = read_capped(dir.path(), &args);
+        assert_eq!(e.signal, None, "{args:?} was killed: {}", e.stderr);
+        assert_eq!(e.code, Some(2), "{args:?}: {}", e.stderr);
+        for needle in [
+            "bad.json",
+            "points[0].histograms.ttft",
+            "declares a payload of 3221225472 bytes",
+        ] {
+            assert!(
+                e.stderr.contains(needle),
+                "{args:?}: {needle}: {}",
+                e.stderr
+            );
+        }
+    }
+    assert!(!dir.path().join("base2.json").exists());
+}
+
+/// `n` copies of `good`'s first point (each its own ID and slug) in one
+/// results file at `path`, written point by point; its size in bytes.
+fn many_points(good: &Path, n: usize, path: &Path) -> u64 {
+    use std::io::Write as _;
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(good).unwrap()).unwrap();
+    let point = v["points"][0].take();
+    v["points"] = serde_json::json!(["POINTS"]);
+    let text = serde_json::to_string(&v).unwrap();
+    let (head, tail) = text.split_once("\"POINTS\"").unwrap();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    w.write_all(head.as_bytes()).unwrap();
+    for i in 0..n {
+        let mut p = point.clone();
+        p["id"] = format!("{}-{i}", point["id"].as_str().unwrap()).into();
+        p["slug"] = format!("{}.n{i}", point["slug"].as_str().unwrap()).into();
+        if i > 0 {
+            w.write_all(b",").unwrap();
+        }
+        serde_json::to_writer_pretty(&mut w, &p).unwrap();
+    }
+    w.write_all(tail.as_bytes()).unwrap();
+    w.flush().unwrap();
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn five_thousand_points_read_in_a_small_multiple_of_their_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = simulated_results(dir.path());
+    let blessed = read_capped(
+        dir.path(),
+        &["bless", good.to_str().unwrap(), "--baseline", "base.json"],
+    );
+    assert_eq!(blessed.code, Some(0), "{}", blessed.stderr);
+    // What reading one point costs: the binary and the runtime.
+    let small = read_capped(
+        dir.path(),
+        &["report", "--format", "csv", good.to_str().unwrap()],
+    );
+    assert_eq!(small.code, Some(0), "{}", small.stderr);
+    let bytes = many_points(&good, 5_000, &dir.path().join("big.json"));
+    assert!(bytes > 50 << 20, "{bytes} bytes");
+    for args in [
+        vec!["report", "--format", "csv", "big.json"],
+        vec!["report", "--format", "md", "big.json"],
+        vec!["diff", "big.json", "--baseline", "base.json"],
+    ] {
+        let e = read_capped(dir.path(), &args);
+        assert_eq!(e.signal, None, "{args:?} was killed: {}", e.stderr);
+        // diff: points the baseline lacks are unjudged (exit 4).
+        assert!(matches!(e.code, Some(0 | 4)), "{args:?}: {}", e.stderr);
+        // Reading needs the file's bytes and what they hold: at most 3
+        // times the file above what one point costs (reading it as a
+        // JSON tree took 4 to 5 times).
+        let grew = e.max_rss_kb.saturating_sub(small.max_rss_kb) * 1024;
+        eprintln!(
+            "{args:?}: {} KiB at the peak, {} KiB for one point, a file of {bytes} bytes",
+            e.max_rss_kb, small.max_rss_kb
+        );
+        assert!(
+            grew <= 3 * bytes,
+            "{args:?}: {grew} bytes more than one point for a file of {bytes}"
+        );
+    }
+}
+
+#[test]
+fn files_past_the_documented_maximum_are_refused_before_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // More points than a results file may hold: empty ones, counted
+    // before anything of them is kept.
+    let points = vec!["{}"; 100_001].join(",");
+    write(
+        dir.path(),
+        "many.json",
+        &format!("{{\"format\": \"infer-bench-results\", \"version\": 5, \"points\": [{points}]}}"),
+    );
+    // Larger than a results file may be: a sparse file, never read.
+    let huge = std::fs::File::create(dir.path().join("huge.json")).unwrap();
+    huge.set_len((2 << 30) + 1).unwrap();
+    drop(huge);
+    for (file, needles) in [
+        (
+            "many.json",
+            &["many.json", "100001 points", "more than the 100000"][..],
+        ),
+        (
+            "huge.json",
+            &[
+                "huge.json",
+                "2147483649 bytes",
+                "more than the 2147483648 bytes",
+            ][..],
+        ),
+    ] {
+        for args in [
+            vec!["report", file],
+            vec!["diff", file, "--baseline", "base.json"],
+            vec!["bless", file, "--baseline", "base.json"],
+            vec!["merge", file, "--out", "merged"],
+        ] {
+            let e = read_capped(dir.path(), &args);
+            assert_eq!(e.signal, None, "{args:?} was killed: {}", e.stderr);
+            assert_eq!(e.code, Some(2), "{args:?}: {}", e.stderr);
+            for needle in needles {
+                assert!(
+                    e.stderr.contains(needle),
+                    "{args:?}: {needle}: {}",
+                    e.stderr
+                );
+            }
+        }
+    }
 }

@@ -108,6 +108,33 @@ pub enum FormatError {
         #[source]
         source: FieldError,
     },
+    /// Larger than the most a file of its kind may be: refused before it
+    /// is read (see `MAX_RESULTS_BYTES`).
+    #[error(
+        "{bytes} bytes ({}), more than the {limit} bytes ({}) an infer-bench {} may have; split the run (--partition) and read its parts apart",
+        mib(*bytes),
+        mib(*limit),
+        kind.noun()
+    )]
+    TooLarge {
+        kind: FileKind,
+        bytes: u64,
+        limit: u64,
+    },
+    /// More points than a results file may hold (see
+    /// `MAX_RESULTS_POINTS`): counted before the points are read.
+    #[error(
+        "{points} points, more than the {limit} a results file may hold (as many as a spec's plan may have)"
+    )]
+    TooManyPoints { points: u64, limit: u64 },
+    /// A histogram of the file that could not be read within its bounds;
+    /// `at` is where it is (`points[0].histograms.ttft`).
+    #[error("{at}: {source}")]
+    Histogram {
+        at: String,
+        #[source]
+        source: HistError,
+    },
     #[error("points {first} and {second} have the same slug \"{slug}\"; keep one")]
     DuplicateSlug {
         first: String,
@@ -134,6 +161,47 @@ pub enum HistError {
     Base64(#[source] base64::DecodeError),
     #[error("invalid histogram: {0:?}")]
     Histogram(hdrhistogram::serialization::DeserializeError),
+    /// The bytes end before the header or the payload it declares.
+    #[error("invalid histogram: it ends early")]
+    Short,
+    /// Not a V2 or V2+deflate serialization.
+    #[error("invalid histogram: unknown cookie {0:#010x} (not hdrhistogram V2)")]
+    Cookie(u32),
+    /// The zlib stream of a V2+deflate histogram is broken.
+    #[error("invalid histogram: cannot inflate it: {0}")]
+    Inflate(#[source] std::io::Error),
+    /// A range and precision no histogram can have.
+    #[error(
+        "invalid histogram: lowest trackable value {low}, highest {high} and {digits} significant digits are not a histogram's range"
+    )]
+    Range { low: u64, high: u64, digits: u32 },
+    /// A range and precision whose counts array is larger than a file's
+    /// histogram may be (`hist::MAX_COUNTS`).
+    #[error(
+        "invalid histogram: its range and precision need {counts} counts; a histogram read from a file may have at most {limit}"
+    )]
+    TooManyCounts { counts: u64, limit: u64 },
+    /// A payload longer than the counts array it encodes can need: refused
+    /// before it is allocated.
+    #[error(
+        "invalid histogram: it declares a payload of {declared} bytes; its range and precision ({counts} counts) need at most {most}"
+    )]
+    PayloadTooLong {
+        declared: u64,
+        most: u64,
+        counts: u64,
+    },
+}
+
+/// A size in MiB (or GiB past 1 GiB), for messages.
+fn mib(bytes: u64) -> String {
+    const MIB: f64 = (1u64 << 20) as f64;
+    let m = bytes as f64 / MIB;
+    if m >= 1024.0 {
+        format!("{:.1} GiB", m / 1024.0)
+    } else {
+        format!("{m:.1} MiB")
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

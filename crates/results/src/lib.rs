@@ -851,30 +851,59 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
         write_atomic(path, self.to_json().as_bytes())
     }
 
-    /// Reads a results file, or `results.json` in a run directory.
+    /// Reads a results file, or `results.json` in a run directory: data
+    /// from outside (a pull request's artifacts), so nothing in it is
+    /// trusted. A file larger than `MAX_RESULTS_BYTES` is refused before
+    /// it is read; a first pass parses it keeping nothing but its
+    /// `format`, `version` and how many points it holds (at most
+    /// `MAX_RESULTS_POINTS`); the second deserializes its bytes straight
+    /// into the typed results (no JSON tree, so memory follows what the
+    /// file holds: its bytes and what they hold); then every histogram is
+    /// checked within its bounds (`hist::check`). Each refusal names the
+    /// file and exits 2.
     pub fn read(path: &Path) -> crate::error::Result<(Results<C>, PathBuf)> {
+        use std::io::Read as _;
         let file = if path.is_dir() {
             path.join("results.json")
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read_to_string(&file).map_err(|source| crate::error::Error::Read {
+        let read_error = |source| crate::error::Error::Read {
             path: file.clone(),
             source,
-        })?;
+        };
         let format_error = |problem| crate::error::Error::Format {
             path: file.clone(),
             problem,
         };
-        let mut value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format_error(FormatError::NotJson(e)))?;
-        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        let handle = std::fs::File::open(&file).map_err(read_error)?;
+        let bytes = handle.metadata().map_err(read_error)?.len();
+        if bytes > MAX_RESULTS_BYTES {
+            return Err(format_error(FormatError::TooLarge {
+                kind: FileKind::Results,
+                bytes,
+                limit: MAX_RESULTS_BYTES,
+            }));
+        }
+        // Never more than the limit, should the file grow while it is read.
+        let mut text = Vec::with_capacity(bytes as usize);
+        handle
+            .take(MAX_RESULTS_BYTES)
+            .read_to_end(&mut text)
+            .map_err(read_error)?;
+        let json_error = |e| format_error(FormatError::NotJson(e));
+        let head: Head = match serde_json::from_slice(&text) {
+            Ok(head) => head,
+            Err(e) if e.is_data() => Head::default(),
+            Err(e) => return Err(json_error(e)),
+        };
+        if head.format.as_ref().and_then(|f| f.as_str()) != Some(FORMAT) {
             return Err(format_error(FormatError::NotOurs {
                 kind: FileKind::Results,
                 format: FORMAT,
             }));
         }
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        let version = head.version.as_ref().and_then(|v| v.as_u64()).unwrap_or(0);
         if version > VERSION as u64 {
             return Err(format_error(FormatError::Newer {
                 kind: FileKind::Results,
@@ -882,16 +911,159 @@ impl<C: Serialize + serde::de::DeserializeOwned> Results<C> {
                 reads: VERSION,
             }));
         }
-        if version < 5 {
-            reason::upgrade(&mut value);
+        if head.points.0 > MAX_RESULTS_POINTS {
+            return Err(format_error(FormatError::TooManyPoints {
+                points: head.points.0,
+                limit: MAX_RESULTS_POINTS,
+            }));
         }
-        let results: Results<C> = from_value_at(value).map_err(|source| {
+        let invalid = |source| {
             format_error(FormatError::Invalid {
                 kind: FileKind::Results,
                 source,
             })
-        })?;
+        };
+        let results: Results<C> = if version < 5 {
+            // Reasons were strings before version 5: upgraded in the JSON
+            // tree (files of older versions only).
+            let mut value: serde_json::Value = serde_json::from_slice(&text).map_err(json_error)?;
+            drop(text);
+            reason::upgrade(&mut value);
+            from_value_at(value).map_err(invalid)?
+        } else {
+            let mut de = serde_json::Deserializer::from_slice(&text);
+            let results = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+                invalid(FieldError {
+                    path: e.path().to_string(),
+                    source: e.into_inner(),
+                })
+            })?;
+            de.end().map_err(json_error)?;
+            results
+        };
+        results.check_histograms().map_err(format_error)?;
         Ok((results, file))
+    }
+
+    /// Checks every histogram the file holds (`hist::check`): the first
+    /// bad one is an error that names where it is
+    /// (`points[2].runs[0].histograms.ttft`).
+    fn check_histograms(&self) -> std::result::Result<(), FormatError> {
+        fn each(
+            at: &dyn Fn() -> String,
+            histograms: &BTreeMap<String, String>,
+        ) -> std::result::Result<(), FormatError> {
+            for (name, text) in histograms {
+                crate::hist::check(text).map_err(|source| FormatError::Histogram {
+                    at: format!("{}.histograms.{name}", at()),
+                    source,
+                })?;
+            }
+            Ok(())
+        }
+        fn tallies<K: std::fmt::Display>(
+            at: &dyn Fn() -> String,
+            field: &str,
+            map: &BTreeMap<K, TallyData>,
+        ) -> std::result::Result<(), FormatError> {
+            for (k, t) in map {
+                each(&|| format!("{}.{field}.{k}", at()), &t.histograms)?;
+            }
+            Ok(())
+        }
+        for (i, p) in self.points.iter().enumerate() {
+            let point = || format!("points[{i}]");
+            each(&point, &p.histograms)?;
+            for (j, r) in p.runs.iter().enumerate() {
+                let run = || format!("points[{i}].runs[{j}]");
+                each(&run, &r.histograms)?;
+                if let Some(shard) = &r.shard {
+                    let shard_at = || format!("{}.shard", run());
+                    each(&|| format!("{}.tally", shard_at()), &shard.tally.histograms)?;
+                    tallies(&shard_at, "windows", &shard.windows)?;
+                    tallies(&shard_at, "steps", &shard.steps)?;
+                    tallies(&shard_at, "turns", &shard.turns)?;
+                    tallies(&shard_at, "parts", &shard.parts)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The most bytes a results file may have: 2 GiB, checked before it is
+/// read. It fits `MAX_RESULTS_POINTS` points of 21 KB each (a point of one
+/// run as `run` writes it is 20 to 40 KB), and reading a file this size
+/// needs about twice its size in memory (see docs/reports.md).
+pub const MAX_RESULTS_BYTES: u64 = 2 << 30;
+/// The most points a results file may hold: as many as a spec's plan may
+/// have (`infer_bench_spec::limits::MAX_POINTS`).
+pub const MAX_RESULTS_POINTS: u64 = 100_000;
+
+/// What `Results::read` looks at before it deserializes a file: its
+/// format, version and how many points it holds, parsed keeping nothing
+/// else.
+#[derive(Default, Deserialize)]
+struct Head {
+    #[serde(default)]
+    format: Option<serde_json::Value>,
+    #[serde(default)]
+    version: Option<serde_json::Value>,
+    #[serde(default)]
+    points: Count,
+}
+
+/// How many entries an array has, counted without keeping them (anything
+/// else counts 0).
+#[derive(Default)]
+struct Count(u64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Count, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct Counter;
+        impl<'de> Visitor<'de> for Counter {
+            type Value = Count;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("anything")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Count, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Count, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Count(0))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_str<E>(self, _: &str) -> std::result::Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Count, E> {
+                Ok(Count(0))
+            }
+        }
+        d.deserialize_any(Counter)
     }
 }
 
