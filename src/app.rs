@@ -36,7 +36,7 @@ pub fn execute(command: Command) -> Result<Outcome> {
             select,
         } => {
             let spec = spec::load(&spec)?;
-            let plan = selected(Plan::build(&spec)?, &select)?;
+            let plan = selected(checked_plan(&spec)?, &select)?;
             let text = match format {
                 _ if count => format!("{}\n", plan.points.len()),
                 PlanFormat::Table => export::plan::table(&spec, &plan),
@@ -261,12 +261,21 @@ fn report(
     Ok(Outcome(EXIT_OK))
 }
 
+/// The plan of `spec`, with the checks that need more than the spec
+/// crate: a simulated model must fit its GPUs (`sim::fit`). What
+/// `validate` and `run` both use, so that they refuse the same specs.
+fn checked_plan(spec: &spec::Spec) -> std::result::Result<Plan, spec::SpecErrors> {
+    let plan = Plan::build(spec)?;
+    crate::sim::fit::check(spec, &plan)?;
+    Ok(plan)
+}
+
 /// Validates every spec, reporting all of them; fails if any failed.
 fn validate(paths: &[std::path::PathBuf]) -> Result<Outcome> {
     let mut all = Vec::new();
     let mut ok = Vec::new();
     for path in paths {
-        match spec::load(path).and_then(|s| Plan::build(&s).map(|p| (s, p))) {
+        match spec::load(path).and_then(|s| checked_plan(&s).map(|p| (s, p))) {
             Ok((s, p)) => {
                 ok.push(format!(
                     "{}: ok ({}, {} point{})",
@@ -313,7 +322,7 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     use crate::run::{RunOptions, run_plan};
     use std::io::IsTerminal;
     let spec = spec::load(&args.spec)?;
-    let mut plan = selected(Plan::build(&spec)?, &args.select)?;
+    let mut plan = selected(checked_plan(&spec)?, &args.select)?;
     let clock = match (args.virtual_time, args.real_time) {
         (true, _) => Some(("--virtual", crate::spec::raw::SimClock::Virtual)),
         (_, true) => Some(("--real-time", crate::spec::raw::SimClock::Real)),

@@ -163,3 +163,101 @@ fn descriptor_limit() -> u64 {
     }
     r.rlim_max
 }
+
+/// A spec of the simulator whose workload is the dataset `data` (JSONL),
+/// at `load`.
+fn dataset_spec(data: &str, load: &str) -> String {
+    format!(
+        "name = \"big-prompt\"\nseed = 1\n[targets.sim]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n\
+         [models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\napi = \"completions\"\n\
+         dataset = {{ path = \"{data}\", format = \"jsonl\" }}\noutput_tokens = 4\n[load]\n{load}\n"
+    )
+}
+
+/// One JSONL entry whose prompt is `mb` MB of words.
+fn write_big_prompt(path: &std::path::Path, mb: usize) {
+    let prompt = "hello world ".repeat(mb * 1_000_000 / 12);
+    let line = serde_json::json!({ "prompt": prompt, "output_tokens": 4 }).to_string();
+    std::fs::write(path, line + "\n").unwrap();
+}
+
+#[test]
+fn a_point_over_the_memory_budget_is_refused_before_it_runs() {
+    // A 40 MB prompt (within the 64 MiB dataset cap) at 64 users: alive
+    // and built ahead, its bodies would take far more than 4 GiB (on main
+    // this validated, then the run aborted on a failed allocation).
+    let dir = tempfile::tempdir().unwrap();
+    write_big_prompt(&dir.path().join("big.jsonl"), 40);
+    let path = dir.path().join("spec.toml");
+    std::fs::write(
+        &path,
+        dataset_spec("big.jsonl", "concurrency = 64\nduration = \"2s\""),
+    )
+    .unwrap();
+    for args in [
+        &["validate", "spec.toml"][..],
+        &["run", "spec.toml", "--out", "out"][..],
+    ] {
+        let cmd = args[0];
+        let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {stderr}");
+        // At the key responsible (the concurrency, line 13), with the
+        // figure and the limit.
+        assert!(
+            stderr.contains("error: spec.toml:13:15: load.concurrency: point ")
+                && stderr.contains("of memory, over the limit of 4.0 GiB")
+                && stderr.contains("64 alive at once, each up to 38.1 MiB of body"),
+            "{cmd}: {stderr}"
+        );
+        assert!(!dir.path().join("out").exists(), "{cmd} started a run");
+    }
+}
+
+#[test]
+fn one_large_prompt_runs_to_completion_under_a_memory_cap() {
+    // A 6 MB prompt (1M words: longer than the model's context, so the
+    // simulator answers 400 after reading each body) at 4 users.
+    let dir = tempfile::tempdir().unwrap();
+    write_big_prompt(&dir.path().join("big.jsonl"), 6);
+    let path = dir.path().join("spec.toml");
+    std::fs::write(
+        &path,
+        dataset_spec("big.jsonl", "concurrency = 4\nrequests = 12\nruns = 1"),
+    )
+    .unwrap();
+    // The cap: the budget's estimate for this point (256 MiB of base, the
+    // dataset x 3, 4 alive + 4 + 10 built ahead x 3 bodies: about 620
+    // MiB) plus 1 GiB of address space that threads' stacks and the
+    // allocator's arenas reserve without touching (a debug build peaks at
+    // 0.8 GiB of address space here).
+    let cap = (620u64 << 20) + (1 << 30);
+    let o = Command::new("prlimit")
+        .current_dir(dir.path())
+        .arg(format!("--as={cap}"))
+        .args([
+            env!("CARGO_BIN_EXE_infer-bench"),
+            "run",
+            "spec.toml",
+            "--out",
+            "out",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    // Exit 3: the point is INVALID (no request succeeded), not a signal.
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(!stderr.contains("memory allocation"), "{stderr}");
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
+    let requests = &r["points"][0]["runs"][0]["stats"]["requests"];
+    assert_eq!(requests["sent"], 12, "{requests}");
+    assert_eq!(r["points"][0]["merged"]["errors"]["status_4xx"], 12);
+}

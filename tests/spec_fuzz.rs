@@ -420,6 +420,7 @@ fn validate_plan_and_run_agree_on_rejected_specs() {
         "precision-path-name",
         "params-b-disagrees",
         "kv-cache-zero",
+        "sim-70b-one-a100",
         "port-99999",
         "header-crlf",
         "startup-timeout-zero",

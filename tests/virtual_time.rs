@@ -459,7 +459,8 @@ fn a_pipeline_fits_what_one_gpu_cannot_and_runs_a_micro_batch_per_stage() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert_ne!(r.status.code(), Some(0));
+    // ... which `run` says before it starts, as `validate` does (exit 2).
+    assert_eq!(r.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&r.stderr).contains("does not fit"),
         "{}",

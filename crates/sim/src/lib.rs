@@ -12,6 +12,7 @@
 pub mod cluster;
 pub mod engine;
 pub mod error;
+pub mod fit;
 pub mod gpu;
 pub mod http;
 pub mod network;

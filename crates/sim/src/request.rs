@@ -301,23 +301,33 @@ pub struct Setup {
     pub info: ServerInfo,
 }
 
+/// The settings and performance model of a point's simulated server: every
+/// default resolved, and the check that the weights and a KV block fit the
+/// GPUs. `validate` runs it too (`crate::fit`), so that a model that does
+/// not fit is refused before a run starts, in the same words.
+pub fn serving(cfg: &PointConfig) -> Result<(profile::EngineConfig, PerfModel), Error> {
+    let sim = cfg.target.sim.as_ref().ok_or(Error::NoSimSettings)?;
+    let arch = cfg
+        .model
+        .architecture
+        .as_ref()
+        .ok_or_else(|| Error::NoArchitecture(cfg.model.name.clone()))?;
+    let weights = cfg
+        .precision
+        .as_ref()
+        .and_then(|p| p.dtype)
+        .unwrap_or(DType::Bf16);
+    let kv = cfg.precision.as_ref().and_then(|p| p.kv_dtype);
+    let config = profile::resolve(sim, arch, weights, kv)?;
+    let perf = PerfModel::new(&config, arch, weights)?;
+    Ok((config, perf))
+}
+
 impl Setup {
     /// The simulator of a point's target, model and precision.
     pub fn of(cfg: &PointConfig) -> Result<Setup, Error> {
         let sim = cfg.target.sim.as_ref().ok_or(Error::NoSimSettings)?;
-        let arch = cfg
-            .model
-            .architecture
-            .as_ref()
-            .ok_or_else(|| Error::NoArchitecture(cfg.model.name.clone()))?;
-        let weights = cfg
-            .precision
-            .as_ref()
-            .and_then(|p| p.dtype)
-            .unwrap_or(DType::Bf16);
-        let kv = cfg.precision.as_ref().and_then(|p| p.kv_dtype);
-        let config = profile::resolve(sim, arch, weights, kv)?;
-        let perf = PerfModel::new(&config, arch, weights)?;
+        let (config, perf) = serving(cfg)?;
         let kv = config.kv_dtype;
         let engines = (config.replicas * config.pipeline) as usize;
         let engine = Cluster::new(
@@ -344,7 +354,7 @@ impl Setup {
                     "{} on {}x {gpu} ({:?})",
                     cfg.model.name,
                     sim.total_gpus(),
-                    weights
+                    perf.weights_dtype()
                 )
                 .to_lowercase()
                 .into(),

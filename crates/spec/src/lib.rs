@@ -5,6 +5,7 @@
 //! `load` is the entry point: a path in, a checked `Spec` or every problem
 //! with its place in the file out.
 
+pub mod budget;
 pub mod catalog;
 mod compile;
 pub mod dataset;

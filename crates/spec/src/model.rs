@@ -928,6 +928,8 @@ pub struct Spec {
     pub validity: Validity,
     pub regression: Regression,
     pub(crate) locator: super::diag::Locator,
+    /// The sizes of the files it names (`crate::budget`).
+    pub(crate) sizes: crate::budget::Sizes,
 }
 
 /// A metric as its name (`Metric` itself has no serde impls).

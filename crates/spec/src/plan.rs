@@ -458,6 +458,13 @@ impl Plan {
                 }
             }
         }
+        for p in &points {
+            if let Some(e) = over_budget(spec, p) {
+                if reported.insert((e.key.clone(), e.message.clone())) {
+                    errors.push(e);
+                }
+            }
+        }
         if !errors.is_empty() {
             return Err(SpecErrors(errors));
         }
@@ -780,6 +787,103 @@ fn slug_of(config: &PointConfig) -> String {
             }
         })
         .collect()
+}
+
+/// The memory budget's error for a point whose estimate exceeds it
+/// (`crate::budget`), at the key of its largest part: the load level
+/// (as an axis of the matrix or in `[load]`), the dataset's path or the
+/// tokenizer.
+fn over_budget(spec: &Spec, p: &Point) -> Option<SpecError> {
+    use crate::budget::{self, Part};
+    let w = &p.config.workload;
+    // A mix loads every part's dataset; its largest entry is what a
+    // request may carry.
+    let mut dataset: Option<(&str, budget::DatasetSize)> = None;
+    for d in std::iter::once(&**w)
+        .chain(w.mix.iter().map(|m| &m.workload))
+        .filter_map(|w| w.dataset.as_ref())
+    {
+        let Some((key, size)) = spec.sizes.datasets.get(&d.sha256) else {
+            continue;
+        };
+        dataset = Some(match dataset {
+            None => (key.as_str(), *size),
+            Some((k, acc)) => {
+                let bigger = size.largest_body_bytes > acc.largest_body_bytes;
+                (
+                    if bigger { key.as_str() } else { k },
+                    budget::DatasetSize {
+                        file_bytes: acc.file_bytes + size.file_bytes,
+                        largest_body_bytes: acc.largest_body_bytes.max(size.largest_body_bytes),
+                        most_messages: acc.most_messages.max(size.most_messages),
+                    },
+                )
+            }
+        });
+    }
+    let tokenizer = spec.sizes.tokenizers.get(&p.config.model.name);
+    let inputs = budget::Inputs {
+        dataset: dataset.map(|(_, d)| d),
+        tokenizer_bytes: tokenizer.map_or(0, |(_, b)| *b),
+        in_flight: budget::in_flight(&p.config.load),
+    };
+    let e = budget::estimate(&inputs);
+    if !e.over_budget() {
+        return None;
+    }
+    let axis = |name: &str| p.axes.iter().any(|(a, _)| a == name);
+    let level_key = match p.config.load.level {
+        Level::Concurrency(_) if axis("concurrency") => "matrix.concurrency",
+        Level::Concurrency(_) if p.config.load.ramp.is_some() => "load.ramp",
+        Level::Concurrency(_) => "load.concurrency",
+        Level::Rate(_) if axis("max_concurrency") => "matrix.max_concurrency",
+        Level::Rate(_) if p.config.load.max_concurrency.is_some() => "load.max_concurrency",
+        Level::Rate(_) if axis("rate") => "matrix.rate",
+        Level::Rate(_) => "load.rate",
+    };
+    let level_key = if p.config.load.search.is_some() {
+        "load.search"
+    } else {
+        level_key
+    };
+    let size = budget::fmt_size;
+    let parts = format!(
+        "the dataset {} ({} of file), the tokenizer {}, requests {} ({} alive at once, each up to {} of body{})",
+        size(e.dataset),
+        size(inputs.dataset.map_or(0, |d| d.file_bytes)),
+        size(e.tokenizer),
+        size(e.requests),
+        inputs.in_flight,
+        size(inputs.dataset.map_or(0, |d| d.largest_body_bytes)),
+        match inputs.dataset.map_or(0, |d| d.most_messages) {
+            n if n > 1 => format!(" and {n} messages"),
+            _ => String::new(),
+        }
+    );
+    let (key, hint) = match e.largest() {
+        Part::Requests => (
+            level_key.to_string(),
+            "lower the concurrency (or max_concurrency), or use shorter prompts",
+        ),
+        Part::Dataset => (
+            dataset.map_or("workloads", |(k, _)| k).to_string(),
+            "use a smaller dataset file",
+        ),
+        Part::Tokenizer => (
+            tokenizer.map_or("models", |(k, _)| k.as_str()).to_string(),
+            "use a smaller tokenizer.json, or none (lengths are then approximated)",
+        ),
+    };
+    Some(spec.error(
+        &key,
+        format!(
+            "point {} would need about {} of memory, over the limit of {}: {parts}",
+            p.slug,
+            size(e.total),
+            size(budget::MEMORY_BUDGET_BYTES),
+        ),
+        Some(format!("{hint} (docs/spec.md, \"Memory budget\")")),
+    ))
 }
 
 impl Point {

@@ -112,6 +112,83 @@ pub const OVERLOAD_DRAIN: Duration = Duration::from_secs(2);
 /// Requests built ahead of their send time, at most.
 const LOOKAHEAD: usize = 256;
 
+// LOOKAHEAD_BYTES: bytes of requests built ahead of their send time, at
+// most, beyond the requests the gate needs at once (its slots, or the
+// first HANDOFF of a loop without one): 256 bodies of a 60 MB prompt
+// would be 15 GB (issue 45). Small bodies never reach it. The spec's
+// memory budget counts it, so it is defined there.
+use infer_bench_spec::budget::LOOKAHEAD_BYTES;
+
+/// The bytes and requests built but not yet sent, shared by the builder
+/// thread (which waits while both are over their bounds) and every
+/// [`Credit`] (which gives its bytes back when its request goes out or
+/// is dropped).
+#[derive(Default)]
+struct Lookahead {
+    state: parking_lot::Mutex<Ahead>,
+    freed: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct Ahead {
+    bytes: u64,
+    items: usize,
+    /// The pacer is done: the builder stops waiting.
+    closed: bool,
+}
+
+impl Lookahead {
+    /// Waits until a request of `bytes` may be built ahead: fewer than
+    /// `min_items` are, or the bytes stay within [`LOOKAHEAD_BYTES`] (or
+    /// nothing is ahead). `None` once the pacer is done.
+    fn take(self: &Arc<Self>, bytes: u64, min_items: usize) -> Option<Credit> {
+        let mut s = self.state.lock();
+        while !s.closed
+            && s.items >= min_items
+            && s.items > 0
+            && s.bytes.saturating_add(bytes) > LOOKAHEAD_BYTES
+        {
+            self.freed.wait(&mut s);
+        }
+        if s.closed {
+            return None;
+        }
+        s.bytes += bytes;
+        s.items += 1;
+        Some(Credit {
+            lookahead: self.clone(),
+            bytes,
+        })
+    }
+
+    /// Whether the next request of `bytes` would wait ([`Lookahead::take`]).
+    fn would_wait(&self, bytes: u64, min_items: usize) -> bool {
+        let s = self.state.lock();
+        s.items >= min_items && s.items > 0 && s.bytes.saturating_add(bytes) > LOOKAHEAD_BYTES
+    }
+
+    fn close(&self) {
+        self.state.lock().closed = true;
+        self.freed.notify_all();
+    }
+}
+
+/// One built request's share of the [`Lookahead`].
+pub(super) struct Credit {
+    lookahead: Arc<Lookahead>,
+    bytes: u64,
+}
+
+impl Drop for Credit {
+    fn drop(&mut self) {
+        let mut s = self.lookahead.state.lock();
+        s.bytes -= self.bytes;
+        s.items -= 1;
+        drop(s);
+        self.lookahead.freed.notify_all();
+    }
+}
+
 /// The builder hands requests to the pacer this many at a time, and a
 /// closed loop's pacer refills the slots' queue when this many have room:
 /// so neither thread is woken once per request (a futex wake-up and a
@@ -131,6 +208,14 @@ enum Entry {
 struct Built {
     rx: std::sync::mpsc::Receiver<Vec<Entry>>,
     batch: std::vec::IntoIter<Entry>,
+    lookahead: Arc<Lookahead>,
+}
+
+impl Drop for Built {
+    /// The builder may be waiting for room ahead: let it go.
+    fn drop(&mut self) {
+        self.lookahead.close();
+    }
 }
 
 impl Built {
@@ -310,11 +395,19 @@ impl<B: Backend> Run<B> {
     /// Sends one admitted request (or session) and records it. True if
     /// its (last) request could not connect to the server.
     async fn send(&self, item: Item, warmup: bool, t_sched: Instant, t_slot: Instant) -> bool {
-        let base = item.due.index * self.turns as u64;
+        let Item {
+            due,
+            prepared,
+            session,
+            credit,
+        } = item;
+        // It is no longer ahead of its time: the builder may go on.
+        drop(credit);
+        let base = due.index * self.turns as u64;
         let mut rec = self
-            .send_one(base, 0, item.prepared, warmup, t_sched, t_slot)
+            .send_one(base, 0, prepared, warmup, t_sched, t_slot)
             .await;
-        let Some(session) = item.session else {
+        let Some(session) = session else {
             return rec.unreached;
         };
         let mut conversation = Conversation::new(session);
@@ -588,6 +681,16 @@ pub fn run_once<B: Backend>(
     // [`MAX_LATE`] behind is not built.
     let clock = Arc::new(std::sync::OnceLock::<Instant>::new());
     let builder_clock = clock.clone();
+    let lookahead = Arc::new(Lookahead::default());
+    // As many as the gate takes at once may always be built ahead (the
+    // pacer waits for them before the clock starts); more, within
+    // LOOKAHEAD_BYTES.
+    let min_items = gate
+        .limit
+        .map(|l| l as usize)
+        .unwrap_or(HANDOFF)
+        .min(LOOKAHEAD);
+    let builder_lookahead = lookahead.clone();
     std::thread::scope(|scope| {
         scope.spawn(move || {
             let mut batch = Vec::with_capacity(HANDOFF);
@@ -598,11 +701,25 @@ pub fn run_once<B: Backend>(
                     }
                     _ => false,
                 };
-                batch.push(if late {
-                    Entry::Late(d)
+                if late {
+                    batch.push(Entry::Late(d));
                 } else {
-                    Entry::Ready(build(&*builder_backend, &prompts, d))
-                });
+                    let mut item = build(&*builder_backend, &prompts, d);
+                    let bytes = item.bytes();
+                    // Hand over what is built before waiting for room: the
+                    // pacer may be waiting for it.
+                    if !batch.is_empty() && builder_lookahead.would_wait(bytes, min_items) {
+                        let part = std::mem::replace(&mut batch, Vec::with_capacity(HANDOFF));
+                        if built_tx.send(part).is_err() {
+                            return;
+                        }
+                    }
+                    let Some(credit) = builder_lookahead.take(bytes, min_items) else {
+                        return;
+                    };
+                    item.credit = Some(credit);
+                    batch.push(Entry::Ready(item));
+                }
                 if batch.len() == HANDOFF {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDOFF));
                     if built_tx.send(full).is_err() {
@@ -617,6 +734,7 @@ pub fn run_once<B: Backend>(
         let mut built = Built {
             rx: built_rx,
             batch: Vec::new().into_iter(),
+            lookahead,
         };
         let out = pace(backend, cfg, run, env, gate, &mut built, &clock);
         // The builder may be waiting to hand over one more: let it go.

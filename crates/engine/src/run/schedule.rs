@@ -80,6 +80,22 @@ pub(super) struct Item {
     pub(super) prepared: Prepared,
     /// A conversation: every turn's prompt (turn 0's is `prepared`).
     pub(super) session: Option<Vec<Prompt>>,
+    /// Its share of the bytes built ahead of their send time, given back
+    /// when it is sent or dropped (`super::pacer`'s lookahead).
+    pub(super) credit: Option<super::pacer::Credit>,
+}
+
+impl Item {
+    /// Bytes it holds: its body and, for a conversation, every turn's text.
+    pub(super) fn bytes(&self) -> u64 {
+        let turns: usize = self
+            .session
+            .iter()
+            .flatten()
+            .map(|p| p.text.len() + p.history.iter().map(|m| m.content.len()).sum::<usize>())
+            .sum();
+        (self.prepared.body.len() + turns) as u64
+    }
 }
 
 /// Builds the request (or session) of arrival `due`: the one place that
@@ -91,12 +107,14 @@ pub(super) fn build<B: Backend>(backend: &B, prompts: &PromptGen, due: Due) -> I
             due,
             prepared: backend.prepare(&session[0]),
             session: Some(session),
+            credit: None,
         }
     } else {
         Item {
             due,
             prepared: backend.prepare(&prompts.prompt(due.index)),
             session: None,
+            credit: None,
         }
     }
 }

@@ -46,6 +46,7 @@ pub fn compile(file: &str, source: &str, base_dir: &Path) -> Result<Spec, SpecEr
         errors: Vec::new(),
         base_dir,
         repo: &repo,
+        sizes: crate::budget::Sizes::default(),
     };
     let spec = cx.spec(raw, file, source);
     if cx.errors.is_empty() {
@@ -69,6 +70,7 @@ pub fn compile_regression(file: &str, source: &str) -> Result<Regression, SpecEr
         errors: Vec::new(),
         base_dir: Path::new("."),
         repo: Path::new("."),
+        sizes: crate::budget::Sizes::default(),
     };
     let regression = cx.regression(raw.regression.unwrap_or_default(), &raw.name);
     if cx.errors.is_empty() {
@@ -85,6 +87,8 @@ struct Cx<'a> {
     /// The repository of the spec: the files it names inside it are not
     /// read through a link that leads out (`files::check_link`).
     repo: &'a Path,
+    /// The sizes of the files read, for the memory budget.
+    sizes: crate::budget::Sizes,
 }
 
 /// A name that is safe as a part of a file name: letters, digits, `-`,
@@ -268,6 +272,7 @@ impl Cx<'_> {
             validity,
             regression,
             locator: self.loc.clone(),
+            sizes: std::mem::take(&mut self.sizes),
         }
     }
 }

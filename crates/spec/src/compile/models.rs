@@ -42,13 +42,18 @@ impl Cx<'_> {
                 self.repo,
             ) {
                 Err(e) => Some(format!("cannot read tokenizer {}: {e}", path.display())),
-                Ok(bytes) => tokenizers::Tokenizer::from_bytes(&bytes).err().map(|e| {
-                    format!(
-                        "{} is not a tokenizer.json: {}",
-                        path.display(),
-                        crate::files::sanitize_message(&e.to_string())
-                    )
-                }),
+                Ok(bytes) => {
+                    self.sizes
+                        .tokenizers
+                        .insert(name.to_string(), (k("tokenizer"), bytes.len() as u64));
+                    tokenizers::Tokenizer::from_bytes(&bytes).err().map(|e| {
+                        format!(
+                            "{} is not a tokenizer.json: {}",
+                            path.display(),
+                            crate::files::sanitize_message(&e.to_string())
+                        )
+                    })
+                }
             };
             if let Some(p) = problem {
                 self.err(

@@ -535,7 +535,14 @@ impl Cx<'_> {
                 };
                 Some((format!("{}{at}: {}", path.display(), e.message), e.hint))
             }
-            Ok(p) if p.records.is_empty() => Some((
+            Ok(p) if !p.records.is_empty() => {
+                let size = crate::budget::dataset_size(text.len() as u64, &p.records);
+                self.sizes
+                    .datasets
+                    .insert(sha256.clone(), (pk.clone(), size));
+                None
+            }
+            Ok(p) => Some((
                 format!(
                     "{}: no usable prompt ({} entries read)",
                     path.display(),
@@ -543,7 +550,6 @@ impl Cx<'_> {
                 ),
                 Some("check the file's format (jsonl or sharegpt)"),
             )),
-            Ok(_) => None,
         };
         if let Some((message, hint)) = problem {
             self.err(&pk, message, hint.map(str::to_string));
