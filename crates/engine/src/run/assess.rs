@@ -85,7 +85,7 @@ fn invalid_reasons(spec: &Spec, pr: &PointResult) -> Vec<Reason> {
                 ),
             ));
         }
-        let n = s.requests.succeeded + s.requests.failed;
+        let n = s.requests.succeeded.saturating_add(s.requests.failed);
         if n < v.min_requests {
             reasons.push(Reason::new(
                 ReasonKind::TooFewRequests,
