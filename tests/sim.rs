@@ -221,7 +221,7 @@ fn a_point_over_the_memory_budget_is_refused_before_it_runs() {
         assert!(
             stderr.contains("error: spec.toml:13:15: load.concurrency: point ")
                 && stderr.contains("of memory, over the limit of 4.0 GiB")
-                && stderr.contains("64 alive at once, each up to 38.1 MiB of body"),
+                && stderr.contains("64 alive at once and 65 built ahead, each up to 38.1 MiB of body, held 3 times over"),
             "{cmd}: {stderr}"
         );
         assert!(!dir.path().join("out").exists(), "{cmd} started a run");

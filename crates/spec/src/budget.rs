@@ -45,6 +45,13 @@ pub const LOOKAHEAD_BYTES: u64 = 64 << 20;
 /// beyond rate x total timeout: the arrivals of one total timeout.
 pub const MAX_COUNTED_IN_FLIGHT: u64 = 1_000_000;
 
+/// Requests built ahead of their send time beside `in_flight` alive ones
+/// of `body` bytes: one more per slot, and [`LOOKAHEAD_BYTES`]' worth (at
+/// least one).
+pub fn built_ahead(in_flight: u64, body: u64) -> u64 {
+    in_flight.saturating_add((LOOKAHEAD_BYTES / body.max(1)).max(1))
+}
+
 /// A dataset's sizes, measured when the spec is compiled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DatasetSize {
@@ -126,11 +133,7 @@ pub fn estimate(i: &Inputs) -> Estimate {
             .largest_body_bytes
             .saturating_mul(REQUEST_FACTOR)
             .saturating_add(d.most_messages.saturating_mul(MESSAGE_BYTES));
-        // Alive, and built ahead: one more per slot, and LOOKAHEAD_BYTES'
-        // worth (at least one).
-        let ahead = i
-            .in_flight
-            .saturating_add((LOOKAHEAD_BYTES / d.largest_body_bytes.max(1)).max(1));
+        let ahead = built_ahead(i.in_flight, d.largest_body_bytes);
         one.saturating_mul(i.in_flight.saturating_add(ahead))
     });
     let total = BASE_BYTES

@@ -848,17 +848,22 @@ fn over_budget(spec: &Spec, p: &Point) -> Option<SpecError> {
     };
     let size = budget::fmt_size;
     let parts = format!(
-        "the dataset {} ({} of file), the tokenizer {}, requests {} ({} alive at once, each up to {} of body{})",
+        "the dataset {} ({} of file), the tokenizer {}, requests {} ({} alive at once and {} built ahead, each up to {} of body{}, held {} times over)",
         size(e.dataset),
         size(inputs.dataset.map_or(0, |d| d.file_bytes)),
         size(e.tokenizer),
         size(e.requests),
         inputs.in_flight,
+        budget::built_ahead(
+            inputs.in_flight,
+            inputs.dataset.map_or(0, |d| d.largest_body_bytes)
+        ),
         size(inputs.dataset.map_or(0, |d| d.largest_body_bytes)),
         match inputs.dataset.map_or(0, |d| d.most_messages) {
             n if n > 1 => format!(" and {n} messages"),
             _ => String::new(),
-        }
+        },
+        budget::REQUEST_FACTOR,
     );
     let (key, hint) = match e.largest() {
         Part::Requests => (
