@@ -328,7 +328,8 @@ fn run_virtual_puts_every_simulator_target_on_the_virtual_clock() {
     let o = infer_bench(&["run", path.to_str().unwrap(), "--virtual"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--virtual sets the clock of simulator targets"),
+        String::from_utf8_lossy(&o.stderr)
+            .contains("--virtual sets the clock of simulator targets"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
