@@ -17,8 +17,20 @@ use crate::error::Error;
 /// model and precision.
 pub fn check(spec: &Spec, plan: &Plan) -> Result<(), SpecErrors> {
     let mut errors: Vec<SpecError> = Vec::new();
+    // What is served depends on the target, model and precision only
+    // (shared by the points that have them): each is resolved once, not
+    // once per point of a large matrix.
+    let mut seen = std::collections::HashSet::new();
     for p in &plan.points {
         let cfg = &p.config;
+        let served = (
+            std::sync::Arc::as_ptr(&cfg.target),
+            std::sync::Arc::as_ptr(&cfg.model),
+            cfg.precision.as_ref().map(|p| p.name.as_str()),
+        );
+        if !seen.insert(served) {
+            continue;
+        }
         // A network (vision, encoder) model has no architecture: the
         // simulator serves it otherwise, and `run` says what it cannot.
         if cfg.target.kind != TargetKind::Sim
