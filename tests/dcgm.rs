@@ -877,6 +877,11 @@ fn a_sim_run_records_its_modelled_gpus_as_dcgm_exporter_serves_them() {
         .replace("clock = \"virtual\"", "clock = \"real\"")
         .replace("warmup = \"2s\"", "warmup = \"1s\"")
         .replace("duration = \"10s\"", "duration = \"2s\"")
+        // Answers of 100 tokens (0.7 s each here): requests finish in the
+        // 2 s window even when a busy machine slows the simulator down
+        // (500-token answers took 3.5 s, past the window, and a loaded
+        // run finished none).
+        .replace("output_tokens = 500", "output_tokens = 100")
         .replace("[\"prefill\", \"decode\"]", "[\"decode\"]");
     let real = write_spec(dir.path(), "simgpu-real", &real_time);
     let out = dir.path().join("real");

@@ -162,12 +162,21 @@ fn four_agents_merged_equal_one_process_on_an_open_loop() {
         a["points"][0]["workload"]["sha256"],
         b["points"][0]["workload"]["sha256"]
     );
-    // Latencies within timer noise; throughput over the union's window.
+    // Latencies within timer noise, plus how late either side says it
+    // sent (TTFT and E2E count from the scheduled time, so a client that
+    // waited for a core adds its wait; on a quiet machine, microseconds);
+    // throughput over the union's window.
+    let late = |r: &serde_json::Value| {
+        merged(r)["latency_ms"]["dispatch_lag"]["p99"]
+            .as_f64()
+            .unwrap()
+    };
+    let late_ms = late(&a).max(late(&b));
     for m in ["ttft", "tpot", "e2e"] {
         let (x, y) = (p50(&a, m), p50(&b, m));
         assert!(
-            (x - y).abs() < 2.0 + 0.05 * x,
-            "{m} p50: one process {x} ms, four agents {y} ms"
+            (x - y).abs() < 2.0 + 0.05 * x + late_ms,
+            "{m} p50: one process {x} ms, four agents {y} ms (dispatch lag p99 up to {late_ms} ms)"
         );
     }
     let rate = |r: &serde_json::Value, k: &str| merged(r)[k].as_f64().unwrap();
@@ -188,11 +197,27 @@ fn four_agents_merged_equal_one_process_on_an_open_loop() {
         assert!(s["dispatch_lag_p99_ms"].as_f64().is_some());
     }
     assert_eq!(b["merged_from"].as_array().unwrap().len(), 4);
-    assert!(
-        b["points"][0]["valid"].as_bool().unwrap(),
-        "{}",
-        b["points"][0]["invalid_reasons"]
-    );
+    // The merged point is judged on the union: valid when the agents kept
+    // to the 5 ms dispatch-lag budget together, else INVALID for exactly
+    // that (a busy machine makes four clients late, and the merge must
+    // say so rather than pass them).
+    let point = &b["points"][0];
+    if late(&b) <= 5.0 {
+        assert!(
+            point["valid"].as_bool().unwrap(),
+            "{}",
+            point["invalid_reasons"]
+        );
+    } else {
+        assert_eq!(point["valid"], false, "dispatch lag p99 {} ms", late(&b));
+        let kinds: Vec<&str> = point["invalid_reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["dispatch_lag"], "{}", point["invalid_reasons"]);
+    }
     // The merged file is a results file like any other.
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(
@@ -311,7 +336,9 @@ fn agents_of_a_closed_loop_split_its_slots_and_requests() {
 
 #[test]
 fn point_shards_merge_into_the_unsharded_run() {
-    let _one = infer_bench_testkit::timing::exclusive();
+    // In virtual time: a point's numbers are its own (its seed, its
+    // simulated clock), so the shards' merge is the whole run to the byte
+    // whatever else the machine does.
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("spec.toml");
     std::fs::write(
@@ -321,6 +348,8 @@ seed = 5
 [targets.sim]
 kind = "sim"
 gpu = "h100-sxm"
+[targets.sim.sim]
+clock = "virtual"
 [models.m]
 preset = "llama-3.1-8b"
 [models.m.precisions.bf16]
@@ -385,11 +414,9 @@ percentile_sample_check = false
             a["merged"]["tokens"]["output_total"],
             b["merged"]["tokens"]["output_total"]
         );
-        let (x, y) = (
-            a["merged"]["output_tokens_per_s"].as_f64().unwrap(),
-            b["merged"]["output_tokens_per_s"].as_f64().unwrap(),
-        );
-        assert!((x / y - 1.0).abs() < 0.1, "{}: {x} vs {y}", a["id"]);
+        for key in ["output_tokens_per_s", "latency_ms"] {
+            assert_eq!(a["merged"][key], b["merged"][key], "{}: {key}", a["id"]);
+        }
     }
     // Half of the shards: merged as incomplete, the other half's points
     // pending, and a failure (exit 3) unless --allow-partial says so.

@@ -68,6 +68,16 @@ fn the_same_spec_gives_the_same_numbers_twice() {
     // jitter (in virtual time they repeat to the byte: tests/virtual_time.rs). TTFT p50 here is mostly queueing behind
     // 16 streams, which amplifies that jitter (273.7 then 305.9 ms in one
     // fresh-clone CI run while TPOT agreed within 5%): it gets a wider band.
+    // Each band widens by the share of their time the two runs' simulator
+    // says it fell behind its own schedule: a busy machine's jitter.
+    let lost = |r: &serde_json::Value| {
+        let lag = &r["points"][0]["telemetry"]["server_metrics"]["counters"]["infer_bench_sim_lag_seconds_total"];
+        match (lag["delta"].as_f64(), lag["span_s"].as_f64()) {
+            (Some(l), Some(s)) if s > 0.0 => l / s,
+            _ => 0.0,
+        }
+    };
+    let lost = lost(&a) + lost(&b);
     for (path, tolerance) in [
         (&["output_tokens_per_s"][..], 0.05),
         // TPOT p50 came out 26.7 then 28.2 ms (5.6%) once on a loaded
@@ -78,8 +88,8 @@ fn the_same_spec_gives_the_same_numbers_twice() {
     ] {
         let (x, y) = (get(&a, path), get(&b, path));
         assert!(
-            (x / y - 1.0).abs() < tolerance,
-            "{path:?}: {x} then {y} (tolerance {tolerance})"
+            (x / y - 1.0).abs() < tolerance + lost,
+            "{path:?}: {x} then {y} (tolerance {tolerance} + the simulator's time lost {lost:.3})"
         );
     }
     assert_eq!(

@@ -186,15 +186,20 @@ trace = {{ file = "trace.jsonl", format = "mooncake", speedup = {SPEEDUP}, block
     let worst = shifts.iter().copied().fold(0.0, f64::max);
     let p99 = p99(shifts);
     // Within 1 ms, plus how late this machine wakes a thread just now
-    // (its other work is not the pacer's error; on a quiet machine it
-    // adds a few tens of microseconds).
+    // (the server's stamps wait for a core too) and how late the client
+    // says it sent (its dispatch lag p99, which it reports and a point
+    // over budget is INVALID for). On a quiet machine both add tens of
+    // microseconds; with two busy loops on two cores, milliseconds: that
+    // is the machine's, not the pacer's, error. What the pacer alone
+    // keeps is self-bench's to state.
     let lag_ms = infer_bench_testkit::timing::wake_lag(300).as_secs_f64() * 1e3;
+    let sent_late_ms = results.points[0].merged.latency_ms["dispatch_lag"].p99;
     eprintln!(
-        "arrival error vs the trace: p99 {p99:.3} ms, max {worst:.3} ms; the machine's wake-up lag p99 {lag_ms:.3} ms"
+        "arrival error vs the trace: p99 {p99:.3} ms, max {worst:.3} ms; the machine's wake-up lag p99 {lag_ms:.3} ms, the client's dispatch lag p99 {sent_late_ms:.3} ms"
     );
     assert!(
-        p99 < 1.0 + lag_ms,
-        "p99 arrival error {p99:.3} ms (bound 1 ms + the machine's wake-up lag {lag_ms:.3} ms)"
+        p99 < 1.0 + lag_ms + sent_late_ms,
+        "p99 arrival error {p99:.3} ms (bound 1 ms + the machine's wake-up lag {lag_ms:.3} ms + the client's dispatch lag {sent_late_ms:.3} ms)"
     );
 
     // Lengths: exactly the trace's, by the tokenizer and at the server.

@@ -736,6 +736,87 @@ fn five_thousand_points_read_in_a_small_multiple_of_their_size() {
     }
 }
 
+/// A byte-level BPE `tokenizer.json` of about `mb` megabytes: every
+/// string of 2 to 5 lowercase letters in turn, each the merge of its
+/// prefix and its last letter (the shape of a real vocabulary, larger).
+fn big_tokenizer(path: &Path, mb: usize) -> u64 {
+    use std::io::Write as _;
+    let letters: Vec<String> = (b'a'..=b'z').map(|c| (c as char).to_string()).collect();
+    let mut vocab: Vec<String> = letters.clone();
+    let mut merges: Vec<(String, String)> = Vec::new();
+    let mut level = letters.clone();
+    let mut bytes = 0;
+    'grow: while bytes < mb << 20 {
+        let mut next = Vec::new();
+        for prefix in &level {
+            for l in &letters {
+                let word = format!("{prefix}{l}");
+                // `"word": id,` in the vocab and `["prefix", "l"],` in the merges.
+                bytes += 2 * word.len() + 20;
+                merges.push((prefix.clone(), l.clone()));
+                vocab.push(word.clone());
+                next.push(word);
+                if bytes >= mb << 20 {
+                    break 'grow;
+                }
+            }
+        }
+        level = next;
+    }
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    write!(
+        w,
+        r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null, "pre_tokenizer": {{"type": "Whitespace"}}, "post_processor": null, "decoder": null, "model": {{"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": {{"#
+    )
+    .unwrap();
+    for (i, v) in vocab.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        write!(w, "{sep}\"{v}\": {i}").unwrap();
+    }
+    write!(w, "}}, \"merges\": [").unwrap();
+    for (i, (a, b)) in merges.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        write!(w, "{sep}[\"{a}\", \"{b}\"]").unwrap();
+    }
+    write!(w, "]}}}}").unwrap();
+    w.flush().unwrap();
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn a_large_tokenizer_is_read_in_a_small_multiple_of_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |tokenizer: &str| {
+        sim_spec("tok", "concurrency = [1]").replace(
+            "preset = \"llama-3.1-8b\"\n",
+            &format!("preset = \"llama-3.1-8b\"\ntokenizer = \"{tokenizer}\"\n"),
+        )
+    };
+    let small_bytes = big_tokenizer(&dir.path().join("small.json"), 1);
+    let bytes = big_tokenizer(&dir.path().join("big.json"), 40);
+    assert!(bytes > 40 << 20, "{bytes} bytes");
+    write(dir.path(), "small.toml", &spec("small.json"));
+    write(dir.path(), "big.toml", &spec("big.json"));
+    let small = read_capped(dir.path(), &["validate", "small.toml"]);
+    assert_eq!(small.code, Some(0), "{}", small.stderr);
+    let big = read_capped(dir.path(), &["validate", "big.toml"]);
+    assert_eq!(big.signal, None, "validate was killed: {}", big.stderr);
+    assert_eq!(big.code, Some(0), "{}", big.stderr);
+    let grew = big.max_rss_kb.saturating_sub(small.max_rss_kb) * 1024;
+    eprintln!(
+        "validate: {} KiB at the peak with a tokenizer of {bytes} bytes, {} KiB with one of {small_bytes}",
+        big.max_rss_kb, small.max_rss_kb
+    );
+    // The library's own reader buffered the model twice before building
+    // it: 26 times the file. Read directly, the model it builds (vocab,
+    // its reverse and the merges, hashed) is what costs, within what the
+    // memory budget counts for a tokenizer.
+    assert!(
+        grew <= infer_bench_spec::budget::TOKENIZER_FACTOR * bytes,
+        "{grew} bytes more than a 1 MB tokenizer for one of {bytes}"
+    );
+}
+
 #[test]
 fn files_past_the_documented_maximum_are_refused_before_they_are_read() {
     let dir = tempfile::tempdir().unwrap();

@@ -89,6 +89,18 @@ fn point(r: &Value) -> &Value {
     &r["points"][0]
 }
 
+/// The share of a real-time point's time its simulator spent behind its
+/// own schedule, as it reports it (`infer_bench_sim_lag_seconds_total`
+/// over the scrape span; 0 in virtual time): a busy machine's cost, which
+/// real-time numbers carry and virtual-time ones cannot.
+fn time_lost(p: &Value) -> f64 {
+    let lag = &p["telemetry"]["server_metrics"]["counters"]["infer_bench_sim_lag_seconds_total"];
+    match (lag["delta"].as_f64(), lag["span_s"].as_f64()) {
+        (Some(lost), Some(span)) if span > 0.0 => lost / span,
+        _ => 0.0,
+    }
+}
+
 fn stat(p: &Value, path: &[&str]) -> f64 {
     let mut v = &p["merged"];
     for k in path {
@@ -161,6 +173,10 @@ fn the_same_numbers_as_the_simulator_in_real_time() {
     let real = run(&s.replace("clock = \"virtual\"", "clock = \"real\""));
     let (v, r) = (point(&simulated), point(&real));
     assert!(r.get("clock").is_none(), "a real-time point says nothing");
+    // Within 5%, plus the share of its time the real-time simulator
+    // says it fell behind its own schedule (6% with two busy loops on
+    // two cores; nothing on a quiet machine).
+    let lost = time_lost(r);
     for (path, tolerance) in [
         (&["output_tokens_per_s"][..], 0.05),
         (&["latency_ms", "tpot", "p50"], 0.05),
@@ -168,8 +184,8 @@ fn the_same_numbers_as_the_simulator_in_real_time() {
     ] {
         let (x, y) = (stat(v, path), stat(r, path));
         assert!(
-            (x / y - 1.0).abs() < tolerance,
-            "{path:?}: virtual {x}, real {y}"
+            (x / y - 1.0).abs() < tolerance + lost,
+            "{path:?}: virtual {x}, real {y} (tolerance {tolerance} + the simulator's time lost {lost:.3})"
         );
     }
     // TTFT is a few steps: the real client adds its own fraction of a
@@ -508,6 +524,9 @@ fn replicas_in_real_time_give_virtual_times_numbers() {
     );
     let simulated = run(&s);
     let real = run(&s.replace("clock = \"virtual\"", "clock = \"real\""));
+    // Within 5%, plus the share of its time the real-time simulator says
+    // it fell behind (a busy machine's, not the model's).
+    let lost = time_lost(point(&real));
     for path in [
         &["output_tokens_per_s"][..],
         &["latency_ms", "tpot", "p50"],
@@ -515,8 +534,8 @@ fn replicas_in_real_time_give_virtual_times_numbers() {
     ] {
         let (x, y) = (stat(point(&simulated), path), stat(point(&real), path));
         assert!(
-            (x / y - 1.0).abs() < 0.05,
-            "{path:?}: virtual {x}, real {y}"
+            (x / y - 1.0).abs() < 0.05 + lost,
+            "{path:?}: virtual {x}, real {y} (tolerance 0.05 + the simulator's time lost {lost:.3})"
         );
     }
 }

@@ -39,7 +39,7 @@ fn resnet_over_kserve_runs_on_the_simulator() {
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let points = r["points"].as_array().unwrap();
     assert_eq!(points.len(), 6);
-    // (batch, concurrency) -> (e2e mean ms, queue ms)
+    // (batch, concurrency) -> (e2e mean ms, queue ms, compute ms, requests/s)
     let mut seen = std::collections::BTreeMap::new();
     for p in points {
         let batch: u32 = p["axes"]["batch"].as_str().unwrap().parse().unwrap();
@@ -81,7 +81,7 @@ fn resnet_over_kserve_runs_on_the_simulator() {
             queue + compute <= e2e,
             "{at}: queue {queue} + compute {compute} > e2e {e2e}"
         );
-        seen.insert((batch, conc), (e2e, queue, compute));
+        seen.insert((batch, conc), (e2e, queue, compute, per_s));
     }
     for conc in [1, 4] {
         let lat = |b| seen[&(b, conc)].0;
@@ -95,9 +95,22 @@ fn resnet_over_kserve_runs_on_the_simulator() {
             "{seen:?}"
         );
     }
-    // One instance: four clients wait for it, one does not.
+    // One instance: four clients wait for it, one does not, wherever the
+    // instance was busy enough to make them wait. On a busy machine the
+    // clients' own work (building and sending 32 images) can space their
+    // requests out until the instance idles between them (21% busy with
+    // two busy loops on two cores): then the queue is the machine's
+    // scheduling noise (0.2-0.5 ms either way), and nothing to order.
     for b in [8, 32] {
-        assert!(seen[&(b, 4)].1 > seen[&(b, 1)].1, "batch {b}: {seen:?}");
+        let (_, queue4, compute4, per_s4) = seen[&(b, 4)];
+        let busy = compute4 / 1e3 * per_s4;
+        if busy < 0.5 {
+            eprintln!(
+                "batch {b}: the instance was {busy:.2} busy at concurrency 4; no queue to order"
+            );
+            continue;
+        }
+        assert!(queue4 > seen[&(b, 1)].1, "batch {b}: {seen:?}");
     }
 }
 

@@ -31,10 +31,12 @@ pub struct ServerStages {
     pub compute_input_ms: f64,
     pub compute_infer_ms: f64,
     pub compute_output_ms: f64,
-    /// The client's mean latency of its successful measured requests,
-    /// less `request_ms` (the server's mean over every request it ran, the
-    /// warm-ups included): the way in and out. Absent when the counts
-    /// differ too much to compare (another client on the model).
+    /// The client's mean latency over the requests the server counted
+    /// (its successful measured requests and warm-ups), less `request_ms`
+    /// (the server's mean over the same): the way in and out. Absent when
+    /// the counts differ too much to compare (another client on the
+    /// model). Earlier results took the client's mean over the measured
+    /// requests alone, which a slow warm-up set below zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_ms: Option<f64>,
 }

@@ -29,6 +29,7 @@ pub mod schema;
 pub mod seed;
 mod slo;
 pub mod tensor;
+pub mod tokenizer;
 pub mod trace;
 
 use std::path::Path;

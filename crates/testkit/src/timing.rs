@@ -56,17 +56,25 @@ fn lock(_: &File) -> bool {
     false
 }
 
-/// How late this machine wakes a sleeping thread right now: the 99th
-/// percentile of how far `n` sleeps of one millisecond overshoot it. A
-/// timing assertion adds this to its bound, so that what the machine's
-/// other work costs (a browser, a parallel build, a CI neighbour) is not
-/// charged to the code under test, while a quiet machine keeps the bound
-/// tight. Takes about `n` ms plus the overshoots.
+/// How late this machine wakes a working thread right now: the 99th
+/// percentile of how far `n` sleeps of one millisecond overshoot it, each
+/// after a millisecond of work. A timing assertion adds this to its bound,
+/// so that what the machine's other work costs (a browser, a parallel
+/// build, a CI neighbour) is not charged to the code under test, while a
+/// quiet machine keeps the bound tight. The work matters: a thread that
+/// only sleeps is woken at once however busy the cores (0.08 ms with two
+/// busy loops on two cores), while one that works between its sleeps, as
+/// a client and a server do, waits out other tasks' time slices (3.8 ms
+/// there). Takes about `2n` ms plus the overshoots.
 pub fn wake_lag(n: usize) -> std::time::Duration {
     use std::time::{Duration, Instant};
     let want = Duration::from_millis(1);
     p99((0..n.max(1))
         .map(|_| {
+            let busy = Instant::now();
+            while busy.elapsed() < want {
+                std::hint::spin_loop();
+            }
             let t = Instant::now();
             std::thread::sleep(want);
             t.elapsed().saturating_sub(want)

@@ -45,7 +45,7 @@ impl TokenCounter {
     /// A tokenizer from the bytes of a `tokenizer.json`.
     pub fn from_bytes(bytes: &[u8]) -> Result<TokenCounter, TokenizerError> {
         let mut tok =
-            tokenizers::Tokenizer::from_bytes(bytes).map_err(TokenizerError::NotTokenizer)?;
+            infer_bench_spec::tokenizer::parse(bytes).map_err(TokenizerError::NotTokenizer)?;
         tok.with_truncation(None)
             .map_err(TokenizerError::Truncation)?;
         tok.with_padding(None);

@@ -203,13 +203,15 @@ pub fn finish_point(
 
 /// The server's account of a kserve point's requests from its statistics
 /// over the runs; `None` when the server counted no request. The rest of
-/// the client's latency (`outside_ms`: its mean over the measured
-/// requests, less the server's over all it ran) is given only when the
-/// server ran about as many requests as the client sent, warm-ups
-/// included (no other client shared the model).
+/// the client's latency (`outside_ms`) compares like with like: the
+/// server's mean is over every request it ran, warm-ups included, so the
+/// client's is too (`warmup`: the warm-ups that answered and their E2E
+/// summed, ms). It is given only when the server ran about as many
+/// requests as the client sent (no other client shared the model).
 pub fn stages(
     s: &infer_bench_protocol::kserve::Stats,
     merged: &Stats,
+    warmup: (u64, f64),
     stats_path: &str,
 ) -> Option<infer_bench_results::stages::ServerStages> {
     if s.success.count == 0 && s.fail.count == 0 {
@@ -225,7 +227,11 @@ pub fn stages(
         .latency_ms
         .get("e2e")
         .filter(|_| close)
-        .map(|e2e| e2e.mean - request_ms);
+        .and_then(|e2e| {
+            let (warm_n, warm_ms) = warmup;
+            let n = e2e.count as f64 + warm_n as f64;
+            (n > 0.0).then(|| (e2e.mean * e2e.count as f64 + warm_ms) / n - request_ms)
+        });
     Some(infer_bench_results::stages::ServerStages {
         source: format!("triton /{stats_path}"),
         requests: s.success.count,

@@ -336,6 +336,9 @@ struct Runs {
     load: LoadMeter,
     /// A kserve point: the model's statistics over the runs, summed.
     model_stats: Option<kserve::Stats>,
+    /// Warm-up requests that answered over the runs, and their E2E summed
+    /// (ms): the server's statistics count them too.
+    warmup_e2e: (u64, f64),
 }
 
 impl Runs {
@@ -358,6 +361,7 @@ impl Runs {
             virtual_time,
             load,
             model_stats: None,
+            warmup_e2e: (0, 0.0),
         }
     }
 
@@ -435,6 +439,9 @@ impl Runs {
             let d = after.since(&before);
             let sum = self.model_stats.get_or_insert_with(Default::default);
             *sum = sum.plus(&d);
+            let (n, ms) = out.recorder.warmup_e2e();
+            self.warmup_e2e.0 += n;
+            self.warmup_e2e.1 += ms;
         }
         let stats = out.recorder.stats();
         ended(Some(&stats));
@@ -649,6 +656,7 @@ impl Runs {
             super::assemble::stages(
                 s,
                 &pr.merged,
+                self.warmup_e2e,
                 client.stats_path.as_deref().unwrap_or_default(),
             )
         });

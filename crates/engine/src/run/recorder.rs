@@ -810,6 +810,10 @@ pub struct Recorder {
     /// Time in prefill and decode, from the run's origin (all requests).
     phases: Option<(Instant, Phases)>,
     concurrency_max: u64,
+    /// Warm-up requests that answered, and the sum of their E2E latency
+    /// (ns): with the measured ones, every request a server counts in its
+    /// own statistics (a kserve point's `stages`).
+    warmup_e2e: (u64, u128),
 }
 
 /// Request time in prefill and in decode per bucket of a run.
@@ -926,6 +930,7 @@ impl Recorder {
             parts: None,
             phases: None,
             concurrency_max: 0,
+            warmup_e2e: (0, 0),
         }
     }
 
@@ -1073,6 +1078,10 @@ impl Recorder {
         }
         if r.warmup {
             self.run.counts.warmup += 1;
+            if let Some(e2e) = d.e2e {
+                self.warmup_e2e.0 += 1;
+                self.warmup_e2e.1 += u128::from(e2e);
+            }
             return;
         }
         self.run.add(r, &d);
@@ -1101,6 +1110,11 @@ impl Recorder {
                 }
             }
         }
+    }
+
+    /// Warm-up requests that answered, and their E2E latencies summed (ms).
+    pub fn warmup_e2e(&self) -> (u64, f64) {
+        (self.warmup_e2e.0, self.warmup_e2e.1 as f64 / 1e6)
     }
 
     /// Adds the read delays (µs) the run's probe saw.
@@ -1240,6 +1254,7 @@ impl Recorder {
             parts: None,
             phases: None,
             concurrency_max: 0,
+            warmup_e2e: (0, 0),
         };
         let mut windows: BTreeMap<u64, Tally> = BTreeMap::new();
         let mut ends: Option<Instant> = None;

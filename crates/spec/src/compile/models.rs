@@ -46,7 +46,7 @@ impl Cx<'_> {
                     self.sizes
                         .tokenizers
                         .insert(name.to_string(), (k("tokenizer"), bytes.len() as u64));
-                    tokenizers::Tokenizer::from_bytes(&bytes).err().map(|e| {
+                    crate::tokenizer::parse(&bytes).err().map(|e| {
                         format!(
                             "{} is not a tokenizer.json: {}",
                             path.display(),
