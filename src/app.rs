@@ -329,6 +329,22 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
         _ => None,
     };
     if let Some((flag, clock)) = clock {
+        if clock == crate::spec::raw::SimClock::Virtual {
+            // What validate refuses at `clock = "virtual"`, the flag cannot
+            // ask for: the virtual clock simulates generation requests.
+            let not_served = plan
+                .points
+                .iter()
+                .find(|p| p.config.target.sim.is_some() && !p.config.workload.api.generates());
+            if let Some(p) = not_served {
+                return Err(Usage::VirtualWithoutGeneration {
+                    point: p.id.clone(),
+                    workload: p.config.workload.name.clone(),
+                    api: p.config.workload.api.name(),
+                }
+                .into());
+            }
+        }
         if plan.set_sim_clock(clock) == 0 && !plan.points.is_empty() {
             return Err(Usage::ClockWithoutSimulator {
                 flag,

@@ -400,7 +400,8 @@ pub struct RunArgs {
     /// clock = "virtual"` does): a discrete-event simulation with an ideal
     /// client, no sleeping and no sockets, byte-identical statistics run to
     /// run, thousands of streams in seconds. Points on other targets run as
-    /// usual.
+    /// usual. Generation requests only: a simulator point that sends
+    /// embeddings, rerank or tensors is refused (exit 2).
     #[arg(long = "virtual")]
     pub virtual_time: bool,
     /// Run every simulator target in real time (a server on a socket,

@@ -187,6 +187,14 @@ pub enum Usage {
         spec.display()
     )]
     ClockWithoutSimulator { flag: &'static str, spec: PathBuf },
+    #[error(
+        "--virtual: point `{point}` sends workload \"{workload}\" ({api}), and the simulator in virtual time serves generation requests only (chat, completions, responses, messages); run it in real time, or leave it out with --only"
+    )]
+    VirtualWithoutGeneration {
+        point: String,
+        workload: String,
+        api: &'static str,
+    },
     #[error("--markdown and --junit write the verdicts of --baseline; add --baseline")]
     VerdictFilesWithoutBaseline,
     #[error("--agent expects K/N with 1 <= K <= N, found \"{found}\"")]

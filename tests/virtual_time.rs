@@ -349,6 +349,31 @@ fn run_virtual_puts_every_simulator_target_on_the_virtual_clock() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+
+    // Tensors (the README's vision spec) are not simulated in virtual
+    // time: the flag is refused before anything runs, as `clock =
+    // "virtual"` is by validate. It used to fail every point at run time
+    // with "model `resnet` has no architecture for the simulator".
+    let dir = tempfile::tempdir().unwrap();
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/specs/vision-triton.toml");
+    let out = dir.path().join("out");
+    let o = infer_bench(&[
+        "run",
+        spec,
+        "--only",
+        "sim.*",
+        "--virtual",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sends workload \"classify.b1\" (kserve)")
+            && stderr.contains("serves generation requests only"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "nothing ran");
 }
 
 #[test]
