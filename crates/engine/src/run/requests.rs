@@ -19,16 +19,21 @@ use infer_bench_protocol::record::OutputEvent;
 use infer_bench_results::redact::Redactor;
 use infer_bench_results::requests::RequestLine;
 
+/// Lines waiting for the writer thread, at most: a disk slower than the
+/// requests finish holds the recorder back (and it, the client) instead
+/// of queueing lines in memory without end.
+pub(super) const LINES_QUEUED: usize = 4096;
+
 /// Per-request records, streamed to disk by a writer thread.
 pub struct RequestLog {
-    tx: std::sync::mpsc::Sender<String>,
+    tx: std::sync::mpsc::SyncSender<String>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl RequestLog {
     pub(super) fn open(path: &std::path::Path, redactor: Redactor) -> Result<RequestLog> {
         let file = infer_bench_results::files::create(path)?;
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(LINES_QUEUED);
         let thread = std::thread::spawn(move || {
             let mut w = std::io::BufWriter::new(file);
             for line in rx {
@@ -38,7 +43,7 @@ impl RequestLog {
         });
         Ok(RequestLog { tx, thread })
     }
-    pub(super) fn sender(&self) -> std::sync::mpsc::Sender<String> {
+    pub(super) fn sender(&self) -> std::sync::mpsc::SyncSender<String> {
         self.tx.clone()
     }
     pub(super) fn close(self) {
