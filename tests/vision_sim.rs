@@ -2,7 +2,8 @@
 //! runs `specs/vision-triton.toml --only 'sim.*'` as the README shows it
 //! (ResNet-50 over KServe v2, batch 1 to 32, concurrency 1 and 4; its
 //! Triton points run in tests/triton.rs) with no GPU, and every point is complete and
-//! valid, counts its items as batch x requests, takes longer with a larger
+//! valid (or, on a busy machine, INVALID for the client's own lateness
+//! alone), counts its items as batch x requests, takes longer with a larger
 //! batch, and carries the server's split of its latency from Triton-style
 //! statistics. The same spec against a language model, or a chat workload
 //! against the network, is a spec error at its place.
@@ -46,7 +47,21 @@ fn resnet_over_kserve_runs_on_the_simulator() {
         let conc: u32 = p["axes"]["concurrency"].as_str().unwrap().parse().unwrap();
         let at = format!("batch {batch} concurrency {conc}");
         assert_eq!(p["status"], "complete", "{at}: {}", p["failure"]);
-        assert_eq!(p["valid"], true, "{at}: {}", p["invalid_reasons"]);
+        // Valid, or INVALID only because this machine made the client
+        // late (dispatch lag, read delay over budget: two busy loops on
+        // two cores did, at 11 ms against 10): that verdict is the
+        // machine's, and the right one; any other reason is not.
+        let machine = ["dispatch_lag", "read_delay"];
+        let reasons = p["invalid_reasons"].as_array().cloned().unwrap_or_default();
+        assert!(
+            p["valid"] == true
+                || (!reasons.is_empty()
+                    && reasons
+                        .iter()
+                        .all(|r| machine.contains(&r["kind"].as_str().unwrap_or_default()))),
+            "{at}: {}",
+            p["invalid_reasons"]
+        );
         let m = &p["merged"];
         assert_eq!(m["requests"]["succeeded"], 24, "{at}: {m}");
         assert_eq!(m["requests"]["failed"], 0, "{at}");
