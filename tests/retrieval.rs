@@ -261,9 +261,16 @@ fn embeddings_latency_agrees_with_the_server_truth_at_200_per_s() {
         .map(|l| l["dispatch_lag_ms"].as_f64().unwrap())
         .collect();
     let jitter = (percentile(lags.clone(), 99.0) - percentile(lags, 50.0)).max(0.0);
+    // And how late it read (its read-delay probe, p99) and how late this
+    // machine wakes a working thread now: with two busy loops on two
+    // cores the p99 was 2.7 ms off with a dispatch jitter of 1.3 ms.
+    let read = run.results["points"][0]["merged"]["latency_ms"]["read_delay"]["p99"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let lag = infer_bench_testkit::timing::wake_lag(200).as_secs_f64() * 1e3;
     for p in [50.0, 99.0] {
         let tolerance = if p == 99.0 {
-            tolerance + jitter
+            tolerance + jitter + read + lag
         } else {
             tolerance
         };
