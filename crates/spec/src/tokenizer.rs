@@ -20,9 +20,8 @@ use tokenizers::{
 };
 
 /// The kind of model a `tokenizer.json` declares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    #[serde(rename = "BPE")]
     Bpe,
     WordPiece,
     WordLevel,
@@ -38,38 +37,20 @@ struct Outline {
 #[derive(Deserialize)]
 struct ModelOutline {
     #[serde(rename = "type")]
-    kind: Option<IgnoredOr<Kind>>,
+    kind: Option<String>,
 }
 
-/// A value read if it is one of ours, else skipped (a kind of model this
-/// version of `tokenizers` does not know is the library's to refuse).
-enum IgnoredOr<T> {
-    Known(T),
-    Other,
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for IgnoredOr<T> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // A string of a few bytes: buffering it costs nothing.
-        let s = String::deserialize(d)?;
-        Ok(
-            match T::deserialize(
-                serde::de::value::StrDeserializer::<serde::de::value::Error>::new(&s),
-            ) {
-                Ok(t) => IgnoredOr::Known(t),
-                Err(_) => IgnoredOr::Other,
-            },
-        )
-    }
-}
-
-/// The model kind `bytes` declares, if it declares one we know. Any
-/// problem with the file is left for the parse that follows to report.
+/// The model kind `bytes` declares, if it declares one we know (a kind
+/// this version of `tokenizers` does not know is the library's to refuse).
+/// Any problem with the file is left for the parse that follows to report.
 fn kind(bytes: &[u8]) -> Option<Kind> {
     let outline: Outline = serde_json::from_slice(bytes).ok()?;
-    match outline.model?.kind? {
-        IgnoredOr::Known(k) => Some(k),
-        IgnoredOr::Other => None,
+    match outline.model?.kind?.as_str() {
+        "BPE" => Some(Kind::Bpe),
+        "WordPiece" => Some(Kind::WordPiece),
+        "WordLevel" => Some(Kind::WordLevel),
+        "Unigram" => Some(Kind::Unigram),
+        _ => None,
     }
 }
 
