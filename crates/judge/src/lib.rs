@@ -20,6 +20,9 @@
 //! - [`capacity`]: the capacity a search found, against the baseline's.
 //! - [`power`]: the power study of the gate (how often a real slowdown is
 //!   REGRESSED, and an unchanged server too); the `power` example prints it.
+//! - [`quality`]: how a candidate's greedy answers agree with a
+//!   reference's (exact match, first difference, token agreement, KL of
+//!   the next-token distributions) and the Wilson interval.
 //! - [`analysis`]: the reading of a sweep for reports (capacity at SLO,
 //!   knee, Pareto front, best configuration); it judges against no
 //!   baseline.
@@ -35,6 +38,7 @@ pub mod drift;
 pub mod error;
 pub mod fingerprint;
 pub mod power;
+pub mod quality;
 pub mod rules;
 pub mod stats;
 

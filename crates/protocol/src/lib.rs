@@ -6,7 +6,8 @@
 //! (`openai`: chat and completions; `responses`: OpenAI's Responses API;
 //! `messages`: Anthropic's Messages API; `embeddings`, `rerank`;
 //! `kserve`: KServe v2 tensors; `generate`: Triton's generate extension),
-//! chosen by [`for_workload`].
+//! chosen by [`for_workload`]; and `answer`, the greedy request for a
+//! quality prompt and the reading of its answer and log-probabilities.
 //!
 //! Two traits are the seams. [`Protocol`] is what a request kind knows:
 //! where it is sent, how its body is written and how its answer (an event
@@ -17,6 +18,7 @@
 //! any [`Protocol`]. This crate knows nothing of pacing, statistics or
 //! results files.
 
+pub mod answer;
 pub mod client;
 pub mod connect;
 pub mod embeddings;

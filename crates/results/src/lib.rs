@@ -23,6 +23,7 @@ pub mod insight;
 pub mod media;
 pub mod metric;
 pub mod outside;
+pub mod quality;
 pub mod reason;
 pub mod redact;
 pub mod requests;
