@@ -281,3 +281,111 @@ fn one_large_prompt_runs_to_completion_under_a_memory_cap() {
     assert_eq!(requests["sent"], 12, "{requests}");
     assert_eq!(r["points"][0]["merged"]["errors"]["status_4xx"], 12);
 }
+
+/// The simulator's greedy answers have a known truth: each precision parts
+/// from BF16's answer at its declared per-token rate (FP8 0.01, INT4
+/// 0.05; docs/simulator.md), so over 200 prompts of 16 tokens the share of
+/// answers equal to BF16's is `(1 - rate)^16`, within its Wilson interval,
+/// and the quality metrics read from the wire with log-probabilities
+/// order the precisions as their rates do.
+#[test]
+fn greedy_answers_part_from_the_reference_at_the_declared_rate() {
+    use infer_bench::judge::quality::{Unit, Z95, agreement, wilson};
+    use infer_bench::protocol::answer::{self, AnswerApi, AnswerRequest};
+    use infer_bench::sim::server::SimServer;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("answers.toml");
+    std::fs::write(
+        &spec,
+        r#"
+name = "answers"
+seed = 1
+[targets.sim]
+kind = "sim"
+gpu = "h100-sxm"
+[models.llama-8b]
+preset = "llama-3.1-8b"
+[models.llama-8b.precisions.bf16]
+[models.llama-8b.precisions.fp8]
+[models.llama-8b.precisions.int4]
+[workloads.chat]
+input_tokens = 32
+output_tokens = 16
+[load]
+concurrency = 1
+requests = 1
+[matrix]
+precision = ["bf16", "fp8", "int4"]
+"#,
+    )
+    .unwrap();
+    let spec = infer_bench::spec::load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let plan = infer_bench::plan::Plan::build(&spec).unwrap();
+    let rt = infer_bench_testkit::runtime();
+    let answers = |i: usize, api: AnswerApi| {
+        let server = SimServer::start(&plan.points[i].config).unwrap();
+        let addr: std::net::SocketAddr = server
+            .base_url()
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .parse()
+            .unwrap();
+        // All at once: the simulator batches them, as a GPU would.
+        let got: Vec<_> = rt.block_on(async {
+            let sent: Vec<_> = (0..200)
+                .map(|p| {
+                    let prompt = format!("question number {p} of the quality set");
+                    let body = AnswerRequest {
+                        api,
+                        model: "llama-8b",
+                        prompt: &prompt,
+                        max_tokens: 16,
+                        top_logprobs: 5,
+                        seed: 0,
+                    }
+                    .body();
+                    let path = format!("/v1/{}", api.path());
+                    tokio::spawn(async move {
+                        let body = String::from_utf8(body).unwrap();
+                        infer_bench_testkit::wire::request(addr, "POST", &path, &body).await
+                    })
+                })
+                .collect();
+            let mut got = Vec::new();
+            for s in sent {
+                let w = s.await.unwrap();
+                assert_eq!(w.status, 200, "{}", w.body_str());
+                got.push(answer::read(&w.body()).unwrap_or_else(|e| panic!("{}", e.0)));
+            }
+            got
+        });
+        server.stop();
+        got
+    };
+    let bf16 = answers(0, AnswerApi::Chat);
+    let same = agreement(&bf16, &answers(0, AnswerApi::Chat)).unwrap();
+    assert_eq!(same.exact_match, 1.0);
+    assert_eq!(same.unit, Unit::Tokens);
+    assert!(same.kl_mean.unwrap() < 1e-12, "{same:?}");
+    // Completions carry the same answers in the legacy lists.
+    let legacy = agreement(&bf16, &answers(0, AnswerApi::Completions)).unwrap();
+    assert_eq!(legacy.exact_match, 1.0, "{legacy:?}");
+    let mut kl = Vec::new();
+    for (i, rate) in [(1, 0.01f64), (2, 0.05)] {
+        let g = agreement(&bf16, &answers(i, AnswerApi::Chat)).unwrap();
+        let expected = (1.0 - rate).powi(16);
+        // 99.9% two-sided: the seeded answers are fixed, so this holds
+        // or fails every time; the wide z keeps it honest to the model.
+        let (lo, hi) = wilson(g.exact, g.prompts, 3.29).unwrap();
+        eprintln!(
+            "rate {rate}: exact {:.3} (expected {expected:.3}, 95% {:?}), first difference {:.2}, KL {:?}",
+            g.exact_match,
+            wilson(g.exact, g.prompts, Z95).unwrap(),
+            g.first_diff_mean,
+            g.kl_mean
+        );
+        assert!(lo <= expected && expected <= hi, "{g:?}");
+        kl.push(g.kl_mean.unwrap());
+    }
+    assert!(0.0 < kl[0] && kl[0] < kl[1], "{kl:?}");
+}

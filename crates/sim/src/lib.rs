@@ -6,9 +6,11 @@
 //! keeps the counters the simulator exports as Prometheus metrics. The
 //! OpenAI-compatible HTTP server that drives the engine in real time lives
 //! beside them; `network` prices a vision or encoder network's executions,
-//! which the server serves over KServe v2. Formulas, constants, sources and the checks against public
+//! which the server serves over KServe v2; `answers` is what the model
+//! answers when asked greedily, per precision. Formulas, constants, sources and the checks against public
 //! measurements: `docs/simulator.md`.
 
+pub mod answers;
 pub mod cluster;
 pub mod engine;
 pub mod error;

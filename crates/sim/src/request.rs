@@ -4,7 +4,8 @@
 //! request body through [`read`], so a request counts the same prompt
 //! tokens and is refused for the same reasons whichever clock runs it.
 //! Also here: the simulator's setup from a point ([`Setup`]), the run's
-//! speed factor, and the text the simulated model "generates".
+//! speed factor, and the text the simulated model "generates" when not
+//! asked greedily (greedy answers: `answers`).
 
 use crate::error::Error;
 use serde::Deserialize;
@@ -70,6 +71,17 @@ pub struct Accepted {
     pub max_tokens: u32,
     pub stream: bool,
     pub include_usage: bool,
+    /// Asked for greedily (`temperature` 0): answered by the precision's
+    /// [`Answerer`](crate::answers::Answerer).
+    pub greedy: Option<Greedy>,
+}
+
+/// A greedy request: its prompt's identity and how many alternatives per
+/// token it asked for (`None`: no log-probabilities).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Greedy {
+    pub prompt: u64,
+    pub top_logprobs: Option<usize>,
 }
 
 /// A request the simulator refuses: the HTTP status, message and error type
@@ -113,6 +125,13 @@ struct Body {
     stream: Option<bool>,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    /// Chat: `true`; completions: how many alternatives.
+    #[serde(default)]
+    logprobs: Option<serde_json::Value>,
+    #[serde(default)]
+    top_logprobs: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -258,6 +277,14 @@ pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<
             "BadRequestError",
         ));
     }
+    let greedy = (body.temperature == Some(0.0)).then(|| Greedy {
+        prompt: prompt_identity(&body),
+        top_logprobs: match &body.logprobs {
+            Some(serde_json::Value::Bool(true)) => Some(body.top_logprobs.unwrap_or(0) as usize),
+            Some(serde_json::Value::Number(k)) => k.as_u64().map(|k| k as usize),
+            _ => None,
+        },
+    });
     Ok(Accepted {
         model,
         prompt_tokens,
@@ -269,7 +296,30 @@ pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<
                 .and_then(|o| o.include_usage)
                 .unwrap_or(false),
         stream: body.stream.unwrap_or(false),
+        greedy,
     })
+}
+
+/// What a greedy answer depends on: the prompt as sent (system prompt,
+/// messages' contents, input or prompt), hashed.
+fn prompt_identity(body: &Body) -> u64 {
+    let mut bytes = Vec::new();
+    let mut add = |v: &serde_json::Value| {
+        bytes.extend_from_slice(v.to_string().as_bytes());
+        bytes.push(0);
+    };
+    for v in [&body.system, &body.input, &body.prompt]
+        .into_iter()
+        .flatten()
+    {
+        add(v);
+    }
+    for m in body.messages.iter().flatten() {
+        if let Some(c) = &m.content {
+            add(c);
+        }
+    }
+    crate::answers::prompt_hash(&bytes)
 }
 
 /// The text of `n` generated tokens, the `offset`-th onwards of request
@@ -299,6 +349,8 @@ pub struct Setup {
     pub noise: f64,
     pub seed: u64,
     pub info: ServerInfo,
+    /// Its greedy answers (its weights' and KV cache's number formats).
+    pub answers: crate::answers::Answerer,
 }
 
 /// The settings and performance model of a point's simulated server: every
@@ -375,6 +427,7 @@ impl Setup {
             noise: sim.noise,
             seed: cfg.seed,
             info,
+            answers: crate::answers::Answerer::of(perf.weights_dtype(), Some(kv)),
         })
     }
 

@@ -22,6 +22,7 @@ use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use super::answers::{self, Answerer, SimToken};
 use super::cluster::Cluster;
 use super::engine::{EngineStats, Step};
 use super::gpu::GpuModel;
@@ -87,6 +88,7 @@ struct Ctx {
     shared: Arc<Shared>,
     tokens_per_event: u32,
     request_overhead: Duration,
+    answers: Answerer,
 }
 
 impl SimServer {
@@ -106,7 +108,7 @@ impl SimServer {
             noise,
             seed,
             info,
-            ..
+            answers,
         } = Setup::of(cfg)?;
         let max_len = engine.max_model_len_tokens();
         let request_overhead = Duration::from_secs_f64(engine.request_overhead_s());
@@ -143,6 +145,7 @@ impl SimServer {
             shared,
             tokens_per_event,
             request_overhead,
+            answers,
         });
         let handle = rt
             .block_on(http::bind_port(port, move |req| {
@@ -491,6 +494,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
         max_tokens,
         stream,
         include_usage,
+        greedy,
     } = match request::read(&req.body, wire, &ctx.served, ctx.max_len) {
         Ok(a) => a,
         Err(r) => {
@@ -541,11 +545,25 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
                 Out::Done => break,
             }
         }
-        return Response::json(StatusCode::OK, frames.whole(&text_of(n, id), n).to_string());
+        let body = match greedy {
+            Some(g) => {
+                let tokens = ctx.answers.answer(g.prompt, n, g.top_logprobs.unwrap_or(0));
+                let mut body = frames.whole(&answers::text(&tokens), n);
+                if g.top_logprobs.is_some() {
+                    frames.add_logprobs(&mut body, &tokens);
+                }
+                body
+            }
+            None => frames.whole(&text_of(n, id), n),
+        };
+        return Response::json(StatusCode::OK, body.to_string());
     }
     let (response, sender) = Response::stream(StatusCode::OK, "text/event-stream; charset=utf-8");
     let cmds = ctx.cmds.clone();
     let per_event = ctx.tokens_per_event;
+    // A greedy answer streams its words (log-probabilities are given only
+    // in whole answers).
+    let mut generation = greedy.map(|g| ctx.answers.generate(g.prompt, 0));
     tokio::spawn(async move {
         if let Some(first) = frames.prelude() {
             if !send(&sender, first).await {
@@ -565,7 +583,10 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
             let mut left = k;
             while left > 0 {
                 let m = left.min(per_event.max(1));
-                let text = text_of(m, id + n as u64);
+                let text = match &mut generation {
+                    Some(g) => answers::text(&g.by_ref().take(m as usize).collect::<Vec<_>>()),
+                    None => text_of(m, id + n as u64),
+                };
                 n += m;
                 left -= m;
                 if !send(&sender, frames.delta(&text)).await {
@@ -711,6 +732,41 @@ impl Frames {
                 Self::typed("message_stop", &json!({"type": "message_stop"})),
             ],
         }
+    }
+
+    /// A greedy answer's log-probabilities, in the shape of its API: chat's
+    /// `logprobs.content`, or the legacy completions lists (as vLLM
+    /// writes them). The Responses and Messages APIs carry none.
+    fn add_logprobs(&self, whole: &mut serde_json::Value, tokens: &[SimToken]) {
+        use serde_json::json;
+        let token = |w: &str| format!(" {w}");
+        let logprobs = match self.wire {
+            Wire::Chat => json!({"content": tokens.iter().map(|t| json!({
+                "token": token(t.word),
+                "logprob": t.logprob,
+                "bytes": token(t.word).into_bytes(),
+                "top_logprobs": t.top.iter().map(|&(w, l)| json!({"token": token(w), "logprob": l, "bytes": token(w).into_bytes()})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>()}),
+            Wire::Completions => {
+                let mut offset = 0;
+                let offsets: Vec<usize> = tokens
+                    .iter()
+                    .map(|t| {
+                        let at = offset;
+                        offset += 1 + t.word.len();
+                        at
+                    })
+                    .collect();
+                json!({
+                    "tokens": tokens.iter().map(|t| token(t.word)).collect::<Vec<_>>(),
+                    "token_logprobs": tokens.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+                    "top_logprobs": tokens.iter().map(|t| t.top.iter().map(|&(w, l)| (token(w), json!(l))).collect::<serde_json::Map<_, _>>()).collect::<Vec<_>>(),
+                    "text_offset": offsets,
+                })
+            }
+            Wire::Responses | Wire::Messages => return,
+        };
+        whole["choices"][0]["logprobs"] = logprobs;
     }
 
     /// A whole (non-streamed) answer of `n` tokens of `text`.
