@@ -186,9 +186,15 @@ fn client_timings_agree_with_the_servers_own() {
     }
     ttft_gap.sort_by(f64::total_cmp);
     let median = ttft_gap[ttft_gap.len() / 2];
+    // 5 ms on a quiet machine. On a busy one each hand-off between the
+    // threads on that path (the server's HTTP thread to its slot, the
+    // slot to the response, the client's read) may wait out another
+    // task's time slice: three times what this machine measures for one.
+    let lag_ms = infer_bench_testkit::timing::wake_lag(200).as_secs_f64() * 1e3;
+    let bound = 5.0 + 3.0 * lag_ms;
     assert!(
-        median < 5.0,
-        "client TTFT exceeds the server's prompt time by {median:.2} ms at the median (HTTP + tokenization + first sample)"
+        median < bound,
+        "client TTFT exceeds the server's prompt time by {median:.2} ms at the median (HTTP + tokenization + first sample), over {bound:.2} ms (5 ms + 3 x this machine's wake lag {lag_ms:.2} ms)"
     );
     eprintln!("TTFT minus the server's prompt time: median {median:.2} ms");
 }
