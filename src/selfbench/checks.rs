@@ -233,10 +233,19 @@ fn missed(
         // server's spread and its own added, may be over the script's.
         if !off.is_empty() {
             let tol = tolerance_ms(s.itl_ms);
+            // Off what the server wrote beyond its own lateness: the server
+            // was asked for something else (20 ms gaps held to 2).
+            let unscripted =
+                server_off && !(truth.late_p99_ms > tol && server_excess <= truth.late_p99_ms);
             if !known || client_off {
                 why.push(off.join("; "));
                 if known {
                     why.push("the client was off what the server wrote".into());
+                    // A busy machine can put the client off too; the
+                    // larger cause is still named.
+                    if unscripted {
+                        why.push("the server did not write to this script either".into());
+                    }
                 }
             } else if server_off && truth.late_p99_ms > tol && server_excess <= truth.late_p99_ms {
                 server_why.push(off.join("; "));
@@ -244,7 +253,7 @@ fn missed(
                     "the server fell behind its script (writes {:.2} ms late at p99); the client was within tolerance of what it wrote",
                     truth.late_p99_ms
                 ));
-            } else if server_off {
+            } else if unscripted {
                 // On time by its own deadlines, or off this row's script by
                 // more than its lateness explains (20 ms gaps held to 2,
                 // writes 3 ms late on a busy machine): the server was asked
