@@ -169,9 +169,14 @@ pub fn prompt_hash(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The text of tokens as the simulator writes it: a space before each word.
-pub fn text(tokens: &[SimToken]) -> String {
-    tokens.iter().map(|t| format!(" {}", t.word)).collect()
+/// The text of words as the simulator writes them: a space before each.
+pub fn text(words: impl IntoIterator<Item = &'static str>) -> String {
+    let mut s = String::new();
+    for w in words {
+        s.push(' ');
+        s.push_str(w);
+    }
+    s
 }
 
 /// The indices of the largest and second largest values (distinct

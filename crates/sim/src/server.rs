@@ -548,7 +548,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
         let body = match greedy {
             Some(g) => {
                 let tokens = ctx.answers.answer(g.prompt, n, g.top_logprobs.unwrap_or(0));
-                let mut body = frames.whole(&answers::text(&tokens), n);
+                let mut body = frames.whole(&answers::text(tokens.iter().map(|t| t.word)), n);
                 if g.top_logprobs.is_some() {
                     frames.add_logprobs(&mut body, &tokens);
                 }
@@ -584,7 +584,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
             while left > 0 {
                 let m = left.min(per_event.max(1));
                 let text = match &mut generation {
-                    Some(g) => answers::text(&g.by_ref().take(m as usize).collect::<Vec<_>>()),
+                    Some(g) => answers::text(g.by_ref().take(m as usize).map(|t| t.word)),
                     None => text_of(m, id + n as u64),
                 };
                 n += m;
