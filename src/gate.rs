@@ -97,7 +97,10 @@ pub fn diff(args: &crate::cli::DiffArgs) -> Result<Outcome> {
     report.baseline.path = path;
     report.results.path = file.display().to_string();
     for p in report.points.iter_mut() {
-        if p.decision == Some(Decision::Regressed) && (settings.confirm > 0 || p.within_run) {
+        if p.decision == Some(Decision::Regressed)
+            && (settings.confirm > 0 || p.within_run)
+            && p.regressed_in_speed()
+        {
             p.notes.push(
                 "unconfirmed: `diff` cannot re-run a point (`run --baseline` re-runs a regression to confirm it)"
                     .into(),
@@ -189,6 +192,10 @@ impl RunGate {
                 .iter()
                 .filter(|p| p.decision == Some(Decision::Regressed) && !p.skipped)
                 .filter(|p| round <= confirm || p.within_run)
+                // Quality gates are not re-run: the same server answers
+                // the same greedy prompts the same way, and a re-run of a
+                // subset would lack the reference's answers.
+                .filter(|p| p.regressed_in_speed())
                 .map(|p| p.id.clone())
                 .collect();
             if ids.is_empty() || interrupt.is_set() {

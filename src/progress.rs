@@ -119,6 +119,19 @@ impl Observer for Terminal {
                     ),
                 }
             }
+            Event::QualityDone {
+                group,
+                answered,
+                prompts,
+                elapsed,
+            } => {
+                if self.shows_progress() || answered < prompts {
+                    say!(
+                        "{group}: quality prompts answered: {answered} of {prompts} in {:.1}s (outside the timed window)",
+                        elapsed.as_secs_f64()
+                    );
+                }
+            }
             Event::Preflight { label, finding } => {
                 if self.verbose {
                     say!("{label}: pre-flight: {}", finding.message);

@@ -6,6 +6,7 @@ pub mod chart;
 mod findings;
 pub mod history;
 pub mod plan;
+pub mod quality;
 pub mod report;
 pub mod resources;
 pub mod retrieval;

@@ -48,7 +48,8 @@ pub fn table(r: &Results) -> String {
 
 /// The summary table and notes, drawn with `look`.
 pub fn render(r: &Results, look: Look) -> String {
-    let mut t = Table::new(&[
+    let quality = super::quality::any(r);
+    let mut columns = vec![
         ("point", Align::Left),
         ("ok", Align::Right),
         ("err", Align::Right),
@@ -61,15 +62,22 @@ pub fn render(r: &Results, look: Look) -> String {
         ("E2E p50", Align::Right),
         ("goodput", Align::Right),
         ("$/1M out", Align::Right),
-        ("SLO", Align::Left),
-        ("valid", Align::Left),
-    ]);
+    ];
+    if quality {
+        columns.push(("agree", Align::Right));
+    }
+    columns.extend([("SLO", Align::Left), ("valid", Align::Left)]);
+    let mut t = Table::new(&columns);
     let mut notes = Vec::new();
     let mut findings = Findings::default();
     // Retrieval points (no TTFT, TPOT or ITL) have a table of their own.
     let mut generation = 0;
     for p in &r.points {
-        let cells = row(p, look, &mut findings);
+        let mut cells = row(p, look, &mut findings);
+        if quality {
+            // Before SLO and valid, the last two.
+            cells.insert(cells.len() - 2, super::quality::cell(p));
+        }
         if !super::retrieval::is_retrieval(p) {
             t.row(cells);
             generation += 1;
@@ -128,6 +136,10 @@ pub fn render(r: &Results, look: Look) -> String {
             out.push_str(&line);
             out.push('\n');
         }
+    }
+    if let Some(table) = super::quality::table(r, look) {
+        out.push('\n');
+        out.push_str(&table);
     }
     let (telemetry, telemetry_notes) = super::resources::points(r);
     if let Some(table) = telemetry {

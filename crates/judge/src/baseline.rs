@@ -7,7 +7,9 @@ use infer_bench_results::{Environment, PointStatus, ToolInfo};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::results::{PointResult, Results};
 
-pub use infer_bench_results::baseline::{BaselineRun, FORMAT, VERSION, VERSION_WITHOUT_SEARCHES};
+pub use infer_bench_results::baseline::{
+    BaselineRun, FORMAT, VERSION, VERSION_WITH_SEARCHES, VERSION_WITHOUT_SEARCHES,
+};
 use infer_bench_results::search::{SearchOutcome, SearchResult};
 use std::collections::BTreeSet;
 
@@ -168,10 +170,12 @@ impl Bless for Baseline {
             written.push(x.id.clone());
         }
         self.format = FORMAT.into();
-        self.version = if self.searches.is_empty() {
-            VERSION_WITHOUT_SEARCHES
-        } else {
+        self.version = if self.points.values().any(|p| p.quality.is_some()) {
             VERSION
+        } else if !self.searches.is_empty() {
+            VERSION_WITH_SEARCHES
+        } else {
+            VERSION_WITHOUT_SEARCHES
         };
         self.metrics_version = results.metrics_version;
         self.spec = results.spec.name.clone();
@@ -204,6 +208,7 @@ pub fn entry(p: &PointResult, global: &Environment) -> BaselinePoint {
             .collect(),
         merged: p.merged.clone(),
         histograms: p.histograms.clone(),
+        quality: p.quality.clone(),
     }
 }
 

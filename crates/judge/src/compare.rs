@@ -264,6 +264,9 @@ pub struct GateReport {
     pub n: usize,
     /// Replicates are windows of single runs, not runs.
     pub within_run: bool,
+    /// A quality gate: `m` and `n` count prompts, not runs.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub over_prompts: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Decisions of the confirmation re-runs of a REGRESSED gate.
@@ -363,6 +366,14 @@ pub struct PointReport {
 }
 
 impl PointReport {
+    /// Whether a gate of speed (not of quality) is REGRESSED: what a
+    /// confirmation re-run can confirm.
+    pub fn regressed_in_speed(&self) -> bool {
+        self.gates
+            .iter()
+            .any(|g| g.decision == Decision::Regressed && !g.over_prompts)
+    }
+
     /// Where the point goes in the report: regressions first, then SLO
     /// failures, what could not be judged, drift, improvements, new and
     /// dropped points, unchanged last.
@@ -448,6 +459,18 @@ impl PointReport {
             return None;
         }
         match self.decision? {
+            Decision::Incomparable if self.env_mismatch.is_empty() => {
+                let gate = self
+                    .gates
+                    .iter()
+                    .find(|g| g.decision == Decision::Incomparable)?;
+                Some(it(
+                    "the quality prompts or reference differ from the baseline's",
+                    format!("{}: {}", gate.label, gate.note.as_deref().unwrap_or("")),
+                    "bless the baseline again with this [quality] table",
+                    blocking,
+                ))
+            }
             Decision::Incomparable => {
                 let keys = self
                     .env_mismatch
@@ -481,6 +504,13 @@ impl PointReport {
                     .find(|g| g.decision == Decision::Insufficient)?;
                 let detail = format!("{}: {}", gate.label, gate.note.as_deref().unwrap_or(""));
                 let (reason, fix) = match gate.shortfall {
+                    _ if gate.over_prompts => (
+                        "no quality figure to compare, or too few prompts",
+                        format!(
+                            "a [quality] phase on both sides that answers at least {} prompts (`[quality] prompts`), with its reference on the matrix",
+                            crate::quality_gate::MIN_PROMPTS
+                        ),
+                    ),
                     Some(Shortfall::FewReplicates) if gate.within_run => (
                         "too few windows for a verdict (a side has one run)",
                         format!(
@@ -522,10 +552,19 @@ impl PointReport {
                     .filter(|g| g.decision == Decision::Inconclusive)
                     .map(|g| g.label.as_str())
                     .collect();
+                let quality = self
+                    .gates
+                    .iter()
+                    .filter(|g| g.decision == Decision::Inconclusive)
+                    .all(|g| g.over_prompts);
                 Some(it(
                     "the interval straddles the noise band",
                     labels.join(", "),
-                    "more runs (`[load] runs`)",
+                    if quality {
+                        "more prompts (`[quality] prompts`)"
+                    } else {
+                        "more runs (`[load] runs`)"
+                    },
                     false,
                 ))
             }
@@ -858,7 +897,8 @@ impl Report {
             }
             let again = rerun.points.iter().find(|r| r.id == point.id);
             for gate in &mut point.gates {
-                if gate.decision != Decision::Regressed {
+                // A quality gate's evidence is the prompts, asked once.
+                if gate.decision != Decision::Regressed || gate.over_prompts {
                     continue;
                 }
                 let d = again
@@ -982,6 +1022,16 @@ fn compared(
         .gates
         .iter()
         .map(|g| {
+            if g.metric.is_quality() {
+                return crate::quality_gate::judge(
+                    g,
+                    b.quality.as_ref(),
+                    p.quality.as_ref(),
+                    settings,
+                    problem.as_deref(),
+                    !env_mismatch.is_empty(),
+                );
+            }
             let label = gate_label(g.metric, g.stat.as_ref());
             let reference = match references {
                 None => None,
@@ -1023,7 +1073,8 @@ fn compared(
         })
         .collect();
     let incomparable = !env_mismatch.is_empty() && problem.is_none();
-    if within_run && problem.is_none() {
+    let speed_gates = settings.gates.iter().any(|g| !g.metric.is_quality());
+    if within_run && problem.is_none() && speed_gates {
         notes.push(format!(
             "within-run evidence: {} a single run, so the windows of each run stand in for runs",
             match (b.runs.len() < 2, p.runs.len() < 2) {
@@ -1134,6 +1185,7 @@ fn judge_gate(
         m: 0,
         n: 0,
         within_run: sides.within_run,
+        over_prompts: false,
         note: None,
         confirmations: Vec::new(),
         shortfall: None,

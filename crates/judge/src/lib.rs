@@ -22,7 +22,11 @@
 //!   REGRESSED, and an unchanged server too); the `power` example prints it.
 //! - [`quality`]: how a candidate's greedy answers agree with a
 //!   reference's (exact match, first difference, token agreement, KL of
-//!   the next-token distributions) and the Wilson interval.
+//!   the next-token distributions) and the Wilson interval, as the results
+//!   crate measures them.
+//! - [`quality_gate`]: a point's quality figures judged against the
+//!   baseline's, over the prompts.
+//! - [`accuracy`]: task accuracy: answers scored against expected ones.
 //! - [`analysis`]: the reading of a sweep for reports (capacity at SLO,
 //!   knee, Pareto front, best configuration); it judges against no
 //!   baseline.
@@ -30,6 +34,7 @@
 //! It works on results and baselines already read (plain data), never on
 //! a live run, and does no I/O of its own.
 
+pub mod accuracy;
 pub mod analysis;
 pub mod baseline;
 pub mod capacity;
@@ -39,6 +44,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod power;
 pub mod quality;
+pub mod quality_gate;
 pub mod rules;
 pub mod stats;
 

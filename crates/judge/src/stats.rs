@@ -347,7 +347,7 @@ pub fn judge_absolute(
 
 /// The verdict of an oriented interval `[low, high]` against the band
 /// `[-band, +band]` (step 5 of [`judge`]).
-fn verdict_of(low: f64, high: f64, band: f64) -> Verdict {
+pub(crate) fn verdict_of(low: f64, high: f64, band: f64) -> Verdict {
     if low > band {
         Verdict::Regressed
     } else if high < -band {
@@ -503,6 +503,23 @@ fn exact_counts(m: usize, n: usize, limit: usize) -> Option<(Vec<u128>, u128)> {
 /// as given by West (2005), "Better approximations to cumulative normal
 /// functions": about double precision near the centre, relative error below
 /// 1e-8 far in the tails.
+/// The two-sided z of a confidence level in (0, 1): the `x` with
+/// `P(|Z| <= x) = confidence` for a standard normal `Z` (1.96 at 95%),
+/// by bisection on the normal CDF.
+pub fn z_for(confidence: f64) -> f64 {
+    let target = 1.0 - (1.0 - confidence.clamp(1e-9, 1.0 - 1e-15)) / 2.0;
+    let (mut lo, mut hi) = (0.0f64, 40.0f64);
+    for _ in 0..200 {
+        let mid = (lo + hi) / 2.0;
+        if std_normal_cdf(mid) < target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}
+
 fn std_normal_cdf(x: f64) -> f64 {
     let z = x.abs();
     let tail = if z > 37.0 {
@@ -737,6 +754,13 @@ mod tests {
         assert_close!(s.low, 0.1);
         assert_close!(s.high, 0.3);
         assert_close!(s.achieved_confidence, 1.0 / 3.0);
+    }
+
+    #[test]
+    fn z_for_inverts_the_normal_cdf() {
+        assert_close!(z_for(0.95), 1.959_963_984_540_054, 1e-12);
+        assert_close!(z_for(0.90), 1.644_853_626_951_472_2, 1e-12);
+        assert_close!(z_for(0.99), 2.575_829_303_548_901, 1e-12);
     }
 
     #[test]

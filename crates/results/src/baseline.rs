@@ -13,6 +13,10 @@
 //! answers of capacity searches, judged as capacities; a baseline without
 //! searches is still written as version 2, byte for byte as before, and a
 //! tool that cannot judge searches refuses a file that has some.
+//! Version 4 adds a point's `quality` (agreement with a reference's
+//! answers, task accuracy), judged by quality gates; it is written only
+//! when a point has some, so a tool that cannot judge quality refuses a
+//! baseline that holds it rather than pass it unjudged.
 //!
 //! The layout is made for code review: keys sorted at every level, one
 //! point per block, and a single timestamp (`recorded_at`); run start times
@@ -33,7 +37,10 @@ use crate::{Environment, Error, METRICS_VERSION, Stats, ToolInfo, WindowStats, w
 /// The `format` of every baseline file.
 pub const FORMAT: &str = "infer-bench-baseline";
 /// Version of the baseline format this build writes and reads up to.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
+/// The version written for a baseline with capacity searches and no
+/// point with quality figures.
+pub const VERSION_WITH_SEARCHES: u32 = 3;
 /// The version written for a baseline without capacity searches.
 pub const VERSION_WITHOUT_SEARCHES: u32 = 2;
 
@@ -91,6 +98,9 @@ pub struct BaselinePoint<C = serde_json::Value> {
     /// The merged histograms, encoded (see `hist::encode`).
     #[serde(default)]
     pub histograms: BTreeMap<String, String>,
+    /// The point's quality figures (`[quality]`); absent before version 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<crate::quality::PointQuality>,
 }
 
 /// One run of a baseline point.
@@ -346,6 +356,7 @@ mod tests {
                 windows: vec![WindowStats::default()],
             }],
             merged: Stats::default(),
+            quality: None,
             histograms: [(
                 "ttft".to_string(),
                 crate::hist::encode(&crate::hist::new_hist()),

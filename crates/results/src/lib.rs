@@ -13,6 +13,7 @@ use crate::hist::Summary;
 use crate::metric::Stat;
 use crate::metric::{Kind, Metric};
 
+pub mod agreement;
 pub mod baseline;
 pub mod error;
 pub mod exit;
@@ -48,8 +49,10 @@ pub const FORMAT: &str = "infer-bench-results";
 /// `invalid_reasons` and `warnings` are reasons (`reason::Reason`: a kind
 /// of a closed set, the message, the fix); the strings of files of
 /// versions 1 to 4 are read as reasons of kind `other`. A new kind of
-/// reason is a new version.
-pub const VERSION: u32 = 5;
+/// reason is a new version. 6: a point's `quality` (the `[quality]`
+/// phase: agreement with a reference's answers, task accuracy); files of
+/// versions 1 to 5 have none.
+pub const VERSION: u32 = 6;
 /// Version of the metric definitions (METRICS.md) the numbers follow.
 /// 2: throughput counts the tokens, requests and time in flight that fall
 /// inside the measurement window (by each event's arrival), and a run that
@@ -276,6 +279,11 @@ pub struct PointResult<C = serde_json::Value> {
     /// queue, compute and the rest of the latency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<stages::ServerStages>,
+    /// Quality beside speed: how the point's server answered the quality
+    /// prompts (`[quality]`), the same for every point of that server.
+    /// Absent before version 6 and without `[quality]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<quality::PointQuality>,
 }
 
 /// What a point sent, as the client built it.
@@ -825,6 +833,9 @@ impl<C> PointResult<C> {
     /// A metric's value for SLOs and reports: stored statistics, or any
     /// percentile recomputed from the merged histogram.
     pub fn value(&self, metric: Metric, stat: Option<&Stat>) -> Option<f64> {
+        if metric.is_quality() {
+            return self.quality.as_ref()?.value(metric);
+        }
         if let Some(v) = self.merged.value(metric, stat) {
             return Some(v);
         }

@@ -62,6 +62,20 @@ pub enum Metric {
     DocumentsPerS,
     /// Rerank: tokens of the documents scored per second.
     DocumentTokensPerS,
+    /// Quality: the share of quality prompts answered exactly as the
+    /// reference answered them.
+    Agreement,
+    /// Quality: the share of answer positions holding the reference's
+    /// token.
+    TokenAgreement,
+    /// Quality: the mean position of the first token that differs from
+    /// the reference's answer.
+    FirstDiff,
+    /// Quality: the mean KL divergence of the reference's next-token
+    /// distributions from this server's (nats).
+    KlMean,
+    /// Quality: the share of prompts answered right (task accuracy).
+    Accuracy,
 }
 
 impl Metric {
@@ -89,6 +103,21 @@ impl Metric {
         Metric::InputsPerS,
         Metric::DocumentsPerS,
         Metric::DocumentTokensPerS,
+        Metric::Agreement,
+        Metric::TokenAgreement,
+        Metric::FirstDiff,
+        Metric::KlMean,
+        Metric::Accuracy,
+    ];
+
+    /// The quality metrics: one figure per server, from the quality phase
+    /// (`[quality]`), not from the timed requests.
+    pub const QUALITY: &'static [Metric] = &[
+        Metric::Agreement,
+        Metric::TokenAgreement,
+        Metric::FirstDiff,
+        Metric::KlMean,
+        Metric::Accuracy,
     ];
 
     /// The distributions recorded per request, in the order results list them.
@@ -131,6 +160,11 @@ impl Metric {
             Metric::InputsPerS => "inputs_per_s",
             Metric::DocumentsPerS => "documents_per_s",
             Metric::DocumentTokensPerS => "document_tokens_per_s",
+            Metric::Agreement => "agreement",
+            Metric::TokenAgreement => "token_agreement",
+            Metric::FirstDiff => "first_diff",
+            Metric::KlMean => "kl_mean",
+            Metric::Accuracy => "accuracy",
         }
     }
 
@@ -155,9 +189,18 @@ impl Metric {
             | Metric::OutputTokensPerS
             | Metric::TotalTokensPerS
             | Metric::DocumentTokensPerS => Kind::TokenRate,
-            Metric::GoodputRatio | Metric::ErrorRate => Kind::Ratio,
-            Metric::ConcurrencyMean => Kind::Count,
+            Metric::GoodputRatio
+            | Metric::ErrorRate
+            | Metric::Agreement
+            | Metric::TokenAgreement
+            | Metric::Accuracy => Kind::Ratio,
+            Metric::ConcurrencyMean | Metric::FirstDiff | Metric::KlMean => Kind::Count,
         }
+    }
+
+    /// Whether the metric comes from the quality phase (see [`Metric::QUALITY`]).
+    pub fn is_quality(self) -> bool {
+        Metric::QUALITY.contains(&self)
     }
 
     /// Whether the metric is a per-request distribution (needs a statistic).
@@ -168,6 +211,9 @@ impl Metric {
     /// Whether a larger value is worse (latency, errors) or better
     /// (throughput, goodput). The judge orients every metric so up is worse.
     pub fn higher_is_worse(self) -> bool {
+        if self == Metric::FirstDiff {
+            return false;
+        }
         match self.kind() {
             Kind::Latency | Kind::Count => true,
             Kind::Tokens => false,
@@ -181,6 +227,8 @@ impl Metric {
         match self {
             Metric::InputsPerS => return "inputs/s",
             Metric::DocumentsPerS => return "docs/s",
+            Metric::FirstDiff => return "tokens",
+            Metric::KlMean => return "nats",
             _ => {}
         }
         match self.kind() {
@@ -359,5 +407,14 @@ mod tests {
         assert!(Metric::ErrorRate.higher_is_worse());
         assert!(!Metric::OutputTokensPerS.higher_is_worse());
         assert!(!Metric::GoodputRatio.higher_is_worse());
+        assert!(!Metric::Agreement.higher_is_worse());
+        assert!(!Metric::FirstDiff.higher_is_worse());
+        assert!(!Metric::Accuracy.higher_is_worse());
+        assert!(Metric::KlMean.higher_is_worse());
+        assert!(
+            Metric::QUALITY
+                .iter()
+                .all(|m| m.is_quality() && !m.is_distribution())
+        );
     }
 }

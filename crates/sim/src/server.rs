@@ -608,6 +608,39 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
     response
 }
 
+/// A whole (non-streamed) chat or completions answer, as this server
+/// would write it after generating all of `max_tokens`, without running
+/// the engine: what a quality prompt costs on the virtual clock, where no
+/// server runs. The body is the one the HTTP server writes, so the client
+/// reads both with one reader. A request the server would refuse is
+/// refused in the same words.
+pub fn answer_at_once(setup: &Setup, body: &[u8], wire: Wire) -> Result<Vec<u8>, request::Refusal> {
+    let max_len = setup.engine.max_model_len_tokens();
+    let accepted = request::read(body, wire, &setup.served, max_len)?;
+    let frames = Frames {
+        wire,
+        id: "quality".into(),
+        created: 0,
+        model: accepted.model,
+        prompt_tokens: accepted.prompt_tokens,
+    };
+    let n = accepted.max_tokens;
+    let body = match accepted.greedy {
+        Some(g) => {
+            let tokens = setup
+                .answers
+                .answer(g.prompt, n, g.top_logprobs.unwrap_or(0));
+            let mut body = frames.whole(&answers::text(tokens.iter().map(|t| t.word)), n);
+            if g.top_logprobs.is_some() {
+                frames.add_logprobs(&mut body, &tokens);
+            }
+            body
+        }
+        None => frames.whole(&text_of(n, 0), n),
+    };
+    Ok(body.to_string().into_bytes())
+}
+
 /// How one request's answer goes on the wire, in the API it came by.
 struct Frames {
     wire: Wire,

@@ -927,9 +927,32 @@ pub struct Spec {
     pub telemetry: Telemetry,
     pub validity: Validity,
     pub regression: Regression,
+    /// The quality phase (`[quality]`), if asked for.
+    pub quality: Option<Quality>,
     pub(crate) locator: super::diag::Locator,
     /// The sizes of the files it names (`crate::budget`).
     pub(crate) sizes: crate::budget::Sizes,
+}
+
+/// The `[quality]` table, compiled: what each server's quality phase asks
+/// and whose answers it is compared with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quality {
+    pub reference: QualityReference,
+    pub prompts: u32,
+    pub max_tokens: u32,
+    pub logprobs: u32,
+    pub api: super::raw::QualityApi,
+    pub concurrency: u32,
+}
+
+/// Whose answers are the reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QualityReference {
+    /// This precision of the same target and model.
+    Precision(String),
+    /// This target with the same model and precision.
+    Target(String),
 }
 
 /// A metric as its name (`Metric` itself has no serde impls).
@@ -963,6 +986,10 @@ pub fn slo_metric_names() -> Vec<&'static str> {
         "goodput",
         "request_throughput",
         "output_tokens_per_s",
+        "agreement",
+        "token_agreement",
+        "first_diff",
+        "kl_mean",
     ]
 }
 

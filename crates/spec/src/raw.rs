@@ -56,6 +56,51 @@ pub struct RawSpec {
     /// How results are judged against the committed baseline.
     #[serde(default)]
     pub regression: Option<RawRegression>,
+    /// Quality beside speed: every server answers the same prompts greedily, outside the timed window, and its answers are compared with a reference's.
+    #[serde(default)]
+    pub quality: Option<RawQuality>,
+}
+
+/// The `[quality]` table: the quality phase of each server (target, model, precision).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuality {
+    /// The precision whose answers every other precision's are compared with, e.g. "bf16": a precision on the matrix. Give this or `reference_target`.
+    #[serde(default)]
+    pub reference: Option<String>,
+    /// The target whose answers every other target's are compared with (same model and precision), e.g. "vllm-bf16": a target on the matrix.
+    #[serde(default)]
+    pub reference_target: Option<String>,
+    /// How many prompts to ask (default 200): a seeded set of the tool's own, the same for every server.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 10000))]
+    pub prompts: Option<u32>,
+    /// The most tokens each answer may have (default 64).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 4096))]
+    pub max_tokens: Option<u32>,
+    /// Alternatives per token to ask for (`top_logprobs`, default 5; 0 asks for none): what the KL divergence is computed from.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 20))]
+    pub logprobs: Option<u32>,
+    /// The request the prompts are sent as (default "chat").
+    #[serde(default)]
+    pub api: Option<QualityApi>,
+    /// Prompts in flight at once (default 8).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 256))]
+    pub concurrency: Option<u32>,
+}
+
+/// The OpenAI request quality prompts are sent as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum QualityApi {
+    /// `/chat/completions`: the prompt as one user message.
+    #[default]
+    Chat,
+    /// `/completions`: the prompt as it is.
+    Completions,
 }
 
 /// The kind of a target.
@@ -1016,6 +1061,18 @@ pub struct RawSlo {
     /// rerank know it by), e.g. "p99 < 50ms".
     #[serde(default)]
     pub latency: Option<OneOrMany<SloExpr>>,
+    /// Quality (`[quality]`): the share of prompts answered exactly as the reference answered them, e.g. ">= 95%".
+    #[serde(default)]
+    pub agreement: Option<OneOrMany<SloExpr>>,
+    /// Quality: the share of answer positions holding the reference's token, e.g. ">= 98%".
+    #[serde(default)]
+    pub token_agreement: Option<OneOrMany<SloExpr>>,
+    /// Quality: the mean position of the first token that differs from the reference's answer, a plain number, e.g. "> 30".
+    #[serde(default)]
+    pub first_diff: Option<OneOrMany<SloExpr>>,
+    /// Quality: the mean KL divergence of the reference's next-token distributions from this server's, nats, a plain number, e.g. "< 0.02".
+    #[serde(default)]
+    pub kl_mean: Option<OneOrMany<SloExpr>>,
 }
 
 /// Per-request bounds of goodput.

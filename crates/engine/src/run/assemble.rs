@@ -97,6 +97,7 @@ pub fn failed_point(p: &Point, failure: String) -> PointResult {
         preflight: Vec::new(),
         hints: Vec::new(),
         stages: None,
+        quality: None,
     }
 }
 
@@ -175,6 +176,7 @@ pub fn finish_point(
         preflight: Vec::new(),
         hints: Vec::new(),
         stages: None,
+        quality: None,
     };
     if pr.merged.requests.succeeded == 0 && pr.merged.requests.failed > 0 {
         let connect_only = pr

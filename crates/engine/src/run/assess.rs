@@ -204,8 +204,11 @@ fn warnings(pr: &PointResult) -> Vec<Reason> {
 
 /// Each of the spec's SLOs, held or not by the point's merged numbers.
 fn slos(spec: &Spec, pr: &PointResult) -> Vec<SloResult> {
+    // Quality SLOs are judged once every server has answered
+    // (`quality::settle`).
     spec.slo
         .iter()
+        .filter(|g| !g.metric.is_quality())
         .map(|g| {
             let value = pr.value(g.metric, g.expr.stat.as_ref());
             let threshold = match g.expr.threshold {

@@ -31,6 +31,7 @@ mod plan;
 mod point;
 mod preflight;
 mod probe;
+mod quality;
 pub(crate) mod recorder;
 mod requests;
 mod schedule;

@@ -134,6 +134,14 @@ pub enum Event<'a> {
         label: &'a str,
         point: &'a PointResult,
     },
+    /// A server's quality phase is done (`[quality]`): how many of the
+    /// prompts it answered, and in how long.
+    QualityDone {
+        group: &'a str,
+        answered: u64,
+        prompts: u64,
+        elapsed: Duration,
+    },
     /// A capacity search's answer.
     SearchDone {
         label: &'a str,

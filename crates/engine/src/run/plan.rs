@@ -7,6 +7,7 @@
 //! redactor is installed process-wide, so that the observer masks what it
 //! shows with it too.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -141,6 +142,18 @@ pub fn run_plan_on(
         after: time_after(plan, &order),
         log_dir: opts.out_dir.join("servers"),
         done: 0,
+        // One agent of several asks: the others would ask the same server
+        // the same prompts.
+        quality: spec
+            .quality
+            .as_ref()
+            .filter(|_| opts.agent.is_none_or(|(k, _)| k == 1))
+            .map(|q| {
+                (
+                    super::quality::PromptSet::new(q, spec.seed),
+                    BTreeMap::new(),
+                )
+            }),
         env: PlanEnv {
             rt,
             interrupt: &interrupt,
@@ -240,6 +253,11 @@ struct PlanRun<'a> {
     /// Points taken so far, for their labels.
     done: usize,
     env: PlanEnv<'a>,
+    /// `[quality]`: the prompts, and each server's answers so far.
+    quality: Option<(
+        super::quality::PromptSet,
+        BTreeMap<super::quality::ServerKey, super::quality::Phase>,
+    )>,
 }
 
 impl PlanRun<'_> {
@@ -300,6 +318,7 @@ impl PlanRun<'_> {
                 sim: info.as_ref().filter(|i| i.kv_dtype.is_some()),
             });
         }
+        self.ask_quality(first, &server, &name);
         let mut dead: Option<String> = None;
         let total = self.plan.points.len();
         for &i in group {
@@ -317,7 +336,35 @@ impl PlanRun<'_> {
             }
         }
         server.stop(self.env.rt.handle());
-        Ok(())
+        self.settle_quality();
+        self.save()
+    }
+
+    /// The server's quality phase, before its points' timed runs.
+    fn ask_quality(&mut self, cfg: &PointConfig, server: &Server, name: &str) {
+        let (Some(q), Some((set, phases))) = (self.spec.quality.as_ref(), self.quality.as_mut())
+        else {
+            return;
+        };
+        if self.env.interrupt.is_set() {
+            return;
+        }
+        let phase = super::quality::ask(q, set, cfg, server, self.env.rt, self.env.interrupt);
+        self.env.opts.observer.event(&Event::QualityDone {
+            group: name,
+            answered: phase.answers.iter().filter(|a| a.is_some()).count() as u64,
+            prompts: set.prompts.len() as u64,
+            elapsed: std::time::Duration::from_secs_f64(phase.elapsed_s),
+        });
+        phases.insert(super::quality::key_of(cfg), phase);
+    }
+
+    /// Every point's quality figures from the answers so far.
+    fn settle_quality(&mut self) {
+        if let (Some(q), Some((set, phases))) = (self.spec.quality.as_ref(), self.quality.as_ref())
+        {
+            super::quality::settle(self.spec, q, set, phases, &mut self.results);
+        }
     }
 
     /// Runs one point (a plan's, or a search's probe) on its group's

@@ -436,7 +436,9 @@ fn commit(c: &str) -> String {
 /// "Each row compares 3 baseline runs with 3 new ones; each interval covers
 /// 90%."
 fn evidence_sentence(g: &GateReport) -> String {
-    let what = if g.within_run {
+    let what = if g.over_prompts {
+        "prompts"
+    } else if g.within_run {
         "windows (a side has a single run: within-run evidence)"
     } else {
         "runs"

@@ -28,6 +28,10 @@ pub fn value(v: Option<f64>, unit: &str) -> String {
     if unit == "fraction" {
         return format!("{:.2}%", v * 100.0);
     }
+    // A KL divergence of a good precision is a few thousandths of a nat.
+    if unit == "nats" {
+        return format!("{v:.4} nats");
+    }
     let digits = if v.abs() >= 100.0 {
         0
     } else if v.abs() >= 10.0 {
@@ -85,7 +89,9 @@ pub fn evidence(g: &GateReport) -> String {
     if g.m == 0 && g.n == 0 {
         return "-".into();
     }
-    let unit = if g.within_run {
+    let unit = if g.over_prompts {
+        "prompts"
+    } else if g.within_run {
         "windows (within-run)"
     } else {
         "runs"

@@ -14,6 +14,7 @@ mod matrix;
 mod media;
 mod models;
 mod parse;
+mod quality;
 mod regression;
 mod retrieval;
 mod slo;
@@ -72,7 +73,8 @@ pub fn compile_regression(file: &str, source: &str) -> Result<Regression, SpecEr
         repo: Path::new("."),
         sizes: crate::budget::Sizes::default(),
     };
-    let regression = cx.regression(raw.regression.unwrap_or_default(), &raw.name);
+    let has_quality = raw.quality.is_some();
+    let regression = cx.regression(raw.regression.unwrap_or_default(), &raw.name, has_quality);
     if cx.errors.is_empty() {
         Ok(regression)
     } else {
@@ -238,7 +240,11 @@ impl Cx<'_> {
             .matrix
             .map(|m| self.matrix(m, &targets, &models, &workloads))
             .unwrap_or_default();
-        let slo = raw.slo.map(|s| self.slo(s)).unwrap_or_default();
+        let has_quality = raw.quality.is_some();
+        let slo = raw
+            .slo
+            .map(|s| self.slo(s, has_quality))
+            .unwrap_or_default();
         let goodput = raw
             .goodput
             .map(|g| Goodput {
@@ -253,7 +259,11 @@ impl Cx<'_> {
         let cost = raw.cost.map(|c| self.cost(c)).unwrap_or_default();
         let telemetry = self.telemetry(raw.telemetry.unwrap_or_default());
         let validity = self.validity(raw.validity.unwrap_or_default());
-        let regression = self.regression(raw.regression.unwrap_or_default(), &raw.name);
+        let quality = raw
+            .quality
+            .map(|q| self.quality(q, &targets, &models, &matrix));
+        let regression =
+            self.regression(raw.regression.unwrap_or_default(), &raw.name, has_quality);
         Spec {
             name: raw.name,
             description: raw.description,
@@ -271,6 +281,7 @@ impl Cx<'_> {
             telemetry,
             validity,
             regression,
+            quality,
             locator: self.loc.clone(),
             sizes: std::mem::take(&mut self.sizes),
         }

@@ -8,7 +8,7 @@ use crate::raw::*;
 use infer_bench_results::metric::{Kind, Metric};
 
 impl Cx<'_> {
-    pub(super) fn slo(&mut self, s: RawSlo) -> Vec<SloGate> {
+    pub(super) fn slo(&mut self, s: RawSlo, has_quality: bool) -> Vec<SloGate> {
         let fields = [
             (Metric::Ttft, s.ttft),
             (Metric::TtftFromSend, s.ttft_from_send),
@@ -24,6 +24,10 @@ impl Cx<'_> {
             (Metric::Goodput, s.goodput),
             (Metric::RequestThroughput, s.request_throughput),
             (Metric::OutputTokensPerS, s.output_tokens_per_s),
+            (Metric::Agreement, s.agreement),
+            (Metric::TokenAgreement, s.token_agreement),
+            (Metric::FirstDiff, s.first_diff),
+            (Metric::KlMean, s.kl_mean),
         ];
         // `latency`: the whole request's latency (`e2e`), under the name a
         // non-streaming kind (embeddings, rerank) knows it by.
@@ -58,7 +62,13 @@ impl Cx<'_> {
                             Threshold::Number(_)
                         )
                 );
-                if !fits {
+                if metric.is_quality() && !has_quality {
+                    self.key_err(
+                        &key,
+                        format!("`{metric}` is measured by the quality phase, and the spec has no [quality] table"),
+                        Some("add a [quality] table that names the reference, e.g. reference = \"bf16\"".into()),
+                    );
+                } else if !fits {
                     self.err(
                         &key,
                         format!(

@@ -1,0 +1,163 @@
+//! Quality beside speed, as people read it: the per-point `agree` cell of
+//! the summary, and the table of each server's quality figures (one row
+//! per server: every point of a server shares its quality phase) next to
+//! its best throughput, so the trade-off reads at a glance.
+
+use std::collections::BTreeMap;
+
+use super::table::{Align, Table};
+use crate::term::Look;
+use infer_bench_results::quality::PointQuality;
+use infer_bench_spec::results::{PointResult, Results};
+
+/// Whether any point of the results has quality figures.
+pub fn any(r: &Results) -> bool {
+    r.points.iter().any(|p| p.quality.is_some())
+}
+
+/// A point's `agree` cell: its exact-match agreement with the reference,
+/// "ref" for the reference itself, "-" without a figure.
+pub fn cell(p: &PointResult) -> String {
+    match &p.quality {
+        None => "-".into(),
+        Some(q) if q.is_reference => "ref".into(),
+        Some(q) => match &q.agreement {
+            Some(a) => format!("{:.0}%", a.exact_match * 100.0),
+            None => "-".into(),
+        },
+    }
+}
+
+/// A percentage with one decimal.
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// One server's figures and the points that ran on it.
+struct Server<'a> {
+    quality: &'a PointQuality,
+    best_tokens_per_s: f64,
+    points: usize,
+}
+
+/// The servers of the results, by `target/model/precision`, in the order
+/// their first point appears.
+fn servers(r: &Results) -> Vec<(String, Server<'_>)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut by: BTreeMap<String, Server<'_>> = BTreeMap::new();
+    for p in &r.points {
+        let Some(q) = &p.quality else { continue };
+        let c = &p.config;
+        let mut key = format!("{}/{}", c.target.name, c.model.name);
+        if let Some(pr) = &c.precision {
+            key.push('/');
+            key.push_str(&pr.name);
+        }
+        let tps = if p.status == infer_bench_results::PointStatus::Complete {
+            p.merged.output_tokens_per_s
+        } else {
+            0.0
+        };
+        match by.get_mut(&key) {
+            Some(s) => {
+                s.best_tokens_per_s = s.best_tokens_per_s.max(tps);
+                s.points += 1;
+            }
+            None => {
+                order.push(key.clone());
+                by.insert(
+                    key,
+                    Server {
+                        quality: q,
+                        best_tokens_per_s: tps,
+                        points: 1,
+                    },
+                );
+            }
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|k| by.remove(&k).map(|s| (k, s)))
+        .collect()
+}
+
+/// The quality table and its notes; `None` without quality figures.
+pub fn table(r: &Results, look: Look) -> Option<String> {
+    let servers = servers(r);
+    let first = servers.first()?.1.quality;
+    let mut t = Table::new(&[
+        ("server", Align::Left),
+        ("answered", Align::Right),
+        ("agreement", Align::Right),
+        ("95% interval", Align::Left),
+        ("first diff", Align::Right),
+        ("token agr.", Align::Right),
+        ("KL mean", Align::Right),
+        ("best out tok/s", Align::Right),
+        ("phase s", Align::Right),
+    ]);
+    let mut notes = Vec::new();
+    for (name, s) in &servers {
+        let q = s.quality;
+        let label = if q.is_reference {
+            format!("{name} (reference)")
+        } else {
+            name.clone()
+        };
+        let a = q.agreement.as_ref();
+        t.row(vec![
+            label,
+            format!("{}/{}", q.answered, q.prompts),
+            a.map_or("-".into(), |a| pct(a.exact_match)),
+            a.map_or("-".into(), |a| {
+                format!("[{:.1}, {:.1}]", a.exact_low * 100.0, a.exact_high * 100.0)
+            }),
+            a.map_or("-".into(), |a| format!("{:.1}", a.first_diff_mean)),
+            a.map_or("-".into(), |a| pct(a.token_agreement)),
+            a.and_then(|a| a.kl_mean)
+                .map_or("-".into(), |k| format!("{k:.4}")),
+            format!("{:.0}", s.best_tokens_per_s),
+            format!("{:.1}", q.elapsed_s),
+        ]);
+        if let Some(note) = &q.note {
+            notes.push(format!("{name}: {note}"));
+        }
+        if !q.failures.is_empty() {
+            let classes: Vec<String> = q.failures.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            let example = q
+                .failure_example
+                .as_ref()
+                .map(|e| format!(" (e.g. {})", e.terminal()))
+                .unwrap_or_default();
+            notes.push(format!(
+                "{name}: quality prompts failed: {}{example}",
+                classes.join(", ")
+            ));
+        }
+    }
+    let unit = first
+        .agreement
+        .as_ref()
+        .map_or("tokens", |a| a.unit.as_str())
+        .trim_end_matches('s')
+        .to_string();
+    let against = if servers
+        .iter()
+        .all(|(_, s)| s.quality.reference == first.reference)
+    {
+        infer_bench_results::outside::terminal(&first.reference).into_owned()
+    } else {
+        "each server's reference".into()
+    };
+    let mut out = format!(
+        "quality beside speed: greedy answers to {} prompts against {against}, outside the timed window\n(agreement: answers equal to the reference's; first diff: mean position of the first differing {unit}; KL in nats)\n\n",
+        first.prompts,
+    );
+    out.push_str(&t.render_look(look, &[]).0);
+    for n in notes {
+        out.push_str(&infer_bench_results::outside::terminal(&n));
+        out.push('\n');
+    }
+    Some(out)
+}
