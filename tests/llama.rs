@@ -122,6 +122,50 @@ fn one_server_per_precision_started_once_and_stopped() {
             "{l}: one start"
         );
     }
+    // Quality beside speed: each server answered the 40 quality prompts
+    // once, before its points (the timed counts above hold only the
+    // points' requests), with every token's log-probabilities. Measured
+    // once (2-core x86-64, llama.cpp of scripts/setup-llama): f16 answered
+    // every prompt as f32 did; q8_0 3 of 40, leaving f32's answer after
+    // 18.0 of 24 tokens on average, KL 3.3e-4 nats. Held with room for
+    // another CPU's rounding.
+    let quality = |precision: &str| -> serde_json::Value {
+        points
+            .iter()
+            .find(|p| p["config"]["precision"]["name"] == precision)
+            .unwrap()["quality"]
+            .clone()
+    };
+    let reference = quality("f32");
+    assert_eq!(reference["is_reference"], true, "{reference}");
+    assert_eq!(reference["answered"], 40, "{reference}");
+    let (f16, q8) = (
+        quality("f16")["agreement"].clone(),
+        quality("q8_0")["agreement"].clone(),
+    );
+    assert_eq!(f16["unit"], "tokens", "{f16}");
+    assert_eq!(f16["compared"], 40, "{f16}");
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    assert!(
+        num(&f16, "exact_match") >= 0.75 && num(&f16, "kl_mean") < 1e-5,
+        "{f16}"
+    );
+    assert!(
+        num(&q8, "exact_match") <= 0.5 && num(&q8, "first_diff_mean") < 23.0,
+        "{q8}"
+    );
+    assert!(
+        num(&q8, "token_agreement") < num(&f16, "token_agreement"),
+        "{q8} {f16}"
+    );
+    assert!(
+        num(&q8, "kl_mean") > 10.0 * num(&f16, "kl_mean"),
+        "{q8} {f16}"
+    );
+    assert!(
+        stderr.contains("llama/tiny/q8_0: quality prompts answered: 40 of 40"),
+        "{stderr}"
+    );
     // The precisions differ for real: each server loaded its own file.
     let f16 = std::fs::read_to_string(out.path().join("servers/llama.tiny.f16.log")).unwrap();
     assert!(f16.contains("tiny-f16.gguf"));

@@ -468,3 +468,42 @@ fn the_capacity_planning_example_runs_as_written_and_says_what_the_readme_says()
             .all(|p| p["clock"] == "virtual")
     );
 }
+
+/// The quality block as written, and the tables the README shows: each
+/// of its lines is a line of the run's summary, to the byte (the run is
+/// in virtual time and seeded, so it gives the same everywhere), and the
+/// report has its quality section.
+#[test]
+fn the_quality_example_runs_as_written_and_prints_what_the_readme_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    run_block("specs/precision-comparison.toml", dir.path());
+    assert!(dir.path().join("precision/report.html").is_file());
+    let page = std::fs::read_to_string(dir.path().join("precision/report.html")).unwrap();
+    assert!(page.contains("<section id=\"quality\">") && page.contains("Answers that differ"));
+    let text = readme();
+    let shown = text
+        .split("```text\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .find(|b| b.contains("sim/llama-70b/int4"))
+        .expect("the README shows the quality table");
+    let out = bin()
+        .args([
+            "run",
+            "specs/precision-comparison.toml",
+            "--virtual",
+            "--out",
+        ])
+        .arg(dir.path().join("again"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let printed: Vec<&str> = stdout.lines().map(str::trim_end).collect();
+    for line in shown.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            printed.contains(&line.trim_end()),
+            "the README shows a line the run did not print:\n{line}\n\nprinted:\n{stdout}"
+        );
+    }
+}

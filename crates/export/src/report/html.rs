@@ -106,11 +106,13 @@ pub fn render(sources: &[Source]) -> String {
     let mut h = String::with_capacity(256 * 1024);
     let names: Vec<&str> = sources.iter().map(|s| s.label.as_str()).collect();
     let title = format!("Benchmark report: {}", names.join(", "));
+    let quality = super::quality::has_section(sources);
     let _ = write!(
         h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"infer-bench {}\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"infer-bench {}\">\n<title>{}</title>\n<style>{STYLE}{}</style>\n</head>\n<body>\n<main>\n",
         env!("CARGO_PKG_VERSION"),
-        escape(&title)
+        escape(&title),
+        if quality { super::quality::STYLE } else { "" }
     );
     let v = verdicts(sources);
     let _ = write!(
@@ -152,6 +154,9 @@ pub fn render(sources: &[Source]) -> String {
     if !reasoning.is_empty() {
         h.push_str("<a href=\"#reasoning-answer\">Reasoning</a>");
     }
+    if quality {
+        h.push_str("<a href=\"#quality\">Quality</a>");
+    }
     h.push_str("<a href=\"#pareto\">Pareto</a><a href=\"#latency\">Latency percentiles</a>");
     let tele = telemetry_charts(&a, sources);
     if !tele.is_empty() {
@@ -170,6 +175,9 @@ pub fn render(sources: &[Source]) -> String {
     h.push_str(&searches);
     reasoning_section(&mut h, &reasoning);
     retrieval_section(&mut h, &super::retrieval_rows(&a, sources));
+    if quality {
+        super::quality::section(&mut h, sources, figure);
+    }
     pareto_section(&mut h, &a, sources);
     latency_section(&mut h, &a, sources);
     if !tele.is_empty() {

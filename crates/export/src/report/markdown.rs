@@ -135,6 +135,18 @@ pub fn render(sources: &[Source]) -> String {
     }
 
     out.push_str(&crate::capacity::markdown(sources));
+    let quality = super::quality::markdown_rows(sources);
+    if !quality.is_empty() {
+        out.push_str("## Quality beside speed\n\n");
+        out.push_str("Each server answered the same prompts greedily, outside the timed window; agreement is the share of answers equal to the reference's, with its 95% Wilson interval.\n\n");
+        table(
+            &mut out,
+            super::quality::HEADER,
+            |i| !super::quality::left(i),
+            &quality,
+        );
+        out.push('\n');
+    }
     out.push_str("## Points\n\n");
     let rows: Vec<Vec<String>> = (0..a.points.len())
         .map(|i| point_cells(&a, sources, i))

@@ -8,6 +8,7 @@
 pub mod csv;
 pub mod html;
 pub mod markdown;
+mod quality;
 pub mod reading;
 pub mod time_series;
 

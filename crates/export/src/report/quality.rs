@@ -1,0 +1,285 @@
+//! The report's quality section: each server's speed against its quality
+//! (best output tokens/s against exact-match agreement with the reference,
+//! the trade-off a reader must see at a glance), a table of every quality
+//! figure, and the answers that left the reference's earliest, side by
+//! side, with the words that differ marked (`similar`'s word diff).
+//!
+//! Every answer and prompt came from a server or a results file: each
+//! piece of text is escaped on its own before it is wrapped in markup.
+
+use std::fmt::Write as _;
+
+use similar::{ChangeTag, TextDiff};
+
+use crate::chart::{self, Axis, Chart, Point, Series, Stroke};
+use crate::xml::escape;
+use infer_bench_judge::analysis::Source;
+use infer_bench_results::quality::PointQuality;
+
+/// Styles of the section: the two answers side by side, the words that
+/// differ marked.
+pub(crate) const STYLE: &str = r#"
+.answers { display: grid; grid-template-columns: 1fr 1fr; gap: 8px 16px; margin: 6px 0 14px; }
+.answers div { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; background: var(--bg);
+  font: 12.5px/1.5 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap; overflow-wrap: anywhere; }
+.answers h4 { margin: 0 0 4px; font: 600 12px/1.4 system-ui, sans-serif; color: var(--muted); }
+.answers del { background: var(--fail-bg); color: var(--fail); text-decoration: line-through; }
+.answers ins { background: var(--pass-bg); color: var(--pass); text-decoration: none; }
+p.prompt { margin: 10px 0 2px; }
+"#;
+
+/// One server: its name, its figures, its best throughput, the source it
+/// came from.
+struct Server<'a> {
+    name: String,
+    quality: &'a PointQuality,
+    best: f64,
+    source: usize,
+}
+
+fn servers(sources: &[Source]) -> Vec<Server<'_>> {
+    let mut out: Vec<Server<'_>> = Vec::new();
+    for (k, s) in sources.iter().enumerate() {
+        for p in &s.results.points {
+            let Some(q) = &p.quality else { continue };
+            let c = &p.config;
+            let mut name = format!("{}/{}", c.target.name, c.model.name);
+            if let Some(pr) = &c.precision {
+                name.push('/');
+                name.push_str(&pr.name);
+            }
+            if sources.len() > 1 {
+                name = format!("{}: {name}", s.label);
+            }
+            let tps = if p.status == infer_bench_results::PointStatus::Complete {
+                p.merged.output_tokens_per_s
+            } else {
+                f64::NAN
+            };
+            match out.iter_mut().find(|x| x.name == name && x.source == k) {
+                Some(x) => {
+                    if tps.is_finite() && (x.best.is_nan() || x.best < tps) {
+                        x.best = tps;
+                    }
+                }
+                None => out.push(Server {
+                    name,
+                    quality: q,
+                    best: tps,
+                    source: k,
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Whether the report has a quality section.
+pub(crate) fn has_section(sources: &[Source]) -> bool {
+    sources
+        .iter()
+        .any(|s| s.results.points.iter().any(|p| p.quality.is_some()))
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The columns of the quality table.
+pub(crate) const HEADER: &[&str] = &[
+    "server",
+    "answered",
+    "agreement",
+    "95% interval",
+    "first diff",
+    "token agreement",
+    "KL mean (nats)",
+    "best out tok/s",
+    "phase s",
+    "note",
+];
+
+/// Whether column `i` of [`HEADER`] holds text (left-aligned).
+pub(crate) fn left(i: usize) -> bool {
+    matches!(i, 0 | 3 | 9)
+}
+
+/// One row per server, as plain text (each format escapes its cells).
+fn rows(servers: &[Server<'_>]) -> Vec<Vec<String>> {
+    servers
+        .iter()
+        .map(|s| {
+            let q = s.quality;
+            let a = q.agreement.as_ref();
+            let dash = || "-".to_string();
+            vec![
+                format!(
+                    "{}{}",
+                    s.name,
+                    if q.is_reference { " (reference)" } else { "" }
+                ),
+                format!("{}/{}", q.answered, q.prompts),
+                a.map_or_else(dash, |a| pct(a.exact_match)),
+                a.map_or_else(dash, |a| {
+                    format!("[{:.1}, {:.1}]", a.exact_low * 100.0, a.exact_high * 100.0)
+                }),
+                a.map_or_else(dash, |a| format!("{:.1} {}", a.first_diff_mean, a.unit)),
+                a.map_or_else(dash, |a| pct(a.token_agreement)),
+                a.and_then(|a| a.kl_mean)
+                    .map_or_else(dash, |k| format!("{k:.4}")),
+                if s.best.is_finite() {
+                    format!("{:.0}", s.best)
+                } else {
+                    dash()
+                },
+                format!("{:.1}", q.elapsed_s),
+                q.note.clone().unwrap_or_default(),
+            ]
+        })
+        .collect()
+}
+
+/// The rows of the Markdown report's quality table ([`HEADER`]), plain
+/// text; empty without quality figures.
+pub(crate) fn markdown_rows(sources: &[Source]) -> Vec<Vec<String>> {
+    rows(&servers(sources))
+}
+
+/// The section; nothing without quality figures.
+pub(crate) fn section(
+    h: &mut String,
+    sources: &[Source],
+    figure: impl Fn(&mut String, &Chart, &str),
+) {
+    let servers = servers(sources);
+    let Some(first) = servers.first() else {
+        return;
+    };
+    let _ = write!(
+        h,
+        "<section id=\"quality\"><h2>Quality beside speed</h2><p class=\"lead\">Each server answered the same {} prompts greedily, outside the timed window; its answers are compared with the reference's ({}). Agreement: the share of answers equal to the reference's, with its 95% Wilson interval. Up and to the right is better: a precision that moves right but down trades answers for speed.</p><div class=\"charts\">",
+        first.quality.prompts,
+        escape(&first.quality.reference)
+    );
+    let mut c = Chart::new(
+        "Agreement with the reference against best output tokens/s",
+        Axis::linear("best output tokens/s of the server's points"),
+        Axis {
+            range: Some((0.0, 100.0)),
+            ..Axis::linear("agreement with the reference (%)")
+        },
+    );
+    for (i, s) in servers.iter().enumerate() {
+        let Some(a) = &s.quality.agreement else {
+            continue;
+        };
+        let mut p = Point::new(s.best, a.exact_match * 100.0).tip(format!(
+            "{}: agreement {} [{:.1}, {:.1}], {:.0} tok/s",
+            s.name,
+            pct(a.exact_match),
+            a.exact_low * 100.0,
+            a.exact_high * 100.0,
+            s.best
+        ));
+        p.label = Some(s.name.rsplit('/').next().unwrap_or(&s.name).to_string());
+        c.series.push(Series {
+            name: s.name.clone(),
+            color: i % chart::PALETTE.len(),
+            stroke: Stroke::None,
+            markers: true,
+            points: vec![p],
+            in_legend: true,
+            shade: 1.0,
+        });
+    }
+    if c.has_data() {
+        figure(
+            h,
+            &c,
+            "One marker per server (target, model, precision): its agreement and the best output tokens/s of its points.",
+        );
+    }
+    h.push_str("</div><div class=\"table-wrap\"><table><thead><tr>");
+    for (i, name) in HEADER.iter().enumerate() {
+        let class = if left(i) { " class=\"l\"" } else { "" };
+        let _ = write!(h, "<th{class}>{}</th>", escape(name));
+    }
+    h.push_str("</tr></thead><tbody>");
+    for row in rows(&servers) {
+        h.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            let class = match i {
+                _ if i + 1 == HEADER.len() => " class=\"l wrap\"",
+                _ if left(i) => " class=\"l\"",
+                _ => "",
+            };
+            let _ = write!(h, "<td{class}>{}</td>", escape(c));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</tbody></table></div>");
+    let with_examples: Vec<&Server<'_>> = servers
+        .iter()
+        .filter(|s| !s.quality.examples.is_empty())
+        .collect();
+    if !with_examples.is_empty() {
+        h.push_str("<h3>Answers that differ</h3><p class=\"lead\">Per server, the answers that left the reference's earliest: the reference's on the left with the words it lost struck through, the server's on the right with the words it put in their place marked.</p>");
+    }
+    for s in with_examples {
+        let _ = write!(h, "<h3>{}</h3>", escape(&s.name));
+        for e in &s.quality.examples {
+            let _ = write!(
+                h,
+                "<p class=\"prompt\"><span class=\"muted\">prompt {} (first difference at {}):</span> {}</p>",
+                e.index,
+                e.first_diff,
+                escape(e.prompt.unencoded())
+            );
+            let (left, right) = diff(e.reference.unencoded(), e.answer.unencoded());
+            let _ = write!(
+                h,
+                "<div class=\"answers\"><div><h4>reference ({})</h4>{left}</div><div><h4>{}</h4>{right}</div></div>",
+                escape(&s.quality.reference),
+                escape(&s.name)
+            );
+        }
+    }
+    h.push_str("</section>\n");
+}
+
+/// The two texts as markup, word by word: what only the reference has in
+/// `<del>`, what only the answer has in `<ins>`, each piece escaped.
+fn diff(reference: &str, answer: &str) -> (String, String) {
+    let (mut left, mut right) = (String::new(), String::new());
+    let d = TextDiff::from_words(reference, answer);
+    for change in d.iter_all_changes() {
+        let text = escape(change.value());
+        match change.tag() {
+            ChangeTag::Equal => {
+                left.push_str(&text);
+                right.push_str(&text);
+            }
+            ChangeTag::Delete => {
+                let _ = write!(left, "<del>{text}</del>");
+            }
+            ChangeTag::Insert => {
+                let _ = write!(right, "<ins>{text}</ins>");
+            }
+        }
+    }
+    (left, right)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_marks_words_and_escapes_every_piece() {
+        let (l, r) = diff("the cat <sat> here", "the dog <sat> here");
+        assert_eq!(l, "the <del>cat</del> &lt;sat&gt; here");
+        assert_eq!(r, "the <ins>dog</ins> &lt;sat&gt; here");
+        let (l, r) = diff("a", "a <script>alert(1)</script>");
+        assert!(!l.contains("<script") && !r.contains("<script"), "{r}");
+    }
+}
