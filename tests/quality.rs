@@ -337,3 +337,125 @@ kl_mean = "< 1"
     assert_eq!(by("int4")["slo_pass"], false);
     assert!(run.stdout.contains("agree"), "{}", run.stdout);
 }
+
+/// Task accuracy against a truth the test knows: a dataset of 40 prompts
+/// whose expected answer is BF16's first word for the even ones and a
+/// word the simulator never says for the odd ones, scored by the first
+/// word (`regex`). BF16 is right on exactly half; the answers are asked
+/// of the simulator here first, with the request the phase sends.
+#[test]
+fn task_accuracy_scores_each_precision_against_the_datasets_answers() {
+    use infer_bench::protocol::answer::{self, AnswerApi, AnswerRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let prompts: Vec<String> = (0..40)
+        .map(|i| format!("Question {i}: name the thing that comes next."))
+        .collect();
+    std::fs::write(d.join("backing.toml"), BACKING).unwrap();
+    let backing =
+        infer_bench::spec::load(&d.join("backing.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let plan = infer_bench::plan::Plan::build(&backing).unwrap();
+    let setup = infer_bench::sim::request::Setup::of(&plan.points[0].config).unwrap();
+    let first_word = |prompt: &str| -> String {
+        let body = AnswerRequest {
+            api: AnswerApi::Chat,
+            model: plan.points[0].config.served_name(),
+            prompt,
+            max_tokens: 8,
+            top_logprobs: 0,
+            seed: 0,
+        }
+        .body();
+        let bytes = infer_bench::sim::server::answer_at_once(
+            &setup,
+            &body,
+            infer_bench::sim::request::Wire::Chat,
+        )
+        .unwrap();
+        let a = answer::read(&bytes).unwrap();
+        a.text
+            .unencoded()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let lines: Vec<String> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let expected = if i % 2 == 0 {
+                first_word(p)
+            } else {
+                "xylophone".into()
+            };
+            serde_json::json!({"prompt": p, "answer": expected}).to_string()
+        })
+        .collect();
+    std::fs::write(d.join("task.jsonl"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(
+        d.join("task.toml"),
+        r#"
+name = "task"
+seed = 2
+[targets.sim]
+kind = "sim"
+gpu = "h100-sxm"
+sim = { clock = "virtual" }
+[models.m]
+preset = "llama-3.1-8b"
+[models.m.precisions.bf16]
+[models.m.precisions.int4]
+dtype = "int4"
+[workloads.chat]
+input_tokens = 64
+output_tokens = 16
+[load]
+concurrency = 2
+requests = 4
+[matrix]
+precision = ["bf16", "int4"]
+[quality]
+dataset = "task.jsonl"
+scorer = "regex"
+pattern = '^\s*(\S+)'
+max_tokens = 8
+logprobs = 0
+[slo]
+accuracy = ">= 45%"
+"#,
+    )
+    .unwrap();
+    let run = ib(d, &["run", "task.toml", "--out", "out"]);
+    let r = results(d, "out");
+    let by = |precision: &str| -> Value {
+        r["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["config"]["precision"]["name"] == precision)
+            .unwrap()["quality"]
+            .clone()
+    };
+    let bf16 = by("bf16");
+    assert_eq!(bf16["accuracy"]["scored"], 40, "{bf16}");
+    assert_eq!(bf16["accuracy"]["correct"], 20, "{bf16}");
+    assert_eq!(bf16["accuracy"]["scorer"], "regex");
+    assert!(
+        bf16.get("agreement").is_none(),
+        "no reference, no agreement"
+    );
+    // INT4 keeps BF16's first word with probability 0.95 a prompt: at most
+    // the 20 even prompts are right.
+    let int4 = by("int4");
+    let correct = int4["accuracy"]["correct"].as_u64().unwrap();
+    assert!((12..=20).contains(&correct), "{int4}");
+    assert!(run.stdout.contains("accuracy"), "{}", run.stdout);
+    assert_eq!(
+        run.code,
+        if correct as f64 / 40.0 >= 0.45 { 0 } else { 1 },
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+}

@@ -497,7 +497,11 @@ fn the_quality_example_runs_as_written_and_prints_what_the_readme_shows() {
         .arg(dir.path().join("again"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let printed: Vec<&str> = stdout.lines().map(str::trim_end).collect();
     for line in shown.lines().filter(|l| !l.trim().is_empty()) {

@@ -16,14 +16,16 @@ pub fn any(r: &Results) -> bool {
 }
 
 /// A point's `agree` cell: its exact-match agreement with the reference,
-/// "ref" for the reference itself, "-" without a figure.
+/// "ref" for the reference itself; without a reference, its task
+/// accuracy; "-" without a figure.
 pub fn cell(p: &PointResult) -> String {
     match &p.quality {
         None => "-".into(),
         Some(q) if q.is_reference => "ref".into(),
-        Some(q) => match &q.agreement {
-            Some(a) => format!("{:.0}%", a.exact_match * 100.0),
-            None => "-".into(),
+        Some(q) => match (&q.agreement, &q.accuracy) {
+            (Some(a), _) => format!("{:.0}%", a.exact_match * 100.0),
+            (None, Some(x)) => format!("{:.0}% right", x.rate * 100.0),
+            (None, None) => "-".into(),
         },
     }
 }
@@ -86,9 +88,12 @@ fn servers(r: &Results) -> Vec<(String, Server<'_>)> {
 pub fn table(r: &Results, look: Look) -> Option<String> {
     let servers = servers(r);
     let first = servers.first()?.1.quality;
-    let mut t = Table::new(&[
-        ("server", Align::Left),
-        ("answered", Align::Right),
+    let accuracy = servers.iter().any(|(_, s)| s.quality.accuracy.is_some());
+    let mut columns = vec![("server", Align::Left), ("answered", Align::Right)];
+    if accuracy {
+        columns.extend([("accuracy", Align::Right), ("95% interval", Align::Left)]);
+    }
+    columns.extend([
         ("agreement", Align::Right),
         ("95% interval", Align::Left),
         ("first diff", Align::Right),
@@ -97,6 +102,7 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
         ("best out tok/s", Align::Right),
         ("phase s", Align::Right),
     ]);
+    let mut t = Table::new(&columns);
     let mut notes = Vec::new();
     for (name, s) in &servers {
         let q = s.quality;
@@ -106,9 +112,15 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
             name.clone()
         };
         let a = q.agreement.as_ref();
-        t.row(vec![
-            label,
-            format!("{}/{}", q.answered, q.prompts),
+        let mut row = vec![label, format!("{}/{}", q.answered, q.prompts)];
+        if accuracy {
+            let x = q.accuracy.as_ref();
+            row.push(x.map_or("-".into(), |x| pct(x.rate)));
+            row.push(x.map_or("-".into(), |x| {
+                format!("[{:.1}, {:.1}]", x.low * 100.0, x.high * 100.0)
+            }));
+        }
+        row.extend([
             a.map_or("-".into(), |a| pct(a.exact_match)),
             a.map_or("-".into(), |a| {
                 format!("[{:.1}, {:.1}]", a.exact_low * 100.0, a.exact_high * 100.0)
@@ -120,6 +132,7 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
             format!("{:.0}", s.best_tokens_per_s),
             format!("{:.1}", q.elapsed_s),
         ]);
+        t.row(row);
         if let Some(note) = &q.note {
             notes.push(format!("{name}: {note}"));
         }
@@ -142,16 +155,26 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
         .map_or("tokens", |a| a.unit.as_str())
         .trim_end_matches('s')
         .to_string();
-    let against = if servers
+    let against = if first.reference.is_empty() {
+        String::new()
+    } else if servers
         .iter()
         .all(|(_, s)| s.quality.reference == first.reference)
     {
-        infer_bench_results::outside::terminal(&first.reference).into_owned()
+        format!(
+            " against {}",
+            infer_bench_results::outside::terminal(&first.reference)
+        )
     } else {
-        "each server's reference".into()
+        " against each server's reference".into()
     };
+    let scorer = first
+        .accuracy
+        .as_ref()
+        .map(|x| format!("accuracy: answers the {} scorer finds right; ", x.scorer))
+        .unwrap_or_default();
     let mut out = format!(
-        "quality beside speed: greedy answers to {} prompts against {against}, outside the timed window\n(agreement: answers equal to the reference's; first diff: mean position of the first differing {unit}; KL in nats)\n\n",
+        "quality beside speed: greedy answers to {} prompts{against}, outside the timed window\n({scorer}agreement: answers equal to the reference's; first diff: mean position of the first differing {unit}; KL in nats)\n\n",
         first.prompts,
     );
     out.push_str(&t.render_look(look, &[]).0);

@@ -13,6 +13,7 @@ use crate::hist::Summary;
 use crate::metric::Stat;
 use crate::metric::{Kind, Metric};
 
+pub mod accuracy;
 pub mod agreement;
 pub mod baseline;
 pub mod error;

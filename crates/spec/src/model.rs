@@ -938,12 +938,44 @@ pub struct Spec {
 /// and whose answers it is compared with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Quality {
-    pub reference: QualityReference,
+    /// Whose answers the others' are compared with; `None` with a
+    /// scored dataset only (accuracy without agreement).
+    pub reference: Option<QualityReference>,
+    /// How many prompts are asked (of the dataset's, its first).
     pub prompts: u32,
     pub max_tokens: u32,
     pub logprobs: u32,
     pub api: super::raw::QualityApi,
     pub concurrency: u32,
+    /// The prompts of a dataset, read and checked.
+    pub dataset: Option<QualityDataset>,
+    /// How answers are scored against the dataset's expected ones.
+    pub scorer: Option<QualityScorer>,
+}
+
+/// A quality dataset, read: its prompts with their expected answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityDataset {
+    /// As the spec wrote it.
+    pub path: String,
+    pub sha256: String,
+    pub items: Vec<QualityItem>,
+}
+
+/// One prompt of a quality dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityItem {
+    pub prompt: String,
+    pub answer: Option<String>,
+}
+
+/// A scorer as the spec names it (checked: `results::accuracy::Scorer::new`
+/// builds it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityScorer {
+    pub name: String,
+    pub pattern: Option<String>,
+    pub tolerance: Option<f64>,
 }
 
 /// Whose answers are the reference.
@@ -990,6 +1022,7 @@ pub fn slo_metric_names() -> Vec<&'static str> {
         "token_agreement",
         "first_diff",
         "kl_mean",
+        "accuracy",
     ]
 }
 

@@ -90,6 +90,18 @@ pub struct RawQuality {
     #[serde(default)]
     #[schemars(range(min = 1, max = 256))]
     pub concurrency: Option<u32>,
+    /// Prompts of your own instead of the tool's: a JSONL file, relative to the spec, one `{"prompt": "...", "answer": "..."}` per line (`answer`, the expected one, is needed with `scorer`). With it, `prompts` is how many of its first lines to ask (default: all).
+    #[serde(default)]
+    pub dataset: Option<String>,
+    /// Task accuracy: how an answer is scored against the dataset's expected one: "exact", "normalized", "regex" (with `pattern`), "numeric" (with `tolerance`) or "choice" (a multiple-choice letter).
+    #[serde(default)]
+    pub scorer: Option<String>,
+    /// The `regex` scorer's pattern: its first capture group (or whole match) is compared with the expected answer.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// The `numeric` scorer's tolerance, relative for large values and absolute near zero (default 1e-6).
+    #[serde(default)]
+    pub tolerance: Option<f64>,
 }
 
 /// The OpenAI request quality prompts are sent as.
@@ -1073,6 +1085,9 @@ pub struct RawSlo {
     /// Quality: the mean KL divergence of the reference's next-token distributions from this server's, nats, a plain number, e.g. "< 0.02".
     #[serde(default)]
     pub kl_mean: Option<OneOrMany<SloExpr>>,
+    /// Quality: the share of the dataset's prompts answered right (`[quality] scorer`), e.g. ">= 70%".
+    #[serde(default)]
+    pub accuracy: Option<OneOrMany<SloExpr>>,
 }
 
 /// Per-request bounds of goodput.

@@ -17,8 +17,8 @@ use infer_bench_protocol::answer::{self, AnswerApi, AnswerRequest};
 use infer_bench_protocol::{ClientOptions, client};
 use infer_bench_results::agreement::{Z95, agreement, wilson};
 use infer_bench_results::quality::{
-    AgreementResult, Answer, MAX_EXAMPLE_BYTES, MAX_EXAMPLES, MAX_TEXT_BYTES, MAX_TOKEN_BYTES,
-    MAX_TOP, PointQuality, QualityExample, clip,
+    AccuracyResult, AgreementResult, Answer, MAX_EXAMPLE_BYTES, MAX_EXAMPLES, MAX_TEXT_BYTES,
+    MAX_TOKEN_BYTES, MAX_TOP, PointQuality, QualityExample, clip,
 };
 use infer_bench_results::{Outside, Results, SloResult};
 use infer_bench_spec::plan::PointConfig;
@@ -51,12 +51,12 @@ fn label(key: &ServerKey) -> String {
     s
 }
 
-/// The server whose answers `key`'s are compared with.
-fn reference_of(q: &Quality, key: &ServerKey) -> ServerKey {
-    match &q.reference {
+/// The server whose answers `key`'s are compared with, if any.
+fn reference_of(q: &Quality, key: &ServerKey) -> Option<ServerKey> {
+    Some(match q.reference.as_ref()? {
         QualityReference::Precision(p) => (key.0.clone(), key.1.clone(), Some(p.clone())),
         QualityReference::Target(t) => (t.clone(), key.1.clone(), key.2.clone()),
-    }
+    })
 }
 
 /// What the prompts are about and how they ask: every prompt is one of
@@ -111,15 +111,28 @@ const FORMS: &[&str] = &[
 #[derive(Debug, Clone)]
 pub(super) struct PromptSet {
     pub(super) prompts: Vec<String>,
+    /// A dataset's expected answers, by prompt (empty without a dataset).
+    pub(super) expected: Vec<Option<String>>,
     /// SHA-256 over the prompts and the request settings: results compare
     /// only where theirs are equal.
     pub(super) sha256: String,
 }
 
 impl PromptSet {
-    /// `q.prompts` prompts drawn from the spec's seed: every combination of
-    /// a topic and a form in a seeded order, then numbered variations.
+    /// The dataset's first `q.prompts` prompts, or `q.prompts` prompts
+    /// drawn from the spec's seed: every combination of a topic and a form
+    /// in a seeded order, then numbered variations.
     pub(super) fn new(q: &Quality, seed: u64) -> PromptSet {
+        if let Some(d) = &q.dataset {
+            let items = &d.items[..(q.prompts as usize).min(d.items.len())];
+            let prompts: Vec<String> = items.iter().map(|i| i.prompt.clone()).collect();
+            let sha256 = Self::identity(q, seed, &prompts, Some(&d.sha256));
+            return PromptSet {
+                prompts,
+                expected: items.iter().map(|i| i.answer.clone()).collect(),
+                sha256,
+            };
+        }
         let mut combos: Vec<(usize, usize)> = (0..TOPICS.len())
             .flat_map(|t| (0..FORMS.len()).map(move |f| (t, f)))
             .collect();
@@ -147,17 +160,30 @@ impl PromptSet {
                 }
             })
             .collect();
+        let sha256 = Self::identity(q, seed, &prompts, None);
+        PromptSet {
+            prompts,
+            expected: Vec::new(),
+            sha256,
+        }
+    }
+
+    /// SHA-256 over the settings, the prompts, and a dataset's own hash
+    /// (its expected answers and scorer with it).
+    fn identity(q: &Quality, seed: u64, prompts: &[String], dataset: Option<&str>) -> String {
         let mut h = Sha256::new();
         h.update(format!(
             "max_tokens={} logprobs={} api={:?} seed={seed}\n",
             q.max_tokens, q.logprobs, q.api
         ));
-        for p in &prompts {
+        if let Some(d) = dataset {
+            h.update(format!("dataset={d} scorer={:?}\n", q.scorer));
+        }
+        for p in prompts {
             h.update(p.as_bytes());
             h.update([0]);
         }
-        let sha256 = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        PromptSet { prompts, sha256 }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
@@ -412,10 +438,17 @@ pub(super) fn settle(
     phases: &BTreeMap<ServerKey, Phase>,
     results: &mut Results<PointConfig>,
 ) {
+    let scorer = q.scorer.as_ref().and_then(|s| {
+        infer_bench_results::accuracy::Scorer::new(&s.name, s.pattern.as_deref(), s.tolerance).ok()
+    });
     let mut figures: BTreeMap<ServerKey, PointQuality> = BTreeMap::new();
     for (key, phase) in phases {
         let reference = reference_of(q, key);
-        figures.insert(key.clone(), figures_of(set, key, &reference, phase, phases));
+        let mut f = figures_of(set, key, reference.as_ref(), phase, phases);
+        if let Some(scorer) = &scorer {
+            f.accuracy = accuracy_of(scorer, set, phase);
+        }
+        figures.insert(key.clone(), f);
     }
     for p in &mut results.points {
         let key = key_of(&p.config);
@@ -456,16 +489,45 @@ pub(super) fn settle(
     }
 }
 
+/// Task accuracy: of the prompts with an expected answer, the share
+/// answered right; a prompt that got no answer counts as wrong.
+fn accuracy_of(
+    scorer: &infer_bench_results::accuracy::Scorer,
+    set: &PromptSet,
+    phase: &Phase,
+) -> Option<AccuracyResult> {
+    let (mut scored, mut correct) = (0u64, 0u64);
+    for (expected, answer) in set.expected.iter().zip(&phase.answers) {
+        let Some(expected) = expected else { continue };
+        scored += 1;
+        if answer
+            .as_ref()
+            .is_some_and(|a| scorer.score(a.text.unencoded(), expected))
+        {
+            correct += 1;
+        }
+    }
+    let (low, high) = wilson(correct, scored, Z95)?;
+    Some(AccuracyResult {
+        scorer: scorer.name().to_string(),
+        scored,
+        correct,
+        rate: correct as f64 / scored as f64,
+        low,
+        high,
+    })
+}
+
 fn figures_of(
     set: &PromptSet,
     key: &ServerKey,
-    reference: &ServerKey,
+    reference: Option<&ServerKey>,
     phase: &Phase,
     phases: &BTreeMap<ServerKey, Phase>,
 ) -> PointQuality {
     let mut out = PointQuality {
-        reference: label(reference),
-        is_reference: key == reference,
+        reference: reference.map(label).unwrap_or_default(),
+        is_reference: reference == Some(key),
         prompt_set: set.sha256.clone(),
         prompts: set.prompts.len() as u64,
         answered: phase.answered(),
@@ -474,6 +536,9 @@ fn figures_of(
         elapsed_s: phase.elapsed_s,
         ..PointQuality::default()
     };
+    let Some(reference) = reference else {
+        return out;
+    };
     let Some(base) = phases.get(reference) else {
         out.note = Some(format!(
             "the reference {} did not answer in this run (not on this run's matrix or partition, or its server failed)",
@@ -481,18 +546,20 @@ fn figures_of(
         ));
         return out;
     };
-    // Pairs by prompt: where both answered.
+    // Pairs by prompt, wherever the reference answered: a prompt this
+    // server did not answer counts as an empty answer, different from
+    // the reference's, so failing prompts cannot raise the agreement.
     let (mut r, mut c, mut index) = (Vec::new(), Vec::new(), Vec::new());
     for (i, (a, b)) in base.answers.iter().zip(&phase.answers).enumerate() {
-        if let (Some(a), Some(b)) = (a, b) {
+        if let Some(a) = a {
             r.push(a.clone());
-            c.push(b.clone());
+            c.push(b.clone().unwrap_or_default());
             index.push(i);
         }
     }
     let Some(g) = agreement(&r, &c) else {
         out.note = Some(format!(
-            "no prompt was answered by both this server and the reference {}",
+            "the reference {} answered no prompt",
             label(reference)
         ));
         return out;
@@ -535,12 +602,14 @@ mod tests {
 
     fn quality(prompts: u32) -> Quality {
         Quality {
-            reference: QualityReference::Precision("bf16".into()),
+            reference: Some(QualityReference::Precision("bf16".into())),
             prompts,
             max_tokens: 16,
             logprobs: 3,
             api: QualityApi::Chat,
             concurrency: 4,
+            dataset: None,
+            scorer: None,
         }
     }
 

@@ -135,14 +135,14 @@ pub fn render(sources: &[Source]) -> String {
     }
 
     out.push_str(&crate::capacity::markdown(sources));
-    let quality = super::quality::markdown_rows(sources);
+    let (header, quality) = super::quality::markdown_table(sources);
     if !quality.is_empty() {
         out.push_str("## Quality beside speed\n\n");
-        out.push_str("Each server answered the same prompts greedily, outside the timed window; agreement is the share of answers equal to the reference's, with its 95% Wilson interval.\n\n");
+        out.push_str("Each server answered the same prompts greedily, outside the timed window; agreement is the share of answers equal to the reference's, accuracy the share a dataset's scorer finds right, each with its 95% Wilson interval.\n\n");
         table(
             &mut out,
-            super::quality::HEADER,
-            |i| !super::quality::left(i),
+            &header,
+            |i| !super::quality::left(header[i]),
             &quality,
         );
         out.push('\n');

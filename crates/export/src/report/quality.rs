@@ -85,8 +85,9 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// The columns of the quality table.
-pub(crate) const HEADER: &[&str] = &[
+/// The columns of the quality table; `accuracy` and its interval follow
+/// `answered` where a server has task accuracy ([`header`]).
+const HEADER: &[&str] = &[
     "server",
     "answered",
     "agreement",
@@ -99,26 +100,54 @@ pub(crate) const HEADER: &[&str] = &[
     "note",
 ];
 
-/// Whether column `i` of [`HEADER`] holds text (left-aligned).
-pub(crate) fn left(i: usize) -> bool {
-    matches!(i, 0 | 3 | 9)
+/// The columns of the quality table of these servers.
+fn header_of(servers: &[Server<'_>]) -> Vec<&'static str> {
+    let mut h = HEADER.to_vec();
+    if servers.iter().any(|s| s.quality.accuracy.is_some()) {
+        h.splice(2..2, ["accuracy", "accuracy interval"]);
+    }
+    h
 }
 
-/// One row per server, as plain text (each format escapes its cells).
+/// Whether a column holds text (left-aligned).
+pub(crate) fn left(name: &str) -> bool {
+    matches!(
+        name,
+        "server" | "95% interval" | "accuracy interval" | "note"
+    )
+}
+
+/// One row per server, as plain text (each format escapes its cells), in
+/// the columns of [`header_of`].
 fn rows(servers: &[Server<'_>]) -> Vec<Vec<String>> {
+    let accuracy = header_of(servers).contains(&"accuracy");
     servers
         .iter()
         .map(|s| {
             let q = s.quality;
             let a = q.agreement.as_ref();
             let dash = || "-".to_string();
-            vec![
+            let mut row = vec![
                 format!(
                     "{}{}",
                     s.name,
                     if q.is_reference { " (reference)" } else { "" }
                 ),
                 format!("{}/{}", q.answered, q.prompts),
+            ];
+            if accuracy {
+                let x = q.accuracy.as_ref();
+                row.push(x.map_or_else(dash, |x| pct(x.rate)));
+                row.push(x.map_or_else(dash, |x| {
+                    format!(
+                        "[{:.1}, {:.1}] ({})",
+                        x.low * 100.0,
+                        x.high * 100.0,
+                        x.scorer
+                    )
+                }));
+            }
+            row.extend([
                 a.map_or_else(dash, |a| pct(a.exact_match)),
                 a.map_or_else(dash, |a| {
                     format!("[{:.1}, {:.1}]", a.exact_low * 100.0, a.exact_high * 100.0)
@@ -134,15 +163,17 @@ fn rows(servers: &[Server<'_>]) -> Vec<Vec<String>> {
                 },
                 format!("{:.1}", q.elapsed_s),
                 q.note.clone().unwrap_or_default(),
-            ]
+            ]);
+            row
         })
         .collect()
 }
 
-/// The rows of the Markdown report's quality table ([`HEADER`]), plain
-/// text; empty without quality figures.
-pub(crate) fn markdown_rows(sources: &[Source]) -> Vec<Vec<String>> {
-    rows(&servers(sources))
+/// The Markdown report's quality table: its columns and a row per
+/// server, plain text; no rows without quality figures.
+pub(crate) fn markdown_table(sources: &[Source]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let servers = servers(sources);
+    (header_of(&servers), rows(&servers))
 }
 
 /// The section; nothing without quality figures.
@@ -157,9 +188,13 @@ pub(crate) fn section(
     };
     let _ = write!(
         h,
-        "<section id=\"quality\"><h2>Quality beside speed</h2><p class=\"lead\">Each server answered the same {} prompts greedily, outside the timed window; its answers are compared with the reference's ({}). Agreement: the share of answers equal to the reference's, with its 95% Wilson interval. Up and to the right is better: a precision that moves right but down trades answers for speed.</p><div class=\"charts\">",
+        "<section id=\"quality\"><h2>Quality beside speed</h2><p class=\"lead\">Each server answered the same {} prompts greedily, outside the timed window; its answers are compared with the reference's ({}). Agreement: the share of answers equal to the reference's, with its 95% Wilson interval; accuracy, where a dataset holds expected answers: the share its scorer finds right. Up and to the right is better: a precision that moves right but down trades answers for speed.</p><div class=\"charts\">",
         first.quality.prompts,
-        escape(&first.quality.reference)
+        if first.quality.reference.is_empty() {
+            "none named".to_string()
+        } else {
+            escape(&first.quality.reference)
+        }
     );
     let mut c = Chart::new(
         "Agreement with the reference against best output tokens/s",
@@ -200,17 +235,18 @@ pub(crate) fn section(
         );
     }
     h.push_str("</div><div class=\"table-wrap\"><table><thead><tr>");
-    for (i, name) in HEADER.iter().enumerate() {
-        let class = if left(i) { " class=\"l\"" } else { "" };
+    let header = header_of(&servers);
+    for name in &header {
+        let class = if left(name) { " class=\"l\"" } else { "" };
         let _ = write!(h, "<th{class}>{}</th>", escape(name));
     }
     h.push_str("</tr></thead><tbody>");
     for row in rows(&servers) {
         h.push_str("<tr>");
-        for (i, c) in row.iter().enumerate() {
-            let class = match i {
-                _ if i + 1 == HEADER.len() => " class=\"l wrap\"",
-                _ if left(i) => " class=\"l\"",
+        for (c, name) in row.iter().zip(&header) {
+            let class = match *name {
+                "note" => " class=\"l wrap\"",
+                _ if left(name) => " class=\"l\"",
                 _ => "",
             };
             let _ = write!(h, "<td{class}>{}</td>", escape(c));

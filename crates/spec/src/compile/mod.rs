@@ -73,8 +73,8 @@ pub fn compile_regression(file: &str, source: &str) -> Result<Regression, SpecEr
         repo: Path::new("."),
         sizes: crate::budget::Sizes::default(),
     };
-    let has_quality = raw.quality.is_some();
-    let regression = cx.regression(raw.regression.unwrap_or_default(), &raw.name, has_quality);
+    let measures = quality::Measures::of(raw.quality.as_ref());
+    let regression = cx.regression(raw.regression.unwrap_or_default(), &raw.name, measures);
     if cx.errors.is_empty() {
         Ok(regression)
     } else {
@@ -240,11 +240,8 @@ impl Cx<'_> {
             .matrix
             .map(|m| self.matrix(m, &targets, &models, &workloads))
             .unwrap_or_default();
-        let has_quality = raw.quality.is_some();
-        let slo = raw
-            .slo
-            .map(|s| self.slo(s, has_quality))
-            .unwrap_or_default();
+        let measures = quality::Measures::of(raw.quality.as_ref());
+        let slo = raw.slo.map(|s| self.slo(s, measures)).unwrap_or_default();
         let goodput = raw
             .goodput
             .map(|g| Goodput {
@@ -262,8 +259,7 @@ impl Cx<'_> {
         let quality = raw
             .quality
             .map(|q| self.quality(q, &targets, &models, &matrix));
-        let regression =
-            self.regression(raw.regression.unwrap_or_default(), &raw.name, has_quality);
+        let regression = self.regression(raw.regression.unwrap_or_default(), &raw.name, measures);
         Spec {
             name: raw.name,
             description: raw.description,

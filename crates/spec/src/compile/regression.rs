@@ -14,16 +14,15 @@ impl Cx<'_> {
         &mut self,
         r: RawRegression,
         spec_name: &str,
-        has_quality: bool,
+        quality: super::quality::Measures,
     ) -> Regression {
         let pct = |x: f64| Percent::new(x).expect("valid");
         let gates = match r.metrics {
-            None if has_quality => {
+            None => {
                 let mut gates = default_gates();
-                gates.extend(quality_gates());
+                gates.extend(quality_gates(quality.agreement, quality.accuracy));
                 gates
             }
-            None => default_gates(),
             Some(list) => {
                 let mut out = Vec::new();
                 for (i, g) in list.into_iter().enumerate() {
@@ -38,11 +37,10 @@ impl Cx<'_> {
                             ),
                             suggestion(&g.metric, Metric::names()),
                         ),
-                        Ok(m) if m.is_quality() && !has_quality => self.err(
-                            &format!("{key}.metric"),
-                            format!("`{m}` is measured by the quality phase, and the spec has no [quality] table"),
-                            Some("add a [quality] table that names the reference, e.g. reference = \"bf16\"".into()),
-                        ),
+                        Ok(m) if quality.missing(m).is_some() => {
+                            let (message, fix) = quality.missing(m).unwrap_or_default();
+                            self.err(&format!("{key}.metric"), message, Some(fix));
+                        }
                         Ok(m) => {
                             if !m.is_distribution() && g.stat.is_some() {
                                 self.key_err(
@@ -203,20 +201,29 @@ pub fn default_gates() -> Vec<Gate> {
     ]
 }
 
-/// The gate a spec with `[quality]` adds to the defaults: exact-match
-/// agreement within 5 points of the baseline's. With the default 200
-/// prompts, a drop from 96% to 80% is REGRESSED and the same answers are
-/// UNCHANGED (docs/regression.md, "Quality gates"). The mean KL is not
-/// among the defaults: per prompt it is heavy-tailed (most positions
-/// agree, a few diverge), so a few hundred prompts rarely bound it within
-/// a band; gate it with an SLO (`kl_mean = "< 0.02"`) or name it in
-/// `metrics` with a wide band.
-pub fn quality_gates() -> Vec<Gate> {
-    vec![Gate {
-        metric: Metric::Agreement,
+/// The gates a spec with `[quality]` adds to the defaults: exact-match
+/// `agreement` within 5 points of the baseline's where it names a
+/// reference, and task `accuracy` within 5 points where it scores a
+/// dataset. With the default 200 prompts, a drop of agreement from 96% to
+/// 80% is REGRESSED and the same answers are UNCHANGED
+/// (docs/regression.md, "Quality gates"). The mean KL is not among the
+/// defaults: per prompt it is heavy-tailed (most positions agree, a few
+/// diverge), so a few hundred prompts rarely bound it within a band;
+/// gate it with an SLO (`kl_mean = "< 0.02"`) or name it in `metrics`.
+pub fn quality_gates(agreement: bool, accuracy: bool) -> Vec<Gate> {
+    let gate = |metric| Gate {
+        metric,
         stat: None,
         noise: Percent::new(5.0).expect("valid"),
-    }]
+    };
+    let mut gates = Vec::new();
+    if agreement {
+        gates.push(gate(Metric::Agreement));
+    }
+    if accuracy {
+        gates.push(gate(Metric::Accuracy));
+    }
+    gates
 }
 
 /// A path relative to the repository's root that stays inside it.

@@ -8,7 +8,7 @@ use crate::raw::*;
 use infer_bench_results::metric::{Kind, Metric};
 
 impl Cx<'_> {
-    pub(super) fn slo(&mut self, s: RawSlo, has_quality: bool) -> Vec<SloGate> {
+    pub(super) fn slo(&mut self, s: RawSlo, quality: super::quality::Measures) -> Vec<SloGate> {
         let fields = [
             (Metric::Ttft, s.ttft),
             (Metric::TtftFromSend, s.ttft_from_send),
@@ -28,6 +28,7 @@ impl Cx<'_> {
             (Metric::TokenAgreement, s.token_agreement),
             (Metric::FirstDiff, s.first_diff),
             (Metric::KlMean, s.kl_mean),
+            (Metric::Accuracy, s.accuracy),
         ];
         // `latency`: the whole request's latency (`e2e`), under the name a
         // non-streaming kind (embeddings, rerank) knows it by.
@@ -62,12 +63,8 @@ impl Cx<'_> {
                             Threshold::Number(_)
                         )
                 );
-                if metric.is_quality() && !has_quality {
-                    self.key_err(
-                        &key,
-                        format!("`{metric}` is measured by the quality phase, and the spec has no [quality] table"),
-                        Some("add a [quality] table that names the reference, e.g. reference = \"bf16\"".into()),
-                    );
+                if let Some((message, fix)) = quality.missing(metric) {
+                    self.key_err(&key, message, Some(fix));
                 } else if !fits {
                     self.err(
                         &key,

@@ -568,7 +568,7 @@ impl Cx<'_> {
     /// same checker `run` uses, keeping the window's requests.
     /// Reads a file a spec names (a dataset, a trace) as UTF-8 text within
     /// `limit` bytes, with its SHA-256; an error at `pk` otherwise.
-    fn read_text(
+    pub(super) fn read_text(
         &mut self,
         pk: &str,
         path: &std::path::Path,
