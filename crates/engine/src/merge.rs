@@ -431,6 +431,24 @@ fn merge_agents(
         }
     }
     crate::run::assess::assess(spec, &mut pr);
+    // Quality: the agent that asked (the first), with the quality SLOs it
+    // judged once every server had answered.
+    if let Some(asked) = parts.iter().find(|(_, _, s)| s.quality.is_some()) {
+        pr.quality = asked.2.quality.clone();
+        pr.slo.extend(
+            asked
+                .2
+                .slo
+                .iter()
+                .filter(|s| {
+                    s.metric
+                        .parse::<infer_bench_results::metric::Metric>()
+                        .is_ok_and(|m| m.is_quality())
+                })
+                .cloned(),
+        );
+        pr.slo_pass = (!pr.slo.is_empty()).then(|| pr.slo.iter().all(|s| s.pass));
+    }
     for (k, _, share) in &parts {
         for w in &share.warnings {
             pr.warnings
