@@ -365,6 +365,40 @@ pub struct PointReport {
     pub unjudged: Option<Unjudged>,
 }
 
+impl GateReport {
+    /// A gate's report before its judgement: INSUFFICIENT, no figures.
+    pub(crate) fn undecided(
+        metric: Metric,
+        stat: Option<&infer_bench_spec::Stat>,
+        scale: Scale,
+        within_run: bool,
+    ) -> GateReport {
+        GateReport {
+            metric: metric.name().to_string(),
+            stat: stat.map(|s| s.name()),
+            label: gate_label(metric, stat),
+            unit: metric.unit().to_string(),
+            decision: Decision::Insufficient,
+            scale,
+            baseline: None,
+            new: None,
+            change: None,
+            change_low: None,
+            change_high: None,
+            noise_band: None,
+            achieved_confidence: None,
+            m: 0,
+            n: 0,
+            within_run,
+            over_prompts: false,
+            note: None,
+            confirmations: Vec::new(),
+            shortfall: None,
+            history: None,
+        }
+    }
+}
+
 impl PointReport {
     /// Whether a gate of speed (not of quality) is REGRESSED: what a
     /// confirmation re-run can confirm.
@@ -1168,29 +1202,7 @@ fn judge_gate(
     } else {
         Scale::Relative
     };
-    let mut report = GateReport {
-        metric: metric.name().to_string(),
-        stat: stat.map(|s| s.name()),
-        label: gate_label(metric, stat),
-        unit: metric.unit().to_string(),
-        decision: Decision::Insufficient,
-        scale,
-        baseline: None,
-        new: None,
-        change: None,
-        change_low: None,
-        change_high: None,
-        noise_band: None,
-        achieved_confidence: None,
-        m: 0,
-        n: 0,
-        within_run: sides.within_run,
-        over_prompts: false,
-        note: None,
-        confirmations: Vec::new(),
-        shortfall: None,
-        history: None,
-    };
+    let mut report = GateReport::undecided(metric, stat, scale, sides.within_run);
     if let Some(problem) = problem {
         report.note = Some(problem.to_string());
         return report;

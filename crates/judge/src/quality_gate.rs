@@ -32,7 +32,6 @@ use infer_bench_results::quality::PointQuality;
 use infer_bench_spec::Gate;
 
 use crate::compare::{Decision, GateReport, Scale, Settings, Shortfall};
-use crate::rules::gate_label;
 use crate::stats::{self, Verdict};
 
 /// The fewest prompts a side must have compared (or scored) for a quality
@@ -96,27 +95,8 @@ pub(crate) fn judge(
         Scale::Relative
     };
     let mut report = GateReport {
-        metric: metric.name().to_string(),
-        stat: None,
-        label: gate_label(metric, None),
-        unit: metric.unit().to_string(),
-        decision: Decision::Insufficient,
-        scale,
-        baseline: None,
-        new: None,
-        change: None,
-        change_low: None,
-        change_high: None,
-        noise_band: None,
-        achieved_confidence: None,
-        m: 0,
-        n: 0,
-        within_run: false,
         over_prompts: true,
-        note: None,
-        confirmations: Vec::new(),
-        shortfall: None,
-        history: None,
+        ..GateReport::undecided(metric, None, scale, false)
     };
     if let Some(problem) = problem {
         report.note = Some(problem.to_string());

@@ -196,27 +196,7 @@ impl Client {
     /// declares it, else as the server names it (`/v1/models`).
     fn open(job: &PointJob<'_>, server: &Server, env: &PlanEnv<'_>) -> Result<Client, PointError> {
         let cfg = &job.point.config;
-        let api_key = cfg
-            .target
-            .api_key_env
-            .as_ref()
-            .and_then(|v| std::env::var(v).ok());
-        // The compiler resolved the path against the spec's folder and
-        // checked the file; one that changed since fails the point, never
-        // silently.
-        let ca_cert_pem = match cfg.target.ca_cert.as_ref() {
-            Some(path) => Some(
-                infer_bench_spec::files::read_regular(
-                    std::path::Path::new(path),
-                    infer_bench_spec::files::MAX_CA_CERT_BYTES,
-                )
-                .map_err(|source| PointError::CaCert {
-                    path: path.clone(),
-                    source,
-                })?,
-            ),
-            None => None,
-        };
+        let (api_key, ca_cert_pem) = credentials(cfg)?;
         let conns = Connections::of(&cfg.load, env.opts.agent);
         let base_url = server.base_url();
         let options = ClientOptions {
@@ -307,6 +287,35 @@ impl Client {
             stats_path,
         })
     }
+}
+
+/// The target's API key (from the environment variable it names) and CA
+/// certificate: what every client of the target is built with.
+pub(super) fn credentials(
+    cfg: &PointConfig,
+) -> Result<(Option<String>, Option<Vec<u8>>), PointError> {
+    let api_key = cfg
+        .target
+        .api_key_env
+        .as_ref()
+        .and_then(|v| std::env::var(v).ok());
+    // The compiler resolved the path against the spec's folder and
+    // checked the file; one that changed since fails the point, never
+    // silently.
+    let ca_cert_pem = match cfg.target.ca_cert.as_ref() {
+        Some(path) => Some(
+            infer_bench_spec::files::read_regular(
+                std::path::Path::new(path),
+                infer_bench_spec::files::MAX_CA_CERT_BYTES,
+            )
+            .map_err(|source| PointError::CaCert {
+                path: path.clone(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
+    Ok((api_key, ca_cert_pem))
 }
 
 /// A point's runs so far: their results and merged tallies, its telemetry,

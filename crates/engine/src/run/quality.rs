@@ -341,21 +341,8 @@ fn keep(phase: &mut Phase, i: usize, status: u16, body: &[u8]) {
 
 /// A client with the target's headers, key and TLS roots.
 fn http_client(cfg: &PointConfig, server: &Server, q: &Quality) -> Result<reqwest::Client, Failed> {
-    let api_key = cfg
-        .target
-        .api_key_env
-        .as_ref()
-        .and_then(|v| std::env::var(v).ok());
-    let ca_cert_pem = match cfg.target.ca_cert.as_ref() {
-        Some(path) => Some(
-            infer_bench_spec::files::read_regular(
-                std::path::Path::new(path),
-                infer_bench_spec::files::MAX_CA_CERT_BYTES,
-            )
-            .map_err(|e| Failed::new("client", format!("the CA certificate {path}: {e}")))?,
-        ),
-        None => None,
-    };
+    let (api_key, ca_cert_pem) =
+        super::point::credentials(cfg).map_err(|e| Failed::new("client", e.to_string()))?;
     let base_url = server.base_url();
     client::http_client(&ClientOptions {
         base_url: &base_url,
