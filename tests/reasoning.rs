@@ -66,7 +66,7 @@ fn run_with(script: Script, extra: &str) -> Ran {
     rt.block_on(server.wait_idle());
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["version"], 5);
+    assert_eq!(results["version"], infer_bench_results::VERSION);
     let point = results["points"][0].clone();
     let merged = &point["merged"];
     assert_eq!(merged["requests"]["succeeded"], REQUESTS, "{merged}");

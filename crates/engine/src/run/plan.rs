@@ -318,7 +318,18 @@ impl PlanRun<'_> {
                 sim: info.as_ref().filter(|i| i.kv_dtype.is_some()),
             });
         }
-        self.ask_quality(first, &server, &name);
+        // Only a server of text generation is asked (an embedder, a
+        // reranker or a tensor model has no answers to compare).
+        let generates = group.iter().any(|&i| {
+            use infer_bench_spec::raw::Api;
+            matches!(
+                self.plan.points[i].config.workload.api,
+                Api::Chat | Api::Completions | Api::Responses | Api::Messages
+            )
+        });
+        if generates {
+            self.ask_quality(first, &server, &name);
+        }
         let mut dead: Option<String> = None;
         let total = self.plan.points.len();
         for &i in group {
