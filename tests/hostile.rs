@@ -392,3 +392,49 @@ fn a_reset_before_any_byte_is_a_connect_failure_not_truncated() {
     let example = run.example("connect");
     assert!(example.to_lowercase().contains("reset"), "{example}");
 }
+
+/// The quality phase against hostile servers: an endless line and an
+/// endless error body answer every quality prompt. Each prompt is read
+/// only up to its bound and counted in its class, the run completes within
+/// the memory bound, and the server's agreement with the reference (the
+/// simulator in virtual time) is 0%: prompts it failed count as answers
+/// different from the reference's, never as no evidence.
+#[test]
+fn quality_prompts_against_endless_answers_are_bounded_and_count_against_the_server() {
+    for (mode, class) in [
+        (Hostility::EndlessLine, "too_large"),
+        (Hostility::EndlessErrorBody, "status_500"),
+    ] {
+        let rt = runtime();
+        let server = rt.block_on(HostileServer::start(mode)).unwrap();
+        let text = format!(
+            "name = \"hostile-quality\"\nseed = 3\n\n[targets.t]\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+             [targets.ref]\nkind = \"sim\"\ngpu = \"h100-sxm\"\nsim = {{ clock = \"virtual\" }}\n\n\
+             [models.m]\npreset = \"llama-3.1-8b\"\nserved_name = \"hostile-model\"\n\n\
+             [workloads.w]\napi = \"completions\"\ninput_tokens = 8\noutput_tokens = 6\n\n\
+             [load]\nconcurrency = 1\nrequests = 2\ntimeouts = {{ connect = \"2s\", first_token = \"5s\", idle = \"2s\", total = \"20s\" }}\n\n\
+             [matrix]\ntarget = [\"ref\", \"t\"]\n\n\
+             [quality]\nreference_target = \"ref\"\nprompts = 20\nmax_tokens = 16\nconcurrency = 4\n",
+            server.base_url()
+        );
+        let run = run_spec(&text);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        assert!(
+            run.max_rss_kb < RSS_BOUND_KB,
+            "{mode:?}: peak RSS {} KiB",
+            run.max_rss_kb
+        );
+        let t = run.results["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["config"]["target"]["name"] == "t")
+            .unwrap();
+        let q = &t["quality"];
+        assert_eq!(q["answered"], 0, "{mode:?}: {q}");
+        assert_eq!(q["failures"][class], 20, "{mode:?}: {q}");
+        assert!(q["failure_example"].as_str().is_some(), "{q}");
+        assert_eq!(q["agreement"]["compared"], 20, "{q}");
+        assert_eq!(q["agreement"]["exact_match"], 0.0, "{q}");
+    }
+}

@@ -373,6 +373,9 @@ impl Failed {
     }
 }
 
+/// The most bytes of an error response read, for its message.
+const ERROR_BODY_BYTES: usize = 4096;
+
 /// What one prompt got: its status and body, or why it got none.
 type Posted = Result<(u16, Vec<u8>), Failed>;
 
@@ -404,6 +407,13 @@ async fn post(
         Ok(Ok(r)) => r,
     };
     let status = response.status().as_u16();
+    if !response.status().is_success() {
+        // An error's body is read for its message only.
+        return Ok((
+            status,
+            client::read_capped(response, ERROR_BODY_BYTES, deadline).await,
+        ));
+    }
     let body = client::read_capped(response, cap + 1, deadline).await;
     if body.len() > cap {
         return Err(Failed::new(
