@@ -75,6 +75,32 @@ pub struct Sizes {
     pub tokenizers: std::collections::BTreeMap<String, (String, u64)>,
 }
 
+/// The most the quality phase's answers may hold (`[quality]`): every
+/// server's answers are kept, with their tokens and alternatives, until
+/// the run ends, when each is compared with its reference's.
+pub const QUALITY_BUDGET_BYTES: u64 = 1 << 30;
+
+/// Bytes held per token entry of a kept answer (a token, or one of its
+/// alternatives): its text on the heap and its log-probability.
+pub const QUALITY_ENTRY_BYTES: u64 = 128;
+
+/// The quality phase's answers at their largest: per server and prompt,
+/// the text (up to what `max_tokens` tokens of the longest kept token
+/// could spell, and never over the reader's bound) and `max_tokens` x
+/// `(1 + logprobs)` token entries of [`QUALITY_ENTRY_BYTES`].
+pub fn quality_bytes(servers: u64, prompts: u64, max_tokens: u64, logprobs: u64) -> u64 {
+    use infer_bench_results::quality::{MAX_TEXT_BYTES, MAX_TOKEN_BYTES};
+    let text = max_tokens
+        .saturating_mul(MAX_TOKEN_BYTES as u64)
+        .min(MAX_TEXT_BYTES as u64);
+    let entries = max_tokens
+        .saturating_mul(1 + logprobs)
+        .saturating_mul(QUALITY_ENTRY_BYTES);
+    servers
+        .saturating_mul(prompts)
+        .saturating_mul(text.saturating_add(entries))
+}
+
 /// What a point's estimate is made of.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Inputs {
@@ -234,6 +260,22 @@ mod tests {
             largest_body_bytes: body_mb << 20,
             most_messages: messages,
         })
+    }
+
+    #[test]
+    fn quality_answers_count_their_text_and_token_entries() {
+        // 200 prompts of 64 tokens with 5 alternatives: up to 16 KiB of
+        // text and 384 entries each.
+        assert_eq!(
+            quality_bytes(1, 200, 64, 5),
+            200 * (64 * 256 + 64 * 6 * QUALITY_ENTRY_BYTES)
+        );
+        // The text never counts more than the reader keeps.
+        assert_eq!(
+            quality_bytes(1, 1, 4096, 0),
+            64 * 1024 + 4096 * QUALITY_ENTRY_BYTES
+        );
+        assert_eq!(quality_bytes(u64::MAX, 2, 2, 2), u64::MAX);
     }
 
     #[test]

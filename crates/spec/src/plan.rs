@@ -465,6 +465,7 @@ impl Plan {
                 }
             }
         }
+        errors.extend(quality_over_budget(spec, &points));
         if !errors.is_empty() {
             return Err(SpecErrors(errors));
         }
@@ -793,6 +794,44 @@ fn slug_of(config: &PointConfig) -> String {
 /// (`crate::budget`), at the key of its largest part: the load level
 /// (as an axis of the matrix or in `[load]`), the dataset's path or the
 /// tokenizer.
+/// The quality phase keeps every server's answers until the run ends: an
+/// error at `quality.prompts` when they could hold more than
+/// [`crate::budget::QUALITY_BUDGET_BYTES`].
+fn quality_over_budget(spec: &Spec, points: &[Point]) -> Option<SpecError> {
+    use crate::budget;
+    let q = spec.quality.as_ref()?;
+    let servers: std::collections::BTreeSet<(&str, &str, Option<&str>)> = points
+        .iter()
+        .map(|p| {
+            let c = &p.config;
+            (
+                c.target.name.as_str(),
+                c.model.name.as_str(),
+                c.precision.as_ref().map(|p| p.name.as_str()),
+            )
+        })
+        .collect();
+    let n = servers.len() as u64;
+    let (prompts, tokens, top) = (
+        u64::from(q.prompts),
+        u64::from(q.max_tokens),
+        u64::from(q.logprobs),
+    );
+    let bytes = budget::quality_bytes(n, prompts, tokens, top);
+    if bytes <= budget::QUALITY_BUDGET_BYTES {
+        return None;
+    }
+    Some(spec.error(
+        "quality.prompts",
+        format!(
+            "the quality phase would keep up to {} of answers, over its budget of {}: {n} server(s) x {prompts} prompts x {tokens} tokens, each with {top} alternatives",
+            budget::fmt_size(bytes),
+            budget::fmt_size(budget::QUALITY_BUDGET_BYTES),
+        ),
+        Some("ask fewer prompts, or shorter answers (max_tokens), or fewer alternatives (logprobs)".into()),
+    ))
+}
+
 fn over_budget(spec: &Spec, p: &Point) -> Option<SpecError> {
     use crate::budget::{self, Part};
     let w = &p.config.workload;
