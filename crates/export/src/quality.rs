@@ -3,8 +3,6 @@
 //! per server: every point of a server shares its quality phase) next to
 //! its best throughput, so the trade-off reads at a glance.
 
-use std::collections::BTreeMap;
-
 use super::table::{Align, Table};
 use crate::term::Look;
 use infer_bench_results::quality::PointQuality;
@@ -35,60 +33,52 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// One server's figures and the points that ran on it.
-struct Server<'a> {
-    quality: &'a PointQuality,
-    best_tokens_per_s: f64,
-    points: usize,
+/// One server of a results file (its target, model and precision): its
+/// quality figures, and the best output tokens/s of its complete points.
+pub(crate) struct Server<'a> {
+    /// `target/model/precision`.
+    pub name: String,
+    pub quality: &'a PointQuality,
+    /// `None` when none of its points completed.
+    pub best: Option<f64>,
 }
 
-/// The servers of the results, by `target/model/precision`, in the order
+/// The servers of the results that have quality figures, in the order
 /// their first point appears.
-fn servers(r: &Results) -> Vec<(String, Server<'_>)> {
-    let mut order: Vec<String> = Vec::new();
-    let mut by: BTreeMap<String, Server<'_>> = BTreeMap::new();
+pub(crate) fn servers(r: &Results) -> Vec<Server<'_>> {
+    let mut out: Vec<Server<'_>> = Vec::new();
     for p in &r.points {
         let Some(q) = &p.quality else { continue };
         let c = &p.config;
-        let mut key = format!("{}/{}", c.target.name, c.model.name);
+        let mut name = format!("{}/{}", c.target.name, c.model.name);
         if let Some(pr) = &c.precision {
-            key.push('/');
-            key.push_str(&pr.name);
+            name.push('/');
+            name.push_str(&pr.name);
         }
-        let tps = if p.status == infer_bench_results::PointStatus::Complete {
-            p.merged.output_tokens_per_s
-        } else {
-            0.0
-        };
-        match by.get_mut(&key) {
+        let tps = (p.status == infer_bench_results::PointStatus::Complete)
+            .then_some(p.merged.output_tokens_per_s);
+        match out.iter_mut().find(|s| s.name == name) {
             Some(s) => {
-                s.best_tokens_per_s = s.best_tokens_per_s.max(tps);
-                s.points += 1;
+                s.best = match (s.best, tps) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                }
             }
-            None => {
-                order.push(key.clone());
-                by.insert(
-                    key,
-                    Server {
-                        quality: q,
-                        best_tokens_per_s: tps,
-                        points: 1,
-                    },
-                );
-            }
+            None => out.push(Server {
+                name,
+                quality: q,
+                best: tps,
+            }),
         }
     }
-    order
-        .into_iter()
-        .filter_map(|k| by.remove(&k).map(|s| (k, s)))
-        .collect()
+    out
 }
 
 /// The quality table and its notes; `None` without quality figures.
 pub fn table(r: &Results, look: Look) -> Option<String> {
     let servers = servers(r);
-    let first = servers.first()?.1.quality;
-    let accuracy = servers.iter().any(|(_, s)| s.quality.accuracy.is_some());
+    let first = servers.first()?.quality;
+    let accuracy = servers.iter().any(|s| s.quality.accuracy.is_some());
     let mut columns = vec![("server", Align::Left), ("answered", Align::Right)];
     if accuracy {
         columns.extend([("accuracy", Align::Right), ("95% interval", Align::Left)]);
@@ -104,8 +94,8 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
     ]);
     let mut t = Table::new(&columns);
     let mut notes = Vec::new();
-    for (name, s) in &servers {
-        let q = s.quality;
+    for s in &servers {
+        let (name, q) = (&s.name, s.quality);
         let label = if q.is_reference {
             format!("{name} (reference)")
         } else {
@@ -129,7 +119,7 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
             a.map_or("-".into(), |a| pct(a.token_agreement)),
             a.and_then(|a| a.kl_mean)
                 .map_or("-".into(), |k| format!("{k:.4}")),
-            format!("{:.0}", s.best_tokens_per_s),
+            format!("{:.0}", s.best.unwrap_or(0.0)),
             format!("{:.1}", q.elapsed_s),
         ]);
         t.row(row);
@@ -159,7 +149,7 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
         String::new()
     } else if servers
         .iter()
-        .all(|(_, s)| s.quality.reference == first.reference)
+        .all(|s| s.quality.reference == first.reference)
     {
         format!(
             " against {}",

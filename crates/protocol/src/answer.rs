@@ -250,13 +250,8 @@ fn floor(logprob: Option<f64>) -> f64 {
 
 /// `s` cut to at most `max` bytes, at a character boundary.
 fn cut(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
+    let end = infer_bench_results::outside::clip(&s, max).len();
+    s.truncate(end);
     s
 }
 

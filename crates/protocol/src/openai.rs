@@ -117,11 +117,7 @@ pub const MAX_RESPONSE_ID_BYTES: usize = 128;
 
 /// At most [`MAX_RESPONSE_ID_BYTES`] of `id`, cut at a character boundary.
 fn clip_id(id: &str) -> String {
-    let mut end = id.len().min(MAX_RESPONSE_ID_BYTES);
-    while !id.is_char_boundary(end) {
-        end -= 1;
-    }
-    id[..end].to_string()
+    infer_bench_results::outside::clip(id, MAX_RESPONSE_ID_BYTES).to_string()
 }
 
 /// [`interpret`], and the event's `id` into `id` when that is given and

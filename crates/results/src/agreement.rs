@@ -87,11 +87,18 @@ pub struct Agreement {
 /// Compares `candidate[i]` with `reference[i]` for every `i` both have
 /// (answers pair by prompt index); `None` when there is no pair.
 pub fn agreement(reference: &[Answer], candidate: &[Answer]) -> Option<Agreement> {
-    let n = reference.len().min(candidate.len());
+    let pairs: Vec<(&Answer, &Answer)> = reference.iter().zip(candidate).collect();
+    agreement_of(&pairs)
+}
+
+/// [`agreement`] over pairs (reference, candidate) already made, so a
+/// caller that pairs answers by its own rule need not copy them.
+pub fn agreement_of(pairs: &[(&Answer, &Answer)]) -> Option<Agreement> {
+    let n = pairs.len();
     if n == 0 {
         return None;
     }
-    let pairs = || reference[..n].iter().zip(&candidate[..n]);
+    let pairs = || pairs.iter().copied();
     let unit = if pairs().all(|(r, c)| has_tokens(r) && has_tokens(c)) {
         Unit::Tokens
     } else {

@@ -118,6 +118,19 @@ fn show(c: char, out: &mut String) {
     }
 }
 
+/// `s` cut to at most `max` bytes at a character boundary (the one cut
+/// every bounded reader of outside text uses).
+pub fn clip(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// For a terminal or a CI log, on one line: every control character,
 /// ESC and the C1 controls included, and every character that reorders
 /// text is shown as an escape (`\x1b`, `\n`, `\r`, `\u{202e}`), so no
@@ -358,6 +371,13 @@ pub fn prom_label(s: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn clip_cuts_at_a_character_boundary() {
+        assert_eq!(super::clip("héllo", 2), "h");
+        assert_eq!(super::clip("héllo", 3), "hé");
+        assert_eq!(super::clip("abc", 10), "abc");
+    }
+
     #[test]
     fn a_page_keeps_our_lines_and_colours_and_nothing_else() {
         let page = "ok \u{1b}[31mred\u{1b}[0m\n::error::x\n\tok\u{1b}]52;c;QQ==\u{7}\r";

@@ -183,15 +183,3 @@ pub struct QualityExample {
     /// Position of the first differing unit.
     pub first_diff: u64,
 }
-
-/// `s` cut to at most `max` bytes at a character boundary.
-pub fn clip(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}

@@ -545,17 +545,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
                 Out::Done => break,
             }
         }
-        let body = match greedy {
-            Some(g) => {
-                let tokens = ctx.answers.answer(g.prompt, n, g.top_logprobs.unwrap_or(0));
-                let mut body = frames.whole(&answers::text(tokens.iter().map(|t| t.word)), n);
-                if g.top_logprobs.is_some() {
-                    frames.add_logprobs(&mut body, &tokens);
-                }
-                body
-            }
-            None => frames.whole(&text_of(n, id), n),
-        };
+        let body = frames.answer(&ctx.answers, greedy, n, id);
         return Response::json(StatusCode::OK, body.to_string());
     }
     let (response, sender) = Response::stream(StatusCode::OK, "text/event-stream; charset=utf-8");
@@ -624,20 +614,7 @@ pub fn answer_at_once(setup: &Setup, body: &[u8], wire: Wire) -> Result<Vec<u8>,
         model: accepted.model,
         prompt_tokens: accepted.prompt_tokens,
     };
-    let n = accepted.max_tokens;
-    let body = match accepted.greedy {
-        Some(g) => {
-            let tokens = setup
-                .answers
-                .answer(g.prompt, n, g.top_logprobs.unwrap_or(0));
-            let mut body = frames.whole(&answers::text(tokens.iter().map(|t| t.word)), n);
-            if g.top_logprobs.is_some() {
-                frames.add_logprobs(&mut body, &tokens);
-            }
-            body
-        }
-        None => frames.whole(&text_of(n, 0), n),
-    };
+    let body = frames.answer(&setup.answers, accepted.greedy, accepted.max_tokens, 0);
     Ok(body.to_string().into_bytes())
 }
 
@@ -651,6 +628,27 @@ struct Frames {
 }
 
 impl Frames {
+    /// A whole answer of `n` tokens: a greedy request's from `answers`,
+    /// with its log-probabilities where it asked for them; any other the
+    /// filler text of request `id`.
+    fn answer(
+        &self,
+        answers: &Answerer,
+        greedy: Option<request::Greedy>,
+        n: u32,
+        id: u64,
+    ) -> serde_json::Value {
+        let Some(g) = greedy else {
+            return self.whole(&text_of(n, id), n);
+        };
+        let tokens = answers.answer(g.prompt, n, g.top_logprobs.unwrap_or(0));
+        let mut body = self.whole(&answers::text(tokens.iter().map(|t| t.word)), n);
+        if g.top_logprobs.is_some() {
+            self.add_logprobs(&mut body, &tokens);
+        }
+        body
+    }
+
     fn sse(v: &serde_json::Value) -> Bytes {
         Bytes::from(format!("data: {v}\n\n"))
     }

@@ -4,7 +4,7 @@
 
 use infer_bench_results::{PointStatus, Reason, ReasonKind, SloResult};
 use infer_bench_spec::results::PointResult;
-use infer_bench_spec::{Spec, Threshold};
+use infer_bench_spec::{SloGate, Spec, Threshold};
 
 /// The most of a simulated point's time its simulator may lose behind its
 /// own schedule (`infer_bench_sim_lag_seconds_total` over the scrape span)
@@ -209,24 +209,26 @@ fn slos(spec: &Spec, pr: &PointResult) -> Vec<SloResult> {
     spec.slo
         .iter()
         .filter(|g| !g.metric.is_quality())
-        .map(|g| {
-            let value = pr.value(g.metric, g.expr.stat.as_ref());
-            let threshold = match g.expr.threshold {
-                Threshold::Duration(d) => d.as_millis_f64(),
-                Threshold::Percent(p) => p.fraction(),
-                Threshold::Rate(r) => r.as_per_second(),
-                Threshold::Number(n) => n,
-            };
-            let pass = value.is_some_and(|v| g.expr.cmp.holds(v, threshold));
-            SloResult {
-                metric: g.metric.name().to_string(),
-                expr: g.expr.to_string(),
-                value,
-                pass,
-                note: value.is_none().then(|| "no data".to_string()),
-            }
-        })
+        .map(|g| slo_result(g, pr.value(g.metric, g.expr.stat.as_ref())))
         .collect()
+}
+
+/// An SLO held or not by `value`, the metric's figure (`None`: no data,
+/// which fails).
+pub(super) fn slo_result(g: &SloGate, value: Option<f64>) -> SloResult {
+    let threshold = match g.expr.threshold {
+        Threshold::Duration(d) => d.as_millis_f64(),
+        Threshold::Percent(p) => p.fraction(),
+        Threshold::Rate(r) => r.as_per_second(),
+        Threshold::Number(n) => n,
+    };
+    SloResult {
+        metric: g.metric.name().to_string(),
+        expr: g.expr.to_string(),
+        value,
+        pass: value.is_some_and(|v| g.expr.cmp.holds(v, threshold)),
+        note: value.is_none().then(|| "no data".to_string()),
+    }
 }
 
 /// Requests needed before a percentile means something: the smallest n

@@ -363,7 +363,7 @@ impl PlanRun<'_> {
         let phase = super::quality::ask(q, set, cfg, server, self.env.rt, self.env.interrupt);
         self.env.opts.observer.event(&Event::QualityDone {
             group: name,
-            answered: phase.answers.iter().filter(|a| a.is_some()).count() as u64,
+            answered: phase.answered(),
             prompts: set.prompts.len() as u64,
             elapsed: std::time::Duration::from_secs_f64(phase.elapsed_s),
         });

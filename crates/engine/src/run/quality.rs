@@ -15,15 +15,16 @@ use std::time::{Duration, Instant};
 
 use infer_bench_protocol::answer::{self, AnswerApi, AnswerRequest};
 use infer_bench_protocol::{ClientOptions, client};
-use infer_bench_results::agreement::{Z95, agreement, wilson};
+use infer_bench_results::agreement::{Z95, agreement_of, wilson};
+use infer_bench_results::outside::clip;
 use infer_bench_results::quality::{
     AccuracyResult, AgreementResult, Answer, MAX_EXAMPLE_BYTES, MAX_EXAMPLES, MAX_TEXT_BYTES,
-    MAX_TOKEN_BYTES, MAX_TOP, PointQuality, QualityExample, clip,
+    MAX_TOKEN_BYTES, MAX_TOP, PointQuality, QualityExample,
 };
-use infer_bench_results::{Outside, Results, SloResult};
+use infer_bench_results::{Outside, Results};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::raw::QualityApi;
-use infer_bench_spec::{Quality, QualityReference, Spec, Threshold};
+use infer_bench_spec::{Quality, QualityReference, Spec};
 use sha2::{Digest, Sha256};
 
 use super::context::Interrupt;
@@ -172,12 +173,26 @@ impl PromptSet {
     /// (its expected answers and scorer with it).
     fn identity(q: &Quality, seed: u64, prompts: &[String], dataset: Option<&str>) -> String {
         let mut h = Sha256::new();
+        // Spelled out, not Debug-printed: a renamed field must not make
+        // every baseline's prompt set another.
+        let api = match q.api {
+            QualityApi::Chat => "chat",
+            QualityApi::Completions => "completions",
+        };
         h.update(format!(
-            "max_tokens={} logprobs={} api={:?} seed={seed}\n",
-            q.max_tokens, q.logprobs, q.api
+            "max_tokens={} logprobs={} api={api} seed={seed}\n",
+            q.max_tokens, q.logprobs
         ));
         if let Some(d) = dataset {
-            h.update(format!("dataset={d} scorer={:?}\n", q.scorer));
+            let scorer = q.scorer.as_ref().map_or(String::new(), |s| {
+                format!(
+                    "{} pattern={:?} tolerance={:?}",
+                    s.name,
+                    s.pattern.as_deref().unwrap_or(""),
+                    s.tolerance
+                )
+            });
+            h.update(format!("dataset={d} scorer={scorer}\n"));
         }
         for p in prompts {
             h.update(p.as_bytes());
@@ -203,7 +218,7 @@ impl Phase {
         self.failure_example.get_or_insert(message);
     }
 
-    fn answered(&self) -> u64 {
+    pub(super) fn answered(&self) -> u64 {
         self.answers.iter().filter(|a| a.is_some()).count() as u64
     }
 }
@@ -462,25 +477,16 @@ pub(super) fn settle(
                 .is_ok_and(|m| m.is_quality())
         });
         for g in spec.slo.iter().filter(|g| g.metric.is_quality()) {
-            let value = figures.value(g.metric);
-            let threshold = match g.expr.threshold {
-                Threshold::Percent(p) => p.fraction(),
-                Threshold::Number(n) => n,
-                Threshold::Duration(d) => d.as_millis_f64(),
-                Threshold::Rate(r) => r.as_per_second(),
-            };
-            p.slo.push(SloResult {
-                metric: g.metric.name().to_string(),
-                expr: g.expr.to_string(),
-                value,
-                pass: value.is_some_and(|v| g.expr.cmp.holds(v, threshold)),
-                note: value.is_none().then(|| {
+            let mut slo = super::assess::slo_result(g, figures.value(g.metric));
+            if slo.value.is_none() {
+                slo.note = Some(
                     figures
                         .note
                         .clone()
-                        .unwrap_or_else(|| "no quality figure".into())
-                }),
-            });
+                        .unwrap_or_else(|| "no quality figure".into()),
+                );
+            }
+            p.slo.push(slo);
         }
         p.slo_pass = (!p.slo.is_empty()).then(|| p.slo.iter().all(|s| s.pass));
     }
@@ -546,15 +552,15 @@ fn figures_of(
     // Pairs by prompt, wherever the reference answered: a prompt this
     // server did not answer counts as an empty answer, different from
     // the reference's, so failing prompts cannot raise the agreement.
-    let (mut r, mut c, mut index) = (Vec::new(), Vec::new(), Vec::new());
+    let unanswered = Answer::default();
+    let (mut pairs, mut index) = (Vec::new(), Vec::new());
     for (i, (a, b)) in base.answers.iter().zip(&phase.answers).enumerate() {
         if let Some(a) = a {
-            r.push(a.clone());
-            c.push(b.clone().unwrap_or_default());
+            pairs.push((a, b.as_ref().unwrap_or(&unanswered)));
             index.push(i);
         }
     }
-    let Some(g) = agreement(&r, &c) else {
+    let Some(g) = agreement_of(&pairs) else {
         out.note = Some(format!(
             "the reference {} answered no prompt",
             label(reference)
@@ -563,7 +569,9 @@ fn figures_of(
     };
     let (low, high) = wilson(g.exact, g.prompts, Z95).unwrap_or((0.0, 1.0));
     // The answers that left the reference's earliest, side by side.
-    let mut differing: Vec<usize> = (0..r.len()).filter(|&k| r[k].text != c[k].text).collect();
+    let mut differing: Vec<usize> = (0..pairs.len())
+        .filter(|&k| pairs[k].0.text != pairs[k].1.text)
+        .collect();
     differing.sort_by_key(|&k| (g.first_diffs[k], index[k]));
     out.examples = differing
         .into_iter()
@@ -571,8 +579,8 @@ fn figures_of(
         .map(|k| QualityExample {
             index: index[k] as u64,
             prompt: Outside::new(clip(&set.prompts[index[k]], MAX_EXAMPLE_BYTES)),
-            reference: Outside::new(clip(r[k].text.unencoded(), MAX_EXAMPLE_BYTES)),
-            answer: Outside::new(clip(c[k].text.unencoded(), MAX_EXAMPLE_BYTES)),
+            reference: Outside::new(clip(pairs[k].0.text.unencoded(), MAX_EXAMPLE_BYTES)),
+            answer: Outside::new(clip(pairs[k].1.text.unencoded(), MAX_EXAMPLE_BYTES)),
             first_diff: g.first_diffs[k],
         })
         .collect();

@@ -12,9 +12,9 @@ use std::fmt::Write as _;
 use similar::{ChangeTag, TextDiff};
 
 use crate::chart::{self, Axis, Chart, Point, Series, Stroke};
+use crate::quality::Server;
 use crate::xml::escape;
 use infer_bench_judge::analysis::Source;
-use infer_bench_results::quality::PointQuality;
 
 /// Styles of the section: the two answers side by side, the words that
 /// differ marked.
@@ -28,50 +28,22 @@ pub(crate) const STYLE: &str = r#"
 p.prompt { margin: 10px 0 2px; }
 "#;
 
-/// One server: its name, its figures, its best throughput, the source it
-/// came from.
-struct Server<'a> {
-    name: String,
-    quality: &'a PointQuality,
-    best: f64,
-    source: usize,
-}
-
+/// The servers of every source (`crate::quality::servers`), named with
+/// their source's label when there are several.
 fn servers(sources: &[Source]) -> Vec<Server<'_>> {
-    let mut out: Vec<Server<'_>> = Vec::new();
-    for (k, s) in sources.iter().enumerate() {
-        for p in &s.results.points {
-            let Some(q) = &p.quality else { continue };
-            let c = &p.config;
-            let mut name = format!("{}/{}", c.target.name, c.model.name);
-            if let Some(pr) = &c.precision {
-                name.push('/');
-                name.push_str(&pr.name);
-            }
-            if sources.len() > 1 {
-                name = format!("{}: {name}", s.label);
-            }
-            let tps = if p.status == infer_bench_results::PointStatus::Complete {
-                p.merged.output_tokens_per_s
-            } else {
-                f64::NAN
-            };
-            match out.iter_mut().find(|x| x.name == name && x.source == k) {
-                Some(x) => {
-                    if tps.is_finite() && (x.best.is_nan() || x.best < tps) {
-                        x.best = tps;
+    sources
+        .iter()
+        .flat_map(|s| {
+            crate::quality::servers(&s.results)
+                .into_iter()
+                .map(move |mut x| {
+                    if sources.len() > 1 {
+                        x.name = format!("{}: {}", s.label, x.name);
                     }
-                }
-                None => out.push(Server {
-                    name,
-                    quality: q,
-                    best: tps,
-                    source: k,
-                }),
-            }
-        }
-    }
-    out
+                    x
+                })
+        })
+        .collect()
 }
 
 /// Whether the report has a quality section.
@@ -156,11 +128,7 @@ fn rows(servers: &[Server<'_>]) -> Vec<Vec<String>> {
                 a.map_or_else(dash, |a| pct(a.token_agreement)),
                 a.and_then(|a| a.kl_mean)
                     .map_or_else(dash, |k| format!("{k:.4}")),
-                if s.best.is_finite() {
-                    format!("{:.0}", s.best)
-                } else {
-                    dash()
-                },
+                s.best.map_or_else(dash, |b| format!("{b:.0}")),
                 format!("{:.1}", q.elapsed_s),
                 q.note.clone().unwrap_or_default(),
             ]);
@@ -208,13 +176,14 @@ pub(crate) fn section(
         let Some(a) = &s.quality.agreement else {
             continue;
         };
-        let mut p = Point::new(s.best, a.exact_match * 100.0).tip(format!(
+        let best = s.best.unwrap_or(f64::NAN);
+        let mut p = Point::new(best, a.exact_match * 100.0).tip(format!(
             "{}: agreement {} [{:.1}, {:.1}], {:.0} tok/s",
             s.name,
             pct(a.exact_match),
             a.exact_low * 100.0,
             a.exact_high * 100.0,
-            s.best
+            best
         ));
         p.label = Some(s.name.rsplit('/').next().unwrap_or(&s.name).to_string());
         c.series.push(Series {
