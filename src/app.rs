@@ -331,13 +331,12 @@ fn run(args: crate::cli::RunArgs) -> Result<Outcome> {
     if let Some((flag, clock)) = clock {
         if clock == crate::spec::raw::SimClock::Virtual {
             // What validate refuses at `clock = "virtual"`, the flag cannot
-            // ask for: the virtual clock simulates generation requests.
-            let not_served = plan
-                .points
-                .iter()
-                .find(|p| p.config.target.sim.is_some() && !p.config.workload.api.generates());
+            // ask for: the virtual clock does not simulate tensors.
+            let not_served = plan.points.iter().find(|p| {
+                p.config.target.sim.is_some() && !p.config.workload.api.in_virtual_time()
+            });
             if let Some(p) = not_served {
-                return Err(Usage::VirtualWithoutGeneration {
+                return Err(Usage::VirtualTensors {
                     point: p.id.clone(),
                     workload: p.config.workload.name.clone(),
                     api: p.config.workload.api.name(),

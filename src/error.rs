@@ -188,9 +188,9 @@ pub enum Usage {
     )]
     ClockWithoutSimulator { flag: &'static str, spec: PathBuf },
     #[error(
-        "--virtual: point `{point}` sends workload \"{workload}\" ({api}), and the simulator in virtual time serves generation requests only (chat, completions, responses, messages); run it in real time, or leave it out with --only"
+        "--virtual: point `{point}` sends workload \"{workload}\" ({api}), and the simulator in virtual time serves generation, embeddings and rerank requests, not tensors; run it in real time, or leave it out with --only"
     )]
-    VirtualWithoutGeneration {
+    VirtualTensors {
         point: String,
         workload: String,
         api: &'static str,

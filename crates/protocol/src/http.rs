@@ -562,31 +562,43 @@ impl HttpBackend {
             }
             Ok(Ok(Some(b))) => b,
         };
-        let mut reply = self.keep_reply.then(String::new);
-        match self
-            .protocol
-            .read_body(&bytes, reply.as_mut(), Some(&mut rec.response_id))
-        {
-            Err(e) => rec.fail(ErrorClass::Malformed, e.0),
-            Ok(info) if info.error.is_some() => {
-                rec.fail(ErrorClass::StreamError, info.error.unwrap_or_default())
+        read_answer(self.protocol.as_ref(), &bytes, self.keep_reply, rec, now);
+    }
+}
+
+/// Reads a whole (non-streamed) answer that arrived complete at `now` into
+/// `rec`: its usage, its one output event, or the class it failed with. The
+/// HTTP client reads every such answer through this, and so does a driver
+/// that has the answer's bytes without a socket (the simulator in virtual
+/// time), so both count the same way.
+pub fn read_answer(
+    protocol: &dyn Protocol,
+    bytes: &[u8],
+    keep_reply: bool,
+    rec: &mut RequestRecord,
+    now: Instant,
+) {
+    let mut reply = keep_reply.then(String::new);
+    match protocol.read_body(bytes, reply.as_mut(), Some(&mut rec.response_id)) {
+        Err(e) => rec.fail(ErrorClass::Malformed, e.0),
+        Ok(info) if info.error.is_some() => {
+            rec.fail(ErrorClass::StreamError, info.error.unwrap_or_default())
+        }
+        Ok(info) => {
+            if let Some(u) = info.usage {
+                rec.usage = u;
             }
-            Ok(info) => {
-                if let Some(u) = info.usage {
-                    rec.usage = u;
-                }
-                rec.server_timing = info.server_timing;
-                if !info.output {
-                    return rec.fail(ErrorClass::Empty, "the response carried no output");
-                }
-                rec.events.push(OutputEvent {
-                    at_ns: now.duration_since(rec.t_send).as_nanos() as u64,
-                    text_bytes: info.text_bytes,
-                    token_ids: info.token_ids,
-                    reasoning: info.reasoning,
-                });
-                rec.reply = reply;
+            rec.server_timing = info.server_timing;
+            if !info.output {
+                return rec.fail(ErrorClass::Empty, "the response carried no output");
             }
+            rec.events.push(OutputEvent {
+                at_ns: now.duration_since(rec.t_send).as_nanos() as u64,
+                text_bytes: info.text_bytes,
+                token_ids: info.token_ids,
+                reasoning: info.reasoning,
+            });
+            rec.reply = reply;
         }
     }
 }
@@ -843,6 +855,18 @@ impl Backend for HttpBackend {
             rec.t_done = Instant::now();
         }
         rec
+    }
+
+    fn read_answer(&self, body: &[u8], rec: &mut RequestRecord, at: Instant) {
+        rec.t_done = at;
+        let max = self.limits.max_response_bytes;
+        if body.len() as u64 > max {
+            return rec.fail(
+                ErrorClass::Oversized,
+                format!("the response is larger than load.limits.max_response_bytes ({max} bytes)"),
+            );
+        }
+        read_answer(self.protocol.as_ref(), body, self.keep_reply, rec, at);
     }
 
     /// `n` concurrent `GET {base_url}/{warm_path}` (any status will do): each

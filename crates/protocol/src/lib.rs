@@ -99,6 +99,12 @@ pub trait Backend: Send + Sync + 'static {
     /// (the run opens connections as it goes) and comes back as one
     /// sentence for the point's warnings.
     fn warm(&self, n: usize) -> impl Future<Output = Result<(), WarmError>> + Send;
+
+    /// Reads a whole (non-streamed) answer that a driver without sockets
+    /// (the simulator in virtual time) has in hand, complete at `at`, into
+    /// `rec` as [`send`](Backend::send) would have read it off the wire:
+    /// the same limits, reader and failure classes.
+    fn read_answer(&self, body: &[u8], rec: &mut RequestRecord, at: std::time::Instant);
 }
 
 /// Connections that could not all be opened before a run: how many failed

@@ -55,9 +55,10 @@ impl Wire {
             Api::Chat => Wire::Chat,
             Api::Responses => Wire::Responses,
             Api::Messages => Wire::Messages,
-            // `validate` refuses embeddings, rerank and tensors in virtual
-            // time (the only caller), and Triton's generate on any simulator;
-            // their requests never reach this reader.
+            // Embeddings and rerank are read by `server::retrieval::plan`;
+            // `validate` refuses tensors in virtual time (the only caller),
+            // and Triton's generate on any simulator: their requests never
+            // reach this reader.
             Api::Embeddings | Api::Rerank | Api::Kserve | Api::Generate => Wire::Completions,
         }
     }

@@ -356,7 +356,7 @@ fn error(status: StatusCode, message: &str, kind: &str) -> Response {
     http::error_response_typed(status, message, kind)
 }
 
-mod retrieval;
+pub mod retrieval;
 mod tensor;
 
 async fn handle(ctx: Arc<Ctx>, req: Request) -> Response {

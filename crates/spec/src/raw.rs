@@ -511,6 +511,12 @@ impl Api {
         !matches!(self, Api::Embeddings | Api::Rerank | Api::Kserve)
     }
 
+    /// Whether the simulator in virtual time serves it: generation,
+    /// embeddings and rerank; not tensors (KServe v2, Triton's generate).
+    pub fn in_virtual_time(self) -> bool {
+        !matches!(self, Api::Kserve | Api::Generate)
+    }
+
     /// Whether a request is a list of messages (chat, Responses, Messages):
     /// the server applies the model's chat template, and a workload may be
     /// a conversation or a dataset of messages.

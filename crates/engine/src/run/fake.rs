@@ -69,6 +69,17 @@ impl Backend for FakeBackend {
         rec
     }
 
+    /// Any answer in hand is one event of `output_tokens` 4-byte tokens.
+    fn read_answer(&self, _body: &[u8], rec: &mut RequestRecord, at: Instant) {
+        rec.t_done = at;
+        rec.events.push(OutputEvent {
+            at_ns: at.saturating_duration_since(rec.t_send).as_nanos() as u64,
+            text_bytes: 4 * rec.requested_output,
+            token_ids: None,
+            reasoning: false,
+        });
+    }
+
     /// No connections to open.
     async fn warm(&self, _n: usize) -> Result<(), WarmError> {
         Ok(())

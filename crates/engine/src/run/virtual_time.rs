@@ -41,7 +41,7 @@ use infer_bench_sim::cluster::Cluster;
 use infer_bench_sim::engine::Step;
 use infer_bench_sim::gpu::GpuModel;
 use infer_bench_sim::request::{self, Setup};
-use infer_bench_sim::server::{Lag, exposition};
+use infer_bench_sim::server::{Lag, exposition, retrieval};
 use infer_bench_spec::plan::PointConfig;
 use infer_bench_spec::{Level, Load};
 use infer_bench_telemetry::dcgm::{self, Filter};
@@ -116,6 +116,28 @@ struct Flight {
     /// What follows the request: its slot, and its conversation's next turn.
     slot: Option<u32>,
     conversation: Option<(Conversation, usize, u64)>,
+    /// An embeddings or rerank request: answered whole once all of its
+    /// prefill-only sequences are done.
+    whole: Option<Whole>,
+}
+
+/// A retrieval request in flight: the engine runs one sequence per input
+/// (or document), under ids of its own; the answer goes once the last is
+/// done.
+struct Whole {
+    body: String,
+    members: Vec<u64>,
+    left: usize,
+}
+
+/// What the server took of a request: the sequences it submits (prompt
+/// tokens, tokens to generate) and, for a retrieval request, its answer.
+struct Taken {
+    seqs: Vec<(u32, u32)>,
+    prompt_tokens: u32,
+    stream: bool,
+    include_usage: bool,
+    answer: Option<String>,
 }
 
 /// The whole run: clock, server, client.
@@ -140,6 +162,12 @@ struct Sim<'a, B: Backend> {
     /// The server's own time before the engine sees a request.
     request_overhead_ns: u64,
     wire: infer_bench_sim::request::Wire,
+    /// An embeddings (`false`) or rerank (`true`) workload: answered by
+    /// the simulator's retrieval endpoints' own reader.
+    retrieval: Option<bool>,
+    /// A retrieval request's sequences other than its first, by engine id:
+    /// the request (flight) they belong to.
+    members: HashMap<u64, u64>,
     /// Per engine of the deployment, the step under way and its end.
     busy: Vec<Option<(u64, Step)>>,
     flights: HashMap<u64, Flight>,
@@ -257,6 +285,12 @@ pub fn run_once_virtual<B: Backend>(
         per_event,
         request_overhead_ns,
         wire: infer_bench_sim::request::Wire::of(cfg.workload.api),
+        retrieval: match cfg.workload.api {
+            infer_bench_spec::raw::Api::Embeddings => Some(false),
+            infer_bench_spec::raw::Api::Rerank => Some(true),
+            _ => None,
+        },
+        members: HashMap::new(),
         busy: (0..engines).map(|_| None).collect(),
         flights: HashMap::new(),
         next_id: 1,
@@ -470,7 +504,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         for &(id, n) in &step.tokens {
             let per_event = self.per_event.max(1);
             let now = self.now;
-            let Some(f) = self.flights.get_mut(&id) else {
+            let Some(f) = self.flights.get_mut(&id).filter(|f| f.whole.is_none()) else {
                 continue;
             };
             let mut left = n;
@@ -491,8 +525,19 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         self.start_step(i);
         for id in &step.finished {
-            if let Some(f) = self.flights.remove(id) {
-                self.answered(*id, f);
+            let owner = self.members.remove(id).unwrap_or(*id);
+            let done = self
+                .flights
+                .get_mut(&owner)
+                .is_some_and(|f| match &mut f.whole {
+                    Some(w) => {
+                        w.left -= 1;
+                        w.left == 0
+                    }
+                    None => true,
+                });
+            if let Some(f) = done.then(|| self.flights.remove(&owner)).flatten() {
+                self.answered(owner, f);
             }
         }
         // An engine left idle takes what the finished requests' slots sent.
@@ -503,6 +548,11 @@ impl<'a, B: Backend> Sim<'a, B> {
     fn answered(&mut self, id: u64, mut f: Flight) {
         let now = self.now;
         f.rec.t_done = self.at(now);
+        if let Some(w) = f.whole.take() {
+            self.backend
+                .read_answer(w.body.as_bytes(), &mut f.rec, self.at(now));
+            return self.complete(f.rec, f.slot, f.conversation);
+        }
         use infer_bench_sim::request::Wire;
         f.rec.response_id = Some(match self.wire {
             Wire::Chat => format!("chatcmpl-{id}"),
@@ -539,7 +589,8 @@ impl<'a, B: Backend> Sim<'a, B> {
             Ev::Deadline(id) => self.deadline(id),
             // A request that timed out before it got here is not submitted.
             Ev::Submit(id, prompt, max) => {
-                if self.flights.contains_key(&id) {
+                let owner = self.members.get(&id).copied().unwrap_or(id);
+                if self.flights.contains_key(&owner) {
                     self.engine.submit(id, prompt, max);
                 }
             }
@@ -669,12 +720,39 @@ impl<'a, B: Backend> Sim<'a, B> {
         rec.requested_input = prepared.input_tokens;
         rec.requested_output = prepared.output_tokens;
         rec.part = prepared.part;
+        rec.media = prepared.media;
+        rec.units = prepared.units;
         self.in_flight += 1;
         self.env.live.in_flight.fetch_add(1, Ordering::Relaxed);
         if !warmup {
             self.concurrency_max = self.concurrency_max.max(self.in_flight);
         }
-        match request::read(&prepared.body, self.wire, &self.served, self.max_len) {
+        let taken = match self.retrieval {
+            Some(rerank) => retrieval::plan(
+                &prepared.body,
+                &self.served,
+                self.max_len,
+                rerank,
+                self.next_id,
+            )
+            .map(|p| Taken {
+                prompt_tokens: p.lengths.iter().sum(),
+                seqs: p.lengths.iter().map(|&n| (n, 1)).collect(),
+                stream: false,
+                include_usage: true,
+                answer: Some(p.body),
+            }),
+            None => request::read(&prepared.body, self.wire, &self.served, self.max_len).map(|a| {
+                Taken {
+                    seqs: vec![(a.prompt_tokens, a.max_tokens)],
+                    prompt_tokens: a.prompt_tokens,
+                    stream: a.stream,
+                    include_usage: a.include_usage,
+                    answer: None,
+                }
+            }),
+        };
+        match taken {
             Err(r) => {
                 rec.failure = Some(Failure {
                     class: ErrorClass::of_status(r.status),
@@ -697,15 +775,26 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.refused_in_a_row = 0;
                 self.accepted += 1;
                 let id = self.next_id;
-                self.next_id += 1;
-                if self.request_overhead_ns == 0 {
-                    self.engine.submit(id, a.prompt_tokens, a.max_tokens);
-                } else {
-                    self.schedule(
-                        self.now + self.request_overhead_ns,
-                        Ev::Submit(id, a.prompt_tokens, a.max_tokens),
-                    );
+                self.next_id += a.seqs.len() as u64;
+                for (k, &(prompt, max)) in a.seqs.iter().enumerate() {
+                    let seq = id + k as u64;
+                    if seq != id {
+                        self.members.insert(seq, id);
+                    }
+                    if self.request_overhead_ns == 0 {
+                        self.engine.submit(seq, prompt, max);
+                    } else {
+                        self.schedule(
+                            self.now + self.request_overhead_ns,
+                            Ev::Submit(seq, prompt, max),
+                        );
+                    }
                 }
+                let whole = a.answer.map(|body| Whole {
+                    body,
+                    members: (id..id + a.seqs.len() as u64).collect(),
+                    left: a.seqs.len(),
+                });
                 let first = self.first_deadline(self.now);
                 self.schedule(first, Ev::Deadline(id));
                 self.flights.insert(
@@ -720,6 +809,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                         include_usage: a.include_usage,
                         slot,
                         conversation,
+                        whole,
                     },
                 );
             }
@@ -757,7 +847,15 @@ impl<'a, B: Backend> Sim<'a, B> {
         let Some(mut f) = self.flights.remove(&id) else {
             return;
         };
-        self.engine.cancel(id);
+        match &f.whole {
+            Some(w) => {
+                for m in &w.members {
+                    self.engine.cancel(*m);
+                    self.members.remove(m);
+                }
+            }
+            None => self.engine.cancel(id),
+        }
         let (class, detail) = timeout_failure(
             self.load.timeouts,
             total,

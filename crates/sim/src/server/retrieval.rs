@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 
 use super::{Cmd, Ctx, Out, error};
 use crate::http::{Request, Response};
+use crate::request::Refusal;
 
 /// The vector length when a request asks for none.
 const DIMENSION: usize = 16;
@@ -52,7 +53,7 @@ async fn prefill(ctx: &Ctx, lengths: &[u32]) -> bool {
             .cmds
             .send(Cmd::Submit {
                 id,
-                prompt_tokens: n.max(1),
+                prompt_tokens: n,
                 max_tokens: 1,
                 tx,
             })
@@ -72,10 +73,37 @@ async fn prefill(ctx: &Ctx, lengths: &[u32]) -> bool {
     true
 }
 
-pub(super) async fn answer(ctx: Arc<Ctx>, req: Request, rerank: bool) -> Response {
-    let bad = |m: &str| error(StatusCode::BAD_REQUEST, m, "invalid_request_error");
-    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&req.body) else {
-        return bad("expected a JSON object");
+/// What the simulator makes of a retrieval request: the prefill-only
+/// sequences it runs (one per input; one per document, with its query) and
+/// the answer it writes once they are done. A pure function: the HTTP
+/// server and the virtual-time driver (the engine crate's
+/// `run::virtual_time`) both answer through it, so a request counts the
+/// same tokens, is refused for the same reasons and gets the same bytes
+/// whichever clock runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// Each sequence's tokens.
+    pub lengths: Vec<u32>,
+    /// The answer's JSON.
+    pub body: String,
+}
+
+/// Reads an embeddings (`rerank` false) or rerank request's body against
+/// the models `served` and their `max_len`; `id` names a rerank answer.
+pub fn plan(
+    body: &[u8],
+    served: &[String],
+    max_len: u32,
+    rerank: bool,
+    id: u64,
+) -> Result<Planned, Refusal> {
+    let bad = |m: &str| Refusal {
+        status: 400,
+        message: m.to_string(),
+        kind: "invalid_request_error",
+    };
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(body) else {
+        return Err(bad("expected a JSON object"));
     };
     let model = body
         .get("model")
@@ -83,22 +111,19 @@ pub(super) async fn answer(ctx: Arc<Ctx>, req: Request, rerank: bool) -> Respons
         .unwrap_or_default()
         .to_string();
     let tei = rerank && body.contains_key("texts");
-    if !tei && !ctx.served.contains(&model) {
-        return error(
-            StatusCode::NOT_FOUND,
-            &format!("The model `{model}` does not exist."),
-            "NotFoundError",
-        );
-    }
-    if !ctx.request_overhead.is_zero() {
-        tokio::time::sleep(ctx.request_overhead).await;
+    if !tei && !served.contains(&model) {
+        return Err(Refusal {
+            status: 404,
+            message: format!("The model `{model}` does not exist."),
+            kind: "NotFoundError",
+        });
     }
     let (lengths, text) = if rerank {
         let Some(query) = body.get("query").filter(|q| q.is_string()) else {
-            return bad("`query` is required");
+            return Err(bad("`query` is required"));
         };
         let Some(docs) = texts(body.get(if tei { "texts" } else { "documents" })) else {
-            return bad("`documents` must be a non-empty array of strings");
+            return Err(bad("`documents` must be a non-empty array of strings"));
         };
         let q = words(query);
         let lengths: Vec<u32> = docs.iter().map(|d| q + words(d)).collect();
@@ -112,7 +137,7 @@ pub(super) async fn answer(ctx: Arc<Ctx>, req: Request, rerank: bool) -> Respons
             json!(scores.iter().map(|(i, s)| json!({"index": i, "score": s})).collect::<Vec<_>>())
         } else {
             json!({
-                "id": format!("rerank-{}", ctx.next_id.load(Ordering::Relaxed)),
+                "id": format!("rerank-{id}"),
                 "model": model,
                 "results": scores.iter().map(|(i, s)| json!({"index": i, "relevance_score": s})).collect::<Vec<_>>(),
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
@@ -122,16 +147,18 @@ pub(super) async fn answer(ctx: Arc<Ctx>, req: Request, rerank: bool) -> Respons
         (lengths, text)
     } else {
         let Some(inputs) = texts(body.get("input")) else {
-            return bad("`input` must be a string or a non-empty array of strings");
+            return Err(bad(
+                "`input` must be a string or a non-empty array of strings",
+            ));
         };
         let dim = match body.get("dimensions") {
             None => DIMENSION,
             Some(d) => match d.as_u64().filter(|d| *d > 0) {
                 Some(d) if d as usize * inputs.len() <= MAX_ELEMENTS => d as usize,
                 _ => {
-                    return bad(
+                    return Err(bad(
                         "`dimensions` must be a positive integer within the simulator's bound",
-                    );
+                    ));
                 }
             },
         };
@@ -159,18 +186,36 @@ pub(super) async fn answer(ctx: Arc<Ctx>, req: Request, rerank: bool) -> Respons
         .to_string();
         (lengths, text)
     };
-    if lengths.iter().any(|n| n.saturating_add(1) > ctx.max_len) {
-        return bad(&format!(
-            "an input is longer than the model's maximum context length ({} tokens)",
-            ctx.max_len
-        ));
+    if lengths.iter().any(|n| n.saturating_add(1) > max_len) {
+        return Err(bad(&format!(
+            "an input is longer than the model's maximum context length ({max_len} tokens)"
+        )));
     }
-    if !prefill(&ctx, &lengths).await {
+    Ok(Planned {
+        lengths: lengths.into_iter().map(|n| n.max(1)).collect(),
+        body: text,
+    })
+}
+
+pub(super) async fn answer(ctx: Arc<Ctx>, req: Request, rerank: bool) -> Response {
+    let id = ctx.next_id.load(Ordering::Relaxed);
+    let planned = match plan(&req.body, &ctx.served, ctx.max_len, rerank, id) {
+        Ok(p) => p,
+        Err(r) => return error(status_of(r.status), &r.message, r.kind),
+    };
+    if !ctx.request_overhead.is_zero() {
+        tokio::time::sleep(ctx.request_overhead).await;
+    }
+    if !prefill(&ctx, &planned.lengths).await {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the simulator is shutting down",
             "ServiceUnavailable",
         );
     }
-    Response::json(StatusCode::OK, text)
+    Response::json(StatusCode::OK, planned.body)
+}
+
+fn status_of(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST)
 }

@@ -21,14 +21,15 @@ pub(super) fn retrieves(api: Api) -> bool {
 }
 
 impl Cx<'_> {
-    /// A simulator in virtual time runs generation requests only: a spec
-    /// that would send it embeddings or rerank is an error at its clock.
+    /// A simulator in virtual time runs generation, embeddings and rerank
+    /// requests: a spec that would send it tensors (KServe v2, Triton's
+    /// generate) is an error at its clock.
     pub(super) fn virtual_retrieval(
         &mut self,
         targets: &std::collections::BTreeMap<String, crate::model::Target>,
         workloads: &std::collections::BTreeMap<String, crate::model::Workload>,
     ) {
-        let Some(w) = workloads.values().find(|w| retrieves(w.api)) else {
+        let Some(w) = workloads.values().find(|w| !w.api.in_virtual_time()) else {
             return;
         };
         for (name, t) in targets {
@@ -39,11 +40,11 @@ impl Cx<'_> {
                 self.err(
                     &format!("targets.{name}.sim.clock"),
                     format!(
-                        "the simulator in virtual time serves generation requests only (chat, completions, responses, messages), and workload \"{}\" is {}",
+                        "the simulator in virtual time serves generation, embeddings and rerank requests, and workload \"{}\" is {}",
                         w.name,
                         w.api.name()
                     ),
-                    Some("use clock = \"real\" (the default): the simulator serves /v1/embeddings and /v1/rerank as prefill-only work, and /v2 tensors".into()),
+                    Some("use clock = \"real\" (the default): the simulator serves /v2 tensors in real time".into()),
                 );
             }
         }
