@@ -293,6 +293,7 @@ fn predicted_tpot_ms(
                 PrefillChunk {
                     chunk_tokens: n_in,
                     start_context_tokens: 0,
+                    encoder_tokens: 0,
                 };
                 prefills
             ],

@@ -325,6 +325,35 @@ fn images_are_counted_in_virtual_time() {
 }
 
 #[test]
+fn a_vision_language_preset_pays_for_its_encoder_in_ttft_only() {
+    // The same requests (two 1024 x 1024 images each) to Qwen2.5-VL-7B and
+    // to Qwen2.5-7B, the same language model without the encoder: the
+    // encoder runs once per request, in its first step.
+    let ttft_tpot = |preset: &str| {
+        let r = run(&spec(
+            "concurrency = 1\nrequests = 8",
+            "input_tokens = 64\noutput_tokens = 32\nimages = { count = 2, width = 1024, height = 1024 }",
+        )
+        .replace("llama-3.1-8b", preset));
+        let p = point(&r);
+        (
+            stat(p, &["latency_ms", "ttft", "p50"]),
+            stat(p, &["latency_ms", "tpot", "p50"]),
+        )
+    };
+    let (vl, text) = (ttft_tpot("qwen2.5-vl-7b"), ttft_tpot("qwen2.5-7b"));
+    // 2 x 1369 tokens of 4 patches through 675M parameters: 14.8 TFLOPs,
+    // about 20 ms at an H100's BF16 rate as the simulator achieves it.
+    assert!(vl.0 > text.0 + 10.0, "TTFT {} vs {}", vl.0, text.0);
+    assert!(
+        (vl.1 / text.1 - 1.0).abs() < 0.01,
+        "TPOT {} vs {}",
+        vl.1,
+        text.1
+    );
+}
+
+#[test]
 fn every_load_mode_runs_in_virtual_time() {
     // Open loop: every arrival of the schedule is sent, none late.
     let r = run(&spec("rate = \"20/s\"\nduration = \"30s\"", TOKENS));

@@ -133,6 +133,7 @@ pub fn catalog() -> String {
         ("kv heads", Align::Right),
         ("head dim", Align::Right),
         ("KV", Align::Left),
+        ("vision encoder", Align::Left),
     ]);
     for x in infer_bench_spec::catalog::MODELS {
         m.row(vec![
@@ -148,6 +149,10 @@ pub fn catalog() -> String {
             match x.kv_latent_dim {
                 Some(d) => format!("latent {d}"),
                 None => "per head".into(),
+            },
+            match x.vision {
+                Some(v) => format!("{}B, {m}x{m} patches a token", v.params_b, m = v.merge),
+                None => "-".into(),
             },
         ]);
     }

@@ -47,6 +47,18 @@ impl Cluster {
     /// Queues a request on the least loaded engine. An id already live is
     /// ignored, as the engine does.
     pub fn submit(&mut self, id: u64, prompt_tokens: u32, max_tokens: u32) {
+        self.submit_with_images(id, prompt_tokens, max_tokens, 0);
+    }
+
+    /// [`Cluster::submit`] for a prompt of which `image_tokens` are images'
+    /// (see [`Engine::submit_with_images`]).
+    pub fn submit_with_images(
+        &mut self,
+        id: u64,
+        prompt_tokens: u32,
+        max_tokens: u32,
+        image_tokens: u32,
+    ) {
         if self.owner.contains_key(&id) {
             return;
         }
@@ -55,7 +67,7 @@ impl Cluster {
             .unwrap_or(0);
         self.owner.insert(id, i);
         self.load[i] += 1;
-        self.engines[i].submit(id, prompt_tokens, max_tokens);
+        self.engines[i].submit_with_images(id, prompt_tokens, max_tokens, image_tokens);
     }
 
     /// The client went away: its engine forgets the request.

@@ -94,6 +94,11 @@ struct Seq {
     computed: u32,
     /// KV blocks held.
     blocks: u64,
+    /// Of the prompt, the tokens of its images, and whether the vision
+    /// encoder has run on them (in its first prefill chunk; its output is
+    /// kept, so a preempted sequence does not encode again).
+    image_tokens: u32,
+    encoded: bool,
 }
 
 impl Seq {
@@ -200,6 +205,18 @@ impl Engine {
     /// tokens (a server should answer 400 before submitting it). An id that
     /// is already queued or running is ignored.
     pub fn submit(&mut self, id: u64, prompt_tokens: u32, max_tokens: u32) {
+        self.submit_with_images(id, prompt_tokens, max_tokens, 0);
+    }
+
+    /// [`Engine::submit`] for a prompt of which `image_tokens` are images':
+    /// a vision-language model encodes them in the sequence's first step.
+    pub fn submit_with_images(
+        &mut self,
+        id: u64,
+        prompt_tokens: u32,
+        max_tokens: u32,
+        image_tokens: u32,
+    ) {
         if self.live.contains_key(&id) {
             return;
         }
@@ -229,6 +246,8 @@ impl Engine {
             generated: 0,
             computed: 0,
             blocks: 0,
+            image_tokens: image_tokens.min(prompt_tokens),
+            encoded: false,
         });
         self.waiting_live += 1;
     }
@@ -295,6 +314,7 @@ impl Engine {
                 self.batch.prefill_chunks.push(PrefillChunk {
                     chunk_tokens: n,
                     start_context_tokens: seq.computed,
+                    encoder_tokens: if seq.encoded { 0 } else { seq.image_tokens },
                 });
                 prefill_tokens = prefill_tokens.saturating_add(n);
             }
@@ -315,6 +335,7 @@ impl Engine {
         let mut any_finished = false;
         for &(i, n) in &self.scheduled {
             let seq = &mut self.running[i];
+            seq.encoded = true;
             seq.computed += n;
             if seq.computed < seq.known_tokens() {
                 continue; // a prefill chunk short of the end of the prompt
@@ -523,6 +544,26 @@ mod tests {
 
     fn engine(gpu: &str, model: &str, w: DType) -> Engine {
         engine_with(&target(gpu, 1), model, w)
+    }
+
+    #[test]
+    fn images_are_encoded_in_their_sequences_first_chunk_only() {
+        // A prompt longer than a step's budget: the chunk that starts it
+        // pays for the encoder, the chunks after it and the decodes do not.
+        let durations = |images: u32| {
+            let mut e = engine("h100-sxm", "qwen2.5-vl-7b", DType::Bf16);
+            e.submit_with_images(1, 20_000, 4, images);
+            drain(&mut e)
+                .1
+                .iter()
+                .map(|s| s.duration)
+                .collect::<Vec<_>>()
+        };
+        let (text, image) = (durations(0), durations(2738));
+        assert_eq!(text.len(), image.len());
+        assert!(image[0] > 1.05 * text[0], "{image:?} vs {text:?}");
+        assert!(text.len() > 5, "chunks and decodes: {text:?}");
+        assert_eq!(image[1..], text[1..]);
     }
 
     /// Steps until idle; returns (virtual seconds, steps), bounded.

@@ -69,6 +69,9 @@ pub const ROOFLINE_P: f64 = 2.0;
 pub struct PrefillChunk {
     pub chunk_tokens: u32,
     pub start_context_tokens: u32,
+    /// Image tokens of the sequence whose patches the vision encoder runs
+    /// in this step (its first chunk's; 0 for text).
+    pub encoder_tokens: u32,
 }
 
 /// What one engine step computes. Reused across steps by the engine (clear,
@@ -124,6 +127,19 @@ pub struct StepCost {
     pub total_s: f64,
 }
 
+/// A vision encoder as a step charges it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Encoder {
+    /// FLOPs per image token: 2 × parameters × patches per token.
+    flops_per_token: f64,
+    /// Its weights, in BF16 whatever the language model's precision (as
+    /// vLLM and SGLang leave the encoder unquantized).
+    weight_bytes: f64,
+}
+
+/// Bytes per encoder parameter: BF16.
+const ENCODER_PARAM_BYTES: f64 = 2.0;
+
 /// The roofline of one (GPU × count, model, precision) serving setup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PerfModel {
@@ -137,7 +153,12 @@ pub struct PerfModel {
     hidden: f64,
     /// heads × head_dim: the width of the attention queries.
     q_dim: f64,
+    /// The weights held: the language model's and its vision encoder's.
     weight_bytes: f64,
+    /// The language model's weights, which every step reads.
+    llm_weight_bytes: f64,
+    /// A vision-language model's image encoder.
+    encoder: Option<Encoder>,
     /// Memory kept besides weights and KV cache, over all GPUs of a replica
     /// (runtime reserve and activations).
     reserve_bytes: f64,
@@ -219,7 +240,12 @@ impl PerfModel {
         let kv = config.kv_dtype;
         let gpus = f64::from(config.gpus);
         let total_params = arch.params_b * 1e9;
-        let weight_bytes = total_params * weights.bytes();
+        let llm_weight_bytes = total_params * weights.bytes();
+        let encoder = arch.vision.map(|v| Encoder {
+            flops_per_token: 2.0 * v.params_b * 1e9 * f64::from(v.merge.max(1)).powi(2),
+            weight_bytes: v.params_b * 1e9 * ENCODER_PARAM_BYTES,
+        });
+        let weight_bytes = llm_weight_bytes + encoder.map_or(0.0, |e| e.weight_bytes);
         let kv_bytes_per_token = kv_values_per_token(arch, config.gpus) * kv.bytes();
         let kv_capacity_tokens = match config.kv_cache_tokens {
             Some(t) => t,
@@ -250,6 +276,8 @@ impl PerfModel {
             hidden: f64::from(arch.hidden),
             q_dim: f64::from(arch.heads) * f64::from(arch.head_dim),
             weight_bytes,
+            llm_weight_bytes,
+            encoder,
             reserve_bytes: reserve_bytes(config, arch),
             kv_bytes_per_token,
             kv_capacity_tokens,
@@ -286,6 +314,7 @@ impl PerfModel {
         let mut tokens = 0.0;
         let mut attention_pairs = 0.0;
         let mut kv_read_tokens = 0.0;
+        let mut encoder_tokens = 0.0;
         for &context in &batch.decode_context_tokens {
             let c = f64::from(context);
             tokens += 1.0;
@@ -300,6 +329,7 @@ impl PerfModel {
             attention_pairs += n * s + n * (n + 1.0) / 2.0;
             // FlashAttention reads the cached prefix once per chunk.
             kv_read_tokens += s;
+            encoder_tokens += f64::from(chunk.encoder_tokens);
         }
         if tokens == 0.0 {
             return StepCost {
@@ -326,11 +356,23 @@ impl PerfModel {
         } else {
             self.step_overhead_s + self.step_overhead_per_seq_s * batch.sequences() as f64
         };
-        let work_s = pnorm(gemm_s, weights_s, self.p) + pnorm(attention_s, kv_s, self.p);
+        // The vision encoder: its GEMMs over every patch of the images
+        // that start here, at the BF16 rate, and its weights read once.
+        let (encoder_s, encoder_bytes_s) = match self.encoder {
+            Some(e) if encoder_tokens > 0.0 => (
+                e.flops_per_token * encoder_tokens
+                    / (self.attention_flops_per_s * self.fill(encoder_tokens)),
+                e.weight_bytes / self.memory_bytes_per_s,
+            ),
+            _ => (0.0, 0.0),
+        };
+        let work_s = pnorm(gemm_s, weights_s, self.p)
+            + pnorm(attention_s, kv_s, self.p)
+            + pnorm(encoder_s, encoder_bytes_s, self.p);
         let total_s = (work_s + communication_s + overhead_s) * self.slowdown;
         StepCost {
-            compute_s: gemm_s + attention_s,
-            memory_s: weights_s + kv_s,
+            compute_s: gemm_s + attention_s + encoder_s,
+            memory_s: weights_s + kv_s + encoder_bytes_s,
             communication_s,
             overhead_s,
             gpu_s: (work_s + communication_s) * self.slowdown,
@@ -345,7 +387,7 @@ impl PerfModel {
     /// token, nearly all of them once the batch is large.
     fn weight_bytes_read(&self, tokens: f64) -> f64 {
         let unused_fraction = 1.0 - self.active_params / self.total_params;
-        self.weight_bytes * (1.0 - unused_fraction.powf(tokens))
+        self.llm_weight_bytes * (1.0 - unused_fraction.powf(tokens))
     }
 
     /// Tensor-parallel all-reduces of one step: 2 per layer, each a ring
@@ -607,6 +649,7 @@ pub(crate) mod tests {
             head_dim: a.head_dim,
             context_tokens: None,
             kv_latent_dim: a.kv_latent_dim,
+            vision: a.vision,
         }
     }
 
@@ -628,9 +671,39 @@ pub(crate) mod tests {
             prefill_chunks: vec![PrefillChunk {
                 chunk_tokens: tokens,
                 start_context_tokens: 0,
+                encoder_tokens: 0,
             }],
             reuses_schedule: false,
         }
+    }
+
+    #[test]
+    fn a_vision_encoder_costs_its_patches_once_at_the_bf16_rate() {
+        // Qwen2.5-VL-7B: a 1024 x 1024 image is 37 x 37 = 1369 tokens of
+        // 2 x 2 patches of the 675M-parameter encoder.
+        let m = model("h100-sxm", 1, "qwen2.5-vl-7b", DType::Fp8);
+        let text = prefill(2048);
+        let mut image = prefill(2048);
+        image.prefill_chunks[0].encoder_tokens = 1369;
+        let (t, i) = (m.step_cost(&text), m.step_cost(&image));
+        let flops = 2.0 * 0.675e9 * 4.0 * 1369.0;
+        let rate = m.attention_flops_per_s * m.fill(1369.0);
+        assert!(
+            ((i.compute_s - t.compute_s) / (flops / rate) - 1.0).abs() < 1e-9,
+            "{} vs {}",
+            i.compute_s - t.compute_s,
+            flops / rate
+        );
+        assert!((i.memory_s - t.memory_s - 0.675e9 * 2.0 / m.memory_bytes_per_s).abs() < 1e-12);
+        // The encoder's weights are held (in BF16, whatever the language
+        // model's precision) but a text step never reads them.
+        let llm = model("h100-sxm", 1, "qwen2.5-7b", DType::Fp8);
+        assert_eq!(m.weight_bytes(), llm.weight_bytes() + 0.675e9 * 2.0);
+        assert_eq!(m.step_cost(&decode(8, 512)), llm.step_cost(&decode(8, 512)));
+        // A text-only model charges nothing for image tokens.
+        let mut no_encoder = prefill(2048);
+        no_encoder.prefill_chunks[0].encoder_tokens = 1369;
+        assert_eq!(llm.step_cost(&no_encoder), llm.step_cost(&prefill(2048)));
     }
 
     #[test]
@@ -810,6 +883,7 @@ pub(crate) mod tests {
             prefill_chunks: vec![PrefillChunk {
                 chunk_tokens: u32::MAX,
                 start_context_tokens: u32::MAX,
+                encoder_tokens: 0,
             }],
             reuses_schedule: false,
         });

@@ -70,6 +70,8 @@ pub struct Accepted {
     pub model: String,
     pub prompt_tokens: u32,
     pub max_tokens: u32,
+    /// Of `prompt_tokens`, its images' ([`image_tokens`] each).
+    pub image_tokens: u32,
     pub stream: bool,
     pub include_usage: bool,
     /// Asked for greedily (`temperature` 0): answered by the precision's
@@ -156,6 +158,18 @@ fn words(v: &serde_json::Value) -> u32 {
         serde_json::Value::Object(o) => match o.get("image_url") {
             Some(i) => image_tokens(i.get("url").and_then(|u| u.as_str()).unwrap_or("")),
             None => o.get("text").map(words).unwrap_or(0),
+        },
+        _ => 0,
+    }
+}
+
+/// The tokens of a prompt's images: every `image_url` part's.
+fn images(v: &serde_json::Value) -> u32 {
+    match v {
+        serde_json::Value::Array(a) => a.iter().map(images).sum(),
+        serde_json::Value::Object(o) => match o.get("image_url") {
+            Some(i) => image_tokens(i.get("url").and_then(|u| u.as_str()).unwrap_or("")),
+            None => 0,
         },
         _ => 0,
     }
@@ -262,6 +276,24 @@ pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<
             None => return Err(required("prompt")),
         },
     };
+    let image_tokens = match wire {
+        Wire::Chat | Wire::Messages => body
+            .messages
+            .iter()
+            .flatten()
+            .filter_map(|m| m.content.as_ref())
+            .map(images)
+            .sum(),
+        Wire::Responses => match &body.input {
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .filter_map(|m| m.get("content"))
+                .map(images)
+                .sum(),
+            _ => 0,
+        },
+        Wire::Completions => 0,
+    };
     let max_tokens = match wire {
         Wire::Responses => body.max_output_tokens,
         _ => body.max_completion_tokens.or(body.max_tokens),
@@ -290,6 +322,7 @@ pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<
         model,
         prompt_tokens,
         max_tokens,
+        image_tokens,
         // The Responses and Messages APIs always report usage.
         include_usage: matches!(wire, Wire::Responses | Wire::Messages)
             || body

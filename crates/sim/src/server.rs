@@ -36,6 +36,8 @@ enum Cmd {
         id: u64,
         prompt_tokens: u32,
         max_tokens: u32,
+        /// Of the prompt, its images' tokens.
+        image_tokens: u32,
         tx: mpsc::UnboundedSender<Out>,
     },
     Cancel(u64),
@@ -251,9 +253,10 @@ fn drive(
             id,
             prompt_tokens,
             max_tokens,
+            image_tokens,
             tx,
         } => {
-            cluster.submit(id, prompt_tokens, max_tokens);
+            cluster.submit_with_images(id, prompt_tokens, max_tokens, image_tokens);
             streams.insert(id, tx);
         }
         Cmd::Cancel(id) => {
@@ -492,6 +495,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
         model,
         prompt_tokens,
         max_tokens,
+        image_tokens,
         stream,
         include_usage,
         greedy,
@@ -515,6 +519,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
             id,
             prompt_tokens,
             max_tokens,
+            image_tokens,
             tx,
         })
         .is_err()

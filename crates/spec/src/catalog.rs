@@ -306,7 +306,23 @@ pub struct Arch {
     /// and layer (`kv_lora_rank + qk_rope_head_dim`), shared by all heads;
     /// `None`: K and V per KV head.
     pub kv_latent_dim: Option<u32>,
+    /// A vision-language model's image encoder; `None`: text only.
+    pub vision: Option<VisionEncoder>,
     pub source: &'static str,
+}
+
+/// A vision-language model's image encoder (a ViT and the projector that
+/// hands its output to the language model), as the simulator charges it:
+/// every patch of an image goes through `params_b` billion parameters
+/// once, in the step that starts the image's prompt (2 x params FLOPs a
+/// patch, at the GPU's BF16 rate, plus reading its weights); its own
+/// attention is left out. An image token covers `merge` x `merge`
+/// patches.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct VisionEncoder {
+    pub params_b: f64,
+    /// Patches merged into one image token, per side.
+    pub merge: u32,
 }
 
 /// DeepSeek-V3's shape, which DeepSeek-R1 shares.
@@ -321,6 +337,7 @@ const DEEPSEEK_V3: Arch = Arch {
     head_dim: 192,
     context_tokens: 163_840,
     kv_latent_dim: Some(576),
+    vision: None,
     source: "deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense then 58 with 8 of 256 routed experts and a shared one; MLA with kv_lora_rank 512 and qk_rope_head_dim 64: 576 values a token and layer; q/k heads of 128 + 64) and README_WEIGHTS (671B total, 36.7B activated)",
 };
 
@@ -337,6 +354,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 64,
         context_tokens: 131072,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-3.2-1B config.json",
     },
     Arch {
@@ -350,6 +368,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 131072,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-3.2-3B config.json",
     },
     Arch {
@@ -363,6 +382,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 131072,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-3.1-8B config.json",
     },
     Arch {
@@ -376,6 +396,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 131072,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-3.1-70B config.json",
     },
     Arch {
@@ -389,6 +410,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 131072,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-3.1-405B config.json",
     },
     Arch {
@@ -402,6 +424,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 32768,
         kv_latent_dim: None,
+        vision: None,
         source: "mistralai/Mistral-7B-v0.3 config.json",
     },
     Arch {
@@ -415,6 +438,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 32768,
         kv_latent_dim: None,
+        vision: None,
         source: "mistralai/Mixtral-8x7B-v0.1 config.json; Mistral AI's announcement (12.9B active)",
     },
     Arch {
@@ -428,6 +452,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 32768,
         kv_latent_dim: None,
+        vision: None,
         source: "Qwen/Qwen2.5-7B config.json",
     },
     Arch {
@@ -441,6 +466,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 32768,
         kv_latent_dim: None,
+        vision: None,
         source: "Qwen/Qwen2.5-72B config.json",
     },
     Arch {
@@ -454,6 +480,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 4096,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-2-7b-hf config.json (multi-head attention: as many KV heads as heads)",
     },
     Arch {
@@ -467,6 +494,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 4096,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-2-13b-hf config.json",
     },
     Arch {
@@ -480,6 +508,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 4096,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-2-70b-hf config.json",
     },
     Arch {
@@ -493,6 +522,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 40960,
         kv_latent_dim: None,
+        vision: None,
         source: "Qwen/Qwen3-8B config.json",
     },
     Arch {
@@ -506,6 +536,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 40960,
         kv_latent_dim: None,
+        vision: None,
         source: "Qwen/Qwen3-32B config.json",
     },
     Arch {
@@ -519,6 +550,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 40960,
         kv_latent_dim: None,
+        vision: None,
         source: "Qwen/Qwen3-30B-A3B config.json and model card (30.5B total, 3.3B activated: 8 of 128 experts)",
     },
     Arch {
@@ -532,6 +564,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 65536,
         kv_latent_dim: None,
+        vision: None,
         source: "mistral-community/Mixtral-8x22B-v0.1 config (56 layers, 8 experts, 2 a token); Mistral AI: 39B active of 141B",
     },
     Arch {
@@ -545,6 +578,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 40960,
         kv_latent_dim: None,
+        vision: None,
         source: "Qwen/Qwen3-235B-A22B config.json and model card (235B total, 22B activated: 8 of 128 experts in every layer)",
     },
     Arch {
@@ -558,6 +592,7 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 10_485_760,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-4-Scout-17B-16E config and model card (109B total, 17B activated: 1 of 16 experts and a shared one in every layer)",
     },
     Arch {
@@ -571,7 +606,25 @@ pub const MODELS: &[Arch] = &[
         head_dim: 128,
         context_tokens: 1_048_576,
         kv_latent_dim: None,
+        vision: None,
         source: "meta-llama/Llama-4-Maverick-17B-128E config and model card (400B total, 17B activated: 1 of 128 experts and a shared one on every other layer)",
+    },
+    Arch {
+        id: "qwen2.5-vl-7b",
+        params_b: 7.62,
+        active_params_b: 7.62,
+        layers: 28,
+        hidden: 3584,
+        heads: 28,
+        kv_heads: 4,
+        head_dim: 128,
+        context_tokens: 128_000,
+        kv_latent_dim: None,
+        vision: Some(VisionEncoder {
+            params_b: 0.675,
+            merge: 2,
+        }),
+        source: "Qwen/Qwen2.5-VL-7B-Instruct config.json (the language model is Qwen2.5-7B's shape; vision_config: 32 layers of 1280, 14-pixel patches, spatial_merge_size 2, so a token covers 28 x 28 pixels) and the Qwen2.5-VL technical report (a 675M-parameter ViT for every size)",
     },
     DEEPSEEK_V3,
     Arch {

@@ -253,6 +253,10 @@ pub struct Architecture {
     /// shared by all heads (DeepSeek's 576); `None`: K and V per KV head.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_latent_dim: Option<u32>,
+    /// A vision-language preset's image encoder, which the simulator
+    /// charges for every image; `None`: text only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<crate::catalog::VisionEncoder>,
 }
 
 /// A precision of a model, overrides applied.

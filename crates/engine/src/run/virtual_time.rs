@@ -68,8 +68,8 @@ enum Ev {
     /// The simulated server's metrics are read.
     Scrape,
     /// An accepted request reaches the engine, after the server's own time
-    /// (the profile's request overhead): (id, prompt tokens, max tokens).
-    Submit(u64, u32, u32),
+    /// (the profile's request overhead).
+    Submit(u64, Seq),
 }
 
 /// A conversation between turns.
@@ -130,10 +130,19 @@ struct Whole {
     left: usize,
 }
 
-/// What the server took of a request: the sequences it submits (prompt
-/// tokens, tokens to generate) and, for a retrieval request, its answer.
+/// One sequence the server submits to its engine.
+#[derive(Debug, Clone, Copy)]
+struct Seq {
+    prompt: u32,
+    max: u32,
+    /// Of `prompt`, its images' tokens.
+    images: u32,
+}
+
+/// What the server took of a request: the sequences it submits and, for
+/// a retrieval request, its answer.
 struct Taken {
-    seqs: Vec<(u32, u32)>,
+    seqs: Vec<Seq>,
     prompt_tokens: u32,
     stream: bool,
     include_usage: bool,
@@ -588,10 +597,11 @@ impl<'a, B: Backend> Sim<'a, B> {
             Ev::Ramp(i) => self.ramp(i),
             Ev::Deadline(id) => self.deadline(id),
             // A request that timed out before it got here is not submitted.
-            Ev::Submit(id, prompt, max) => {
+            Ev::Submit(id, seq) => {
                 let owner = self.members.get(&id).copied().unwrap_or(id);
                 if self.flights.contains_key(&owner) {
-                    self.engine.submit(id, prompt, max);
+                    self.engine
+                        .submit_with_images(id, seq.prompt, seq.max, seq.images);
                 }
             }
             Ev::Scrape => {
@@ -737,14 +747,26 @@ impl<'a, B: Backend> Sim<'a, B> {
             )
             .map(|p| Taken {
                 prompt_tokens: p.lengths.iter().sum(),
-                seqs: p.lengths.iter().map(|&n| (n, 1)).collect(),
+                seqs: p
+                    .lengths
+                    .iter()
+                    .map(|&n| Seq {
+                        prompt: n,
+                        max: 1,
+                        images: 0,
+                    })
+                    .collect(),
                 stream: false,
                 include_usage: true,
                 answer: Some(p.body),
             }),
             None => request::read(&prepared.body, self.wire, &self.served, self.max_len).map(|a| {
                 Taken {
-                    seqs: vec![(a.prompt_tokens, a.max_tokens)],
+                    seqs: vec![Seq {
+                        prompt: a.prompt_tokens,
+                        max: a.max_tokens,
+                        images: a.image_tokens,
+                    }],
                     prompt_tokens: a.prompt_tokens,
                     stream: a.stream,
                     include_usage: a.include_usage,
@@ -776,18 +798,16 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.accepted += 1;
                 let id = self.next_id;
                 self.next_id += a.seqs.len() as u64;
-                for (k, &(prompt, max)) in a.seqs.iter().enumerate() {
-                    let seq = id + k as u64;
-                    if seq != id {
-                        self.members.insert(seq, id);
+                for (k, &seq) in a.seqs.iter().enumerate() {
+                    let sid = id + k as u64;
+                    if sid != id {
+                        self.members.insert(sid, id);
                     }
                     if self.request_overhead_ns == 0 {
-                        self.engine.submit(seq, prompt, max);
+                        self.engine
+                            .submit_with_images(sid, seq.prompt, seq.max, seq.images);
                     } else {
-                        self.schedule(
-                            self.now + self.request_overhead_ns,
-                            Ev::Submit(seq, prompt, max),
-                        );
+                        self.schedule(self.now + self.request_overhead_ns, Ev::Submit(sid, seq));
                     }
                 }
                 let whole = a.answer.map(|body| Whole {

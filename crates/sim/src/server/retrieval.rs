@@ -55,6 +55,7 @@ async fn prefill(ctx: &Ctx, lengths: &[u32]) -> bool {
                 id,
                 prompt_tokens: n,
                 max_tokens: 1,
+                image_tokens: 0,
                 tx,
             })
             .is_err()

@@ -223,6 +223,7 @@ impl Cx<'_> {
                 head_dim: p.head_dim,
                 context_tokens: None,
                 kv_latent_dim: p.kv_latent_dim,
+                vision: p.vision,
             }),
             (None, Some(a)) => {
                 let ak = |f: &str| format!("models.{name}.architecture.{f}");
@@ -288,6 +289,7 @@ impl Cx<'_> {
                         head_dim: a.head_dim.unwrap_or(a.hidden / a.heads.max(1)),
                         context_tokens: a.context_tokens,
                         kv_latent_dim: a.kv_latent_dim,
+                        vision: None,
                     }),
                 }
             }
