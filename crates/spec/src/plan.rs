@@ -855,6 +855,7 @@ fn over_budget(spec: &Spec, p: &Point) -> Option<SpecError> {
                         file_bytes: acc.file_bytes + size.file_bytes,
                         largest_body_bytes: acc.largest_body_bytes.max(size.largest_body_bytes),
                         most_messages: acc.most_messages.max(size.most_messages),
+                        image_bytes: acc.image_bytes + size.image_bytes,
                     },
                 )
             }
