@@ -210,6 +210,7 @@ fn jsonl_rows_name_images_too() {
     let server = rt
         .block_on(ScriptedServer::start(Script {
             keep_prompts: true,
+            image_patch: 4,
             ..Script::fast()
         }))
         .unwrap();
@@ -251,6 +252,24 @@ fn jsonl_rows_name_images_too() {
         kinds.insert(rec.prompt);
     }
     assert_eq!(kinds.len(), 2);
+    // The point's media block and its hint count the rows' images.
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
+    let point = &results["points"][0];
+    let media = &point["merged"]["media"];
+    assert_eq!(media["requests"], 12);
+    assert!(
+        media["images_per_request"].as_f64().unwrap() >= 1.0,
+        "{media}"
+    );
+    assert!(media["prompt_tokens_per_image"].is_number(), "{media}");
+    assert!(
+        point["hints"].to_string().contains("image cost about"),
+        "{}",
+        point["hints"]
+    );
 }
 
 /// Runs `validate` and `run` on a spec whose dataset `rows.jsonl` holds

@@ -327,6 +327,45 @@ mod tests {
     }
 
     #[test]
+    fn a_file_named_by_many_rows_is_read_once() {
+        let dir = std::env::temp_dir().join(format!("infer-bench-image-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/a.png"), png(3, 2)).unwrap();
+        std::fs::write(dir.join("b.gif"), b"GIF89a\x05\x00\x04\x00").unwrap();
+        let row = |line: usize, images: &[&str]| Record {
+            line,
+            history: Vec::new(),
+            text: String::new(),
+            output_tokens: None,
+            reply: None,
+            images: images
+                .iter()
+                .map(|s| ImageRef::Path(s.to_string()))
+                .collect(),
+        };
+        let mut rows = vec![
+            row(1, &["sub/a.png", "b.gif"]),
+            row(2, &["./sub/../sub/a.png"]),
+            row(3, &["sub/a.png"]),
+        ];
+        rows[2].images.push(ImageRef::Url("https://x/y.png".into()));
+        let files = load(&mut rows, &dir, &dir, true).unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(rows[0].images, [ImageRef::File(0), ImageRef::File(1)]);
+        assert_eq!(rows[1].images, [ImageRef::File(0)]);
+        assert_eq!(rows[2].images[0], ImageRef::File(0));
+        assert_eq!((files[0].header.width, files[0].len), (3, 24));
+        assert_eq!(files[0].bytes, png(3, 2));
+        assert_eq!(files[1].header.kind, ImageType::Gif);
+        // Checking keeps the sizes only; a missing file is an error at its row.
+        let mut rows = vec![row(1, &["b.gif"]), row(7, &["nope.png"])];
+        let e = load(&mut rows, &dir, &dir, false).unwrap_err();
+        assert_eq!(e.line, Some(7));
+        assert!(e.message.contains("nope.png"), "{}", e.message);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn headers_give_format_and_size() {
         let h = |b: &[u8]| header(b).map(|h| (h.kind, h.width, h.height));
         assert_eq!(h(&png(640, 480)), Ok((ImageType::Png, 640, 480)));
