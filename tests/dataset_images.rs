@@ -386,3 +386,51 @@ fn a_workload_sends_either_the_rows_images_or_its_own() {
     assert!(stderr.contains("rows.jsonl:2"), "{stderr}");
     assert!(stderr.contains("remove `images`"), "{stderr}");
 }
+
+#[test]
+fn the_simulator_counts_webp_and_gif_images_of_a_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    // Headers are all the client and the simulator read: a WebP (VP8X) of
+    // 280 x 56 and a GIF of 56 x 56, followed by no image data.
+    let mut webp = b"RIFF\x16\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0".to_vec();
+    webp.extend([0x17, 0x01, 0x00, 0x37, 0x00, 0x00]);
+    let gif = b"GIF89a\x38\x00\x38\x00\x00\x00\x00".to_vec();
+    std::fs::write(dir.path().join("a.webp"), &webp).unwrap();
+    std::fs::write(dir.path().join("b.gif"), &gif).unwrap();
+    std::fs::write(
+        dir.path().join("rows.jsonl"),
+        "{\"prompt\": \"one two three <image> four\", \"images\": [\"a.webp\", \"b.gif\"]}\n",
+    )
+    .unwrap();
+    let text = "name = \"sim-dataset-images\"\nseed = 1\n[targets.s]\nkind = \"sim\"\ngpu = \"h100-sxm\"\n[models.m]\npreset = \"llama-3.1-8b\"\n[workloads.w]\noutput_tokens = 4\ndataset = { path = \"rows.jsonl\", format = \"jsonl\" }\n[load]\nconcurrency = 2\nrequests = 4\n";
+    let path = dir.path().join("spec.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = bin()
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--requests")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(dir.path().join("out/requests.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    for line in &lines {
+        assert_eq!(line["images"], 2);
+        assert_eq!(line["image_pixels"], 280 * 56 + 56 * 56);
+        assert_eq!(line["image_bytes"], webp.len() + gif.len());
+        // 4 words, 10 x 2 and 2 x 2 image tokens of 28 pixels, and the
+        // chat template's 5 + 5.
+        assert_eq!(line["input_tokens"], 4 + 20 + 4 + 10, "{line}");
+    }
+}
