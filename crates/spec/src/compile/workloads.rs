@@ -552,7 +552,7 @@ impl Cx<'_> {
                     .find(|r| !r.images.is_empty())
                     .map_or(0, |r| r.line);
                 self.key_err(
-                    &key.replace(".dataset", ".images"),
+                    &format!("{}.images", key.strip_suffix(".dataset").unwrap_or(key)),
                     format!(
                         "the dataset's rows name images of their own ({}:{line}), and a request sends either those or the `images` table's",
                         path.display()
