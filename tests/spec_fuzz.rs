@@ -428,6 +428,8 @@ fn validate_plan_and_run_agree_on_rejected_specs() {
         "launch-missing-cwd",
         "not-a-tokenizer",
         "dataset-bad-line",
+        "dataset-images-file-url",
+        "dataset-images-not-an-image",
         "empirical-environ",
         "ca-cert-not-pem",
         "deep-dotted-key",

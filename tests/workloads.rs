@@ -37,6 +37,7 @@ fn options(format: DatasetFormat, api: Api, counter: Option<&TokenCounter>) -> O
         min_input_tokens: None,
         max_input_tokens: None,
         need_output: false,
+        repo: Path::new(env!("CARGO_MANIFEST_DIR")),
     }
 }
 

@@ -454,9 +454,10 @@ impl BodyTemplate {
 }
 
 /// A prompt's messages whose last user message carries media: its content
-/// is a list of parts, the text first, then each part's JSON copied as it
-/// was laid out before the send time (no JSON is built here). Keys sorted
-/// as everywhere in a body.
+/// is a list of parts, the media's leading parts (a dataset row's images),
+/// the text, then the other parts, each part's JSON copied as it was laid
+/// out before the send time (no JSON is built here). Keys sorted as
+/// everywhere in a body.
 fn write_messages_with_media(
     out: &mut Vec<u8>,
     prompt: &Prompt,
@@ -473,10 +474,16 @@ fn write_messages_with_media(
         )?;
         out.push(b',');
     }
-    out.extend_from_slice(b"{\"content\":[{\"text\":");
+    out.extend_from_slice(b"{\"content\":[");
+    let (before, after) = media.parts.split_at(media.leading.min(media.parts.len()));
+    for p in before {
+        p.write_to(out);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"{\"text\":");
     serde_json::to_writer(&mut *out, &prompt.text)?;
     out.extend_from_slice(b",\"type\":\"text\"}");
-    for p in &media.parts {
+    for p in after {
         out.push(b',');
         p.write_to(out);
     }

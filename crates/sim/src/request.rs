@@ -183,8 +183,8 @@ pub const IMAGE_TOKEN_PX: u32 = 28;
 pub const URL_IMAGE_TOKENS: u32 = 576;
 
 /// The prompt tokens of an image: one per [`IMAGE_TOKEN_PX`] square of a
-/// PNG's or JPEG's size read from its data URL's header (sides rounded
-/// up), else [`URL_IMAGE_TOKENS`].
+/// PNG's, JPEG's, WebP's or GIF's size read from its data URL's header
+/// (sides rounded up), else [`URL_IMAGE_TOKENS`].
 pub fn image_tokens(url: &str) -> u32 {
     let size = url
         .strip_prefix("data:image/")
@@ -198,32 +198,17 @@ pub fn image_tokens(url: &str) -> u32 {
     }
 }
 
-/// A PNG's (IHDR) or JPEG's (first SOF) width and height, from the start of
-/// its base64 (at most 64 KiB of it is decoded).
+/// An image's width and height from the start of its base64 (at most 64
+/// KiB of it is decoded), read as a dataset's image files are
+/// ([`infer_bench_spec::image::header`]).
 fn image_size(b64: &str) -> Option<(u32, u32)> {
     use base64::Engine as _;
     let head = &b64.as_bytes()[..b64.len().min(65_536) / 4 * 4];
     let f = base64::engine::general_purpose::STANDARD
         .decode(head)
         .ok()?;
-    if f.starts_with(b"\x89PNG\r\n\x1a\n") && f.len() >= 24 {
-        let be = |i: usize| u32::from_be_bytes([f[i], f[i + 1], f[i + 2], f[i + 3]]);
-        return Some((be(16), be(20)));
-    }
-    if !f.starts_with(&[0xff, 0xd8]) {
-        return None;
-    }
-    let mut i = 2;
-    while i + 9 <= f.len() && f[i] == 0xff {
-        let len = u16::from_be_bytes([f[i + 2], f[i + 3]]) as usize;
-        if matches!(f[i + 1], 0xc0..=0xc3) {
-            let h = u16::from_be_bytes([f[i + 5], f[i + 6]]) as u32;
-            let w = u16::from_be_bytes([f[i + 7], f[i + 8]]) as u32;
-            return Some((w, h));
-        }
-        i += 2 + len;
-    }
-    None
+    let h = infer_bench_spec::image::header(&f).ok()?;
+    Some((h.width, h.height))
 }
 
 /// Tokens of a list of messages with the chat template's.
@@ -503,6 +488,10 @@ mod tests {
             16 * 11
         );
         assert_eq!(image_tokens("https://x/y.png"), URL_IMAGE_TOKENS);
+        // A dataset's GIF (a 56 x 29 logical screen).
+        let gif =
+            base64::engine::general_purpose::STANDARD.encode(b"GIF89a\x38\x00\x1d\x00\x00\x00\x00");
+        assert_eq!(image_tokens(&format!("data:image/gif;base64,{gif}")), 2 * 2);
         let body = format!(
             r#"{{"model":"m","messages":[{{"role":"user","content":[{{"type":"text","text":"a b"}},{{"type":"image_url","image_url":{{"url":"data:image/png;base64,{b64}"}}}}]}}]}}"#
         );

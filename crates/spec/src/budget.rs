@@ -63,6 +63,9 @@ pub struct DatasetSize {
     pub largest_body_bytes: u64,
     /// Messages of the entry with the most of them.
     pub most_messages: u64,
+    /// Bytes of the base64 of the distinct image files its rows name
+    /// (held once, from load to the end of the point).
+    pub image_bytes: u64,
 }
 
 /// The sizes of the files a spec names, measured when it is compiled,
@@ -146,14 +149,16 @@ impl Estimate {
 }
 
 /// The estimate of a point: [`BASE_BYTES`], the dataset x
-/// [`DATASET_FACTOR`], the tokenizer x [`TOKENIZER_FACTOR`], and the
+/// [`DATASET_FACTOR`] and its image files' base64, the tokenizer x [`TOKENIZER_FACTOR`], and the
 /// requests: each alive one, and as many again built ahead of their time
 /// plus [`LOOKAHEAD_BYTES`], at the largest entry's body x
 /// [`REQUEST_FACTOR`] and its messages x [`MESSAGE_BYTES`].
 pub fn estimate(i: &Inputs) -> Estimate {
-    let dataset = i
-        .dataset
-        .map_or(0, |d| d.file_bytes.saturating_mul(DATASET_FACTOR));
+    let dataset = i.dataset.map_or(0, |d| {
+        d.file_bytes
+            .saturating_mul(DATASET_FACTOR)
+            .saturating_add(d.image_bytes)
+    });
     let tokenizer = i.tokenizer_bytes.saturating_mul(TOKENIZER_FACTOR);
     let requests = i.dataset.map_or(0, |d| {
         let one = d
@@ -209,19 +214,43 @@ pub fn in_flight(load: &Load) -> u64 {
         .unwrap_or(1)
 }
 
-/// The sizes of a parsed dataset of `file_bytes` bytes.
-pub fn dataset_size(file_bytes: u64, records: &[crate::dataset::Record]) -> DatasetSize {
+/// The sizes of a parsed dataset of `file_bytes` bytes whose rows name
+/// the image `files` (see [`crate::image::load`]): a row's body holds its
+/// images' base64 (a URL's length, for a URL).
+pub fn dataset_size(
+    file_bytes: u64,
+    records: &[crate::dataset::Record],
+    files: &[crate::image::ImageFile],
+) -> DatasetSize {
+    use crate::dataset::ImageRef;
     let mut d = DatasetSize {
         file_bytes,
+        image_bytes: files.iter().map(|f| f.base64_len()).sum(),
         ..DatasetSize::default()
     };
     for r in records {
-        let body = json_len(&r.text) + r.history.iter().map(|(_, t)| json_len(t) + 32).sum::<u64>();
+        let images: u64 = r
+            .images
+            .iter()
+            .map(|i| {
+                IMAGE_PART_BYTES
+                    + match i {
+                        ImageRef::Url(u) | ImageRef::Path(u) => json_len(u),
+                        ImageRef::File(k) => files.get(*k).map_or(0, |f| f.base64_len()),
+                    }
+            })
+            .sum();
+        let body = json_len(&r.text)
+            + r.history.iter().map(|(_, t)| json_len(t) + 32).sum::<u64>()
+            + images;
         d.largest_body_bytes = d.largest_body_bytes.max(body);
         d.most_messages = d.most_messages.max(r.history.len() as u64 + 1);
     }
     d
 }
+
+/// Bytes of an image content part's JSON besides its URL.
+pub const IMAGE_PART_BYTES: u64 = 64;
 
 /// Bytes of `s` as a JSON string: quotes, and the escapes `serde_json`
 /// writes (`\"`, `\\`, `\n`-style for five controls, `\u00XX` for the
@@ -259,7 +288,52 @@ mod tests {
             file_bytes: file_mb << 20,
             largest_body_bytes: body_mb << 20,
             most_messages: messages,
+            image_bytes: 0,
         })
+    }
+
+    #[test]
+    fn dataset_images_count_once_held_and_in_every_body() {
+        use crate::dataset::{ImageRef, Record};
+        use crate::image::{Header, ImageFile, ImageType};
+        let file = |len: u64| ImageFile {
+            header: Header {
+                kind: ImageType::Png,
+                width: 1,
+                height: 1,
+            },
+            len,
+            bytes: Vec::new(),
+        };
+        let row = |images: Vec<ImageRef>| Record {
+            line: 1,
+            history: Vec::new(),
+            text: "hi".into(),
+            output_tokens: None,
+            reply: None,
+            images,
+        };
+        let files = [file(3 << 20), file(6 << 20)];
+        let d = dataset_size(
+            100,
+            &[
+                row(vec![ImageRef::File(0), ImageRef::File(1)]),
+                row(vec![ImageRef::File(1), ImageRef::Url("https://x/y".into())]),
+            ],
+            &files,
+        );
+        // Each file's base64 once for the dataset, both in the largest body.
+        assert_eq!(d.image_bytes, (4 << 20) + (8 << 20));
+        assert_eq!(
+            d.largest_body_bytes,
+            json_len("hi") + 2 * IMAGE_PART_BYTES + (12 << 20)
+        );
+        let e = estimate(&Inputs {
+            dataset: Some(d),
+            tokenizer_bytes: 0,
+            in_flight: 1,
+        });
+        assert_eq!(e.dataset, 300 + (12 << 20));
     }
 
     #[test]
@@ -286,6 +360,7 @@ mod tests {
                 file_bytes: 40 << 20,
                 largest_body_bytes: 4 << 10,
                 most_messages: 8,
+                image_bytes: 0,
             }),
             tokenizer_bytes: 9 << 20,
             in_flight: 1024,

@@ -15,6 +15,7 @@ pub mod dialect;
 mod dist;
 mod duration;
 pub mod files;
+pub mod image;
 pub mod judgeable;
 pub mod limits;
 pub mod media;

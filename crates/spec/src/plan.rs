@@ -855,6 +855,7 @@ fn over_budget(spec: &Spec, p: &Point) -> Option<SpecError> {
                         file_bytes: acc.file_bytes + size.file_bytes,
                         largest_body_bytes: acc.largest_body_bytes.max(size.largest_body_bytes),
                         most_messages: acc.most_messages.max(size.most_messages),
+                        image_bytes: acc.image_bytes + size.image_bytes,
                     },
                 )
             }
@@ -887,9 +888,13 @@ fn over_budget(spec: &Spec, p: &Point) -> Option<SpecError> {
     };
     let size = budget::fmt_size;
     let parts = format!(
-        "the dataset {} ({} of file), the tokenizer {}, requests {} ({} alive at once and {} built ahead, each up to {} of body{}, held {} times over)",
+        "the dataset {} ({} of file{}), the tokenizer {}, requests {} ({} alive at once and {} built ahead, each up to {} of body{}, held {} times over)",
         size(e.dataset),
         size(inputs.dataset.map_or(0, |d| d.file_bytes)),
+        match inputs.dataset.map_or(0, |d| d.image_bytes) {
+            0 => String::new(),
+            n => format!(" and {} of its images' base64", size(n)),
+        },
         size(e.tokenizer),
         size(e.requests),
         inputs.in_flight,

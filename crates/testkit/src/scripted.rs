@@ -72,7 +72,7 @@ use crate::error::BadRequest;
 use bytes::{Bytes, BytesMut};
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{Method, StatusCode};
-pub use media::ReceivedMedia;
+pub use media::{ReceivedMedia, fnv};
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
@@ -385,8 +385,8 @@ pub struct ServedRequest {
     /// The body's top-level field names, sorted.
     pub fields: Vec<String>,
     /// With [`Script::keep_prompts`]: the prompt as sent (completions: a
-    /// string `prompt`; chat: the last message's string `content`), else
-    /// empty.
+    /// string `prompt`; chat: the last message's string `content`, or the
+    /// text of its text parts), else empty.
     pub prompt: String,
     /// The images and audio of a chat request's content parts, decoded,
     /// in the order sent.
@@ -1743,7 +1743,16 @@ fn prompt_text(endpoint: Endpoint, body: &[u8]) -> String {
             .and_then(|m| m.last())
             .and_then(|m| m.get("content")),
     };
-    text.and_then(Value::as_str).unwrap_or_default().to_owned()
+    match text {
+        // Content parts: their text parts' text, joined by newlines.
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        t => t.and_then(Value::as_str).unwrap_or_default().to_owned(),
+    }
 }
 
 /// A field of the wrong type.

@@ -7,11 +7,14 @@
 //! counted with the model's tokenizer when there is one, else approximated
 //! (see [`approx_tokens`]), then filtered by `min_input_tokens` /
 //! `max_input_tokens`. A malformed line is an error naming the file and the
-//! line.
+//! line. The image files rows name are read and base64'd here, once, before
+//! any run (see [`crate::media::DatasetImages`]).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::WorkloadError;
+use super::media::{DatasetImages, Media};
 use super::message::{Message, Role};
 use super::tokenizer::TokenCounter;
 use infer_bench_spec::raw::{Api, DatasetFormat};
@@ -27,6 +30,8 @@ pub struct Entry {
     pub input_tokens: u32,
     /// The output length the dataset gives, if any.
     pub output_tokens: Option<u32>,
+    /// The images the row names, laid out to be sent before `text`.
+    pub media: Option<Arc<Media>>,
 }
 
 /// The usable prompts of a dataset, and what was left out.
@@ -59,6 +64,9 @@ pub struct Options<'a> {
     pub max_input_tokens: Option<u32>,
     /// Every entry must carry an output length (the workload sets none).
     pub need_output: bool,
+    /// The spec's repository (see `infer_bench_spec::files::repository`):
+    /// image files inside it are not read through a link leading out.
+    pub repo: &'a Path,
 }
 
 struct Counter<'a> {
@@ -98,14 +106,19 @@ pub fn load(path: &Path, o: &Options) -> Result<DatasetPrompts, WorkloadError> {
             WorkloadError::line(path, line, "not UTF-8 text").at_col(col)
         }
     })?;
-    let parsed =
-        format::parse(&text, o.format, o.api, o.need_output).map_err(|e| WorkloadError {
-            path: path.display().to_string(),
-            line: e.line,
-            col: e.col,
-            message: e.message,
-            hint: e.hint.map(str::to_string),
-        })?;
+    let positioned = |e: format::DatasetError| WorkloadError {
+        path: path.display().to_string(),
+        line: e.line,
+        col: e.col,
+        message: e.message,
+        hint: e.hint.map(str::to_string),
+    };
+    let mut parsed = format::parse(&text, o.format, o.api, o.need_output).map_err(positioned)?;
+    drop(text);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let files = infer_bench_spec::image::load(&mut parsed.records, dir, o.repo, true)
+        .map_err(positioned)?;
+    let images = DatasetImages::new(files);
     let count = Counter {
         counter: o.counter,
         api: o.api,
@@ -133,6 +146,7 @@ pub fn load(path: &Path, o: &Options) -> Result<DatasetPrompts, WorkloadError> {
         let input_tokens =
             history.iter().map(|m| count.reply(&m.content)).sum::<u32>() + count.prompt(&r.text);
         let e = Entry {
+            media: images.media(&r.images).map(Arc::new),
             history,
             input_tokens,
             output_tokens: r.output_tokens.or(r.reply.map(|t| count.reply(&t))),

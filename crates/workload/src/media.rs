@@ -33,6 +33,12 @@
 //!
 //! Everything is a pure function of (seed, request index), and is built
 //! where prompts are: ahead of the send time, by the builder.
+//!
+//! **Dataset images.** The images a dataset's rows name
+//! ([`infer_bench_spec::image`]) are laid out here too, once when the
+//! dataset loads ([`DatasetImages`]): each file's data URL is base64'd
+//! once and shared by every request that sends it; they go before the
+//! text of the message, as LLaVA-style rows place them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -84,11 +90,13 @@ impl Part {
     }
 }
 
-/// The media of one request: its content parts after the text, in order,
-/// and what they hold.
+/// The media of one request: its content parts, in order (the first
+/// `leading` before the text, the others after it), and what they hold.
 #[derive(Clone, Default, PartialEq)]
 pub struct Media {
     pub parts: Vec<Part>,
+    /// How many of `parts` go before the text (a dataset row's images).
+    pub leading: usize,
     pub sent: MediaSent,
 }
 
@@ -97,6 +105,96 @@ impl Media {
     pub fn json_len(&self) -> usize {
         self.parts.iter().map(Part::len).sum()
     }
+
+    /// These parts, then `after`'s after the text.
+    pub fn then(&self, after: Media) -> Media {
+        let mut parts = self.parts.clone();
+        parts.extend(after.parts);
+        Media {
+            parts,
+            leading: self.leading,
+            sent: MediaSent {
+                images: self.sent.images + after.sent.images,
+                image_pixels: self.sent.image_pixels + after.sent.image_pixels,
+                image_bytes: self.sent.image_bytes + after.sent.image_bytes,
+                audio_seconds: self.sent.audio_seconds + after.sent.audio_seconds,
+                audio_bytes: self.sent.audio_bytes + after.sent.audio_bytes,
+            },
+        }
+    }
+}
+
+/// The image parts of a dataset, laid out once: one per distinct file
+/// (its data URL base64'd once), and a URL's on demand.
+pub struct DatasetImages {
+    /// Per file: its part, pixels and bytes.
+    files: Vec<(Part, u64, u64)>,
+}
+
+impl fmt::Debug for DatasetImages {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatasetImages")
+            .field("files", &self.files.len())
+            .finish()
+    }
+}
+
+/// `{"image_url":{"url":"`
+const IMAGE_OPEN: &str = "{\"image_url\":{\"url\":\"";
+/// `"},"type":"image_url"}`
+const IMAGE_CLOSE: &str = "\"},\"type\":\"image_url\"}";
+
+impl DatasetImages {
+    /// Base64s each file (its bytes are dropped as it goes).
+    pub fn new(files: Vec<infer_bench_spec::image::ImageFile>) -> DatasetImages {
+        let (open, close): (Arc<str>, Arc<str>) = (Arc::from(IMAGE_OPEN), Arc::from(IMAGE_CLOSE));
+        DatasetImages {
+            files: files
+                .into_iter()
+                .map(|f| {
+                    let mut url = format!("data:{};base64,", f.header.kind.mime());
+                    B64.encode_string(&f.bytes, &mut url);
+                    let part = Part {
+                        pieces: vec![open.clone(), Arc::from(url.as_str()), close.clone()],
+                    };
+                    let pixels = f.header.width as u64 * f.header.height as u64;
+                    (part, pixels, f.len)
+                })
+                .collect(),
+        }
+    }
+
+    /// The media of a row that names `images` (files by their index in
+    /// the list given to [`DatasetImages::new`]); `None` for none.
+    pub fn media(&self, images: &[infer_bench_spec::dataset::ImageRef]) -> Option<Media> {
+        use infer_bench_spec::dataset::ImageRef;
+        if images.is_empty() {
+            return None;
+        }
+        let mut m = Media::default();
+        for i in images {
+            match i {
+                ImageRef::File(k) => {
+                    let (part, pixels, bytes) = self.files.get(*k)?;
+                    m.parts.push(part.clone());
+                    m.sent.image_pixels += pixels;
+                    m.sent.image_bytes += bytes;
+                }
+                ImageRef::Url(u) => m.parts.push(Part {
+                    pieces: vec![
+                        Arc::from(IMAGE_OPEN),
+                        Arc::from(json_inner(u).as_str()),
+                        Arc::from(IMAGE_CLOSE),
+                    ],
+                }),
+                // Every path was read when the dataset loaded.
+                ImageRef::Path(_) => return None,
+            }
+            m.sent.images += 1;
+        }
+        m.leading = m.parts.len();
+        Some(m)
+    }
 }
 
 /// Sizes only: a data URL has no place in a log or a message.
@@ -104,6 +202,7 @@ impl fmt::Debug for Media {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Media")
             .field("parts", &self.parts.len())
+            .field("leading", &self.leading)
             .field("json_bytes", &self.json_len())
             .field("sent", &self.sent)
             .finish()

@@ -481,6 +481,7 @@ impl Material {
                     min_input_tokens: d.min_input_tokens,
                     max_input_tokens: d.max_input_tokens,
                     need_output: workload.output_tokens.is_none(),
+                    repo: &infer_bench_spec::files::repository(base_dir),
                 },
             )?),
             None => None,
@@ -708,7 +709,12 @@ impl PromptGen {
             self.add_items(index, &mut p);
         }
         if let Some(g) = &self.media {
-            p.media = Some(Arc::new(g.media(index)));
+            let m = g.media(index);
+            p.media = Some(Arc::new(match p.media.take() {
+                // A dataset row's images, then the workload's audio.
+                Some(row) => row.then(m),
+                None => m,
+            }));
         }
         p
     }
@@ -891,7 +897,7 @@ impl PromptGen {
             input_tokens,
             output_tokens,
             part: 0,
-            media: None,
+            media: e.media.clone(),
             items: Vec::new(),
             item_tokens: 0,
         }

@@ -11,7 +11,7 @@
 mod cost;
 mod load;
 mod matrix;
-mod media;
+pub(crate) mod media;
 mod models;
 mod parse;
 mod quality;

@@ -156,7 +156,7 @@ impl Cx<'_> {
         let need_output = output_tokens.is_none() && !super::retrieval::retrieves(api);
         let dataset = w
             .dataset
-            .and_then(|d| self.dataset(&k("dataset"), d, api, need_output));
+            .and_then(|d| self.dataset(&k("dataset"), d, api, need_output, w.images.is_some()));
         let trace = w.trace.and_then(|t| self.trace(&k("trace"), t));
         let conversation = w.conversation.map(|c| {
             if !api.takes_messages() {
@@ -504,13 +504,17 @@ fn all_finite(v: &toml::Value) -> bool {
 
 impl Cx<'_> {
     /// A dataset: read (a regular file, bounded), hashed, and parsed by the
-    /// same checker `run` uses.
+    /// same checker `run` uses; the image files its rows name are read
+    /// and checked too (their sizes kept, not their bytes). A workload
+    /// with an `images` table (`images_table`) cannot also send the rows'
+    /// own images.
     fn dataset(
         &mut self,
         key: &str,
         d: RawDataset,
         api: Api,
         need_output: bool,
+        images_table: bool,
     ) -> Option<Dataset> {
         let path = self.base_dir.join(&d.path);
         let pk = format!("{key}.path");
@@ -526,23 +530,45 @@ impl Cx<'_> {
         let (sha256, text) =
             self.read_text(&pk, &path, crate::files::MAX_DATASET_BYTES, "dataset")?;
         let text = text.as_str();
-        let problem = match crate::dataset::parse(text, d.format, api, need_output) {
-            Err(e) => {
-                let at = match (e.line, e.col) {
-                    (Some(l), Some(c)) => format!(":{l}:{c}"),
-                    (Some(l), None) => format!(":{l}"),
-                    _ => String::new(),
-                };
-                Some((format!("{}{at}: {}", path.display(), e.message), e.hint))
+        let at = |e: crate::dataset::DatasetError| {
+            let at = match (e.line, e.col) {
+                (Some(l), Some(c)) => format!(":{l}:{c}"),
+                (Some(l), None) => format!(":{l}"),
+                _ => String::new(),
+            };
+            Some((format!("{}{at}: {}", path.display(), e.message), e.hint))
+        };
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        let parsed = crate::dataset::parse(text, d.format, api, need_output).and_then(|mut p| {
+            let files = crate::image::load(&mut p.records, dir, self.repo, false)?;
+            Ok((p, files))
+        });
+        let problem = match parsed {
+            Err(e) => at(e),
+            Ok((p, _)) if images_table && !p.records.iter().all(|r| r.images.is_empty()) => {
+                let line = p
+                    .records
+                    .iter()
+                    .find(|r| !r.images.is_empty())
+                    .map_or(0, |r| r.line);
+                self.key_err(
+                    &format!("{}.images", key.strip_suffix(".dataset").unwrap_or(key)),
+                    format!(
+                        "the dataset's rows name images of their own ({}:{line}), and a request sends either those or the `images` table's",
+                        path.display()
+                    ),
+                    Some("remove `images` to send the dataset's images, or use a dataset whose rows name none".into()),
+                );
+                return None;
             }
-            Ok(p) if !p.records.is_empty() => {
-                let size = crate::budget::dataset_size(text.len() as u64, &p.records);
+            Ok((p, files)) if !p.records.is_empty() => {
+                let size = crate::budget::dataset_size(text.len() as u64, &p.records, &files);
                 self.sizes
                     .datasets
                     .insert(sha256.clone(), (pk.clone(), size));
                 None
             }
-            Ok(p) => Some((
+            Ok((p, _)) => Some((
                 format!(
                     "{}: no usable prompt ({} entries read)",
                     path.display(),

@@ -29,6 +29,11 @@ pub struct ReceivedMedia {
     /// A hash of the decoded pixels (PNG) or the file's bytes (JPEG,
     /// WAV): equal media hash equal.
     pub content_hash: u64,
+    /// A hash of the file's bytes after base64 decoding ([`fnv`]; 0 for a
+    /// URL).
+    pub file_hash: u64,
+    /// Whether the part came before its message's text part.
+    pub before_text: bool,
 }
 
 impl ReceivedMedia {
@@ -41,7 +46,8 @@ fn bad(what: impl Into<String>) -> BadRequest {
     BadRequest::Media(what.into())
 }
 
-fn fnv(data: &[u8]) -> u64 {
+/// FNV-1a of `data`: the hashes of [`ReceivedMedia`].
+pub fn fnv(data: &[u8]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for &b in data {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
@@ -59,12 +65,17 @@ pub fn read(messages: Option<&Value>) -> Result<Vec<ReceivedMedia>, BadRequest> 
         let Some(Value::Array(parts)) = m.get("content") else {
             continue;
         };
+        let mut text_seen = false;
         for p in parts {
+            let first = out.len();
             match p.get("type").and_then(Value::as_str) {
                 Some("image_url") => out.push(image(p.get("image_url"))?),
                 Some("input_audio") => out.push(audio(p.get("input_audio"))?),
-                Some("text") => {}
+                Some("text") => text_seen = true,
                 other => return Err(bad(format!("unknown content part type {other:?}"))),
+            }
+            for m in &mut out[first..] {
+                m.before_text = !text_seen;
             }
         }
     }
@@ -90,6 +101,8 @@ fn image(v: Option<&Value>) -> Result<ReceivedMedia, BadRequest> {
         sample_rate: 0,
         seconds: 0.0,
         content_hash: 0,
+        file_hash: 0,
+        before_text: false,
     };
     let Some(rest) = url.strip_prefix("data:") else {
         r.format = "url".into();
@@ -104,6 +117,7 @@ fn image(v: Option<&Value>) -> Result<ReceivedMedia, BadRequest> {
         .decode(data)
         .map_err(|e| bad(format!("image data URL: bad base64: {e}")))?;
     r.bytes = file.len();
+    r.file_hash = fnv(&file);
     match media_type {
         "image/png" => {
             let d = png::Decoder::new(std::io::Cursor::new(&file));
@@ -194,5 +208,7 @@ fn audio(v: Option<&Value>) -> Result<ReceivedMedia, BadRequest> {
         sample_rate: rate,
         seconds: (f.len() - 44) as f64 / (rate.max(1) * frame) as f64,
         content_hash: fnv(&f),
+        file_hash: fnv(&f),
+        before_text: false,
     })
 }
