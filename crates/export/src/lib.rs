@@ -133,7 +133,7 @@ pub fn catalog() -> String {
         ("kv heads", Align::Right),
         ("head dim", Align::Right),
         ("KV", Align::Left),
-        ("vision encoder", Align::Left),
+        ("vision", Align::Left),
     ]);
     for x in infer_bench_spec::catalog::MODELS {
         m.row(vec![
@@ -151,7 +151,7 @@ pub fn catalog() -> String {
                 None => "per head".into(),
             },
             match x.vision {
-                Some(v) => format!("{}B, {m}x{m} patches a token", v.params_b, m = v.merge),
+                Some(v) => format!("{}B {m}x{m}", v.params_b, m = v.merge),
                 None => "-".into(),
             },
         ]);
@@ -186,7 +186,7 @@ pub fn catalog() -> String {
         ]);
     }
     format!(
-        "Simulated GPUs (targets.*.gpu):\n\n{}\nModel presets (models.*.preset):\n\n{}\nNetwork presets (models.*.preset with kind = \"vision\" or \"encoder\", served over KServe v2):\n\n{}",
+        "Simulated GPUs (targets.*.gpu):\n\n{}\nModel presets (models.*.preset; vision: the image encoder's parameters, patches per token):\n\n{}\nNetwork presets (models.*.preset with kind = \"vision\" or \"encoder\", served over KServe v2):\n\n{}",
         g.render(),
         m.render(),
         n.render()

@@ -325,6 +325,22 @@ pub struct VisionEncoder {
     pub merge: u32,
 }
 
+/// Qwen2.5-7B's shape, which Qwen2.5-VL-7B's language model shares.
+const QWEN2_5_7B: Arch = Arch {
+    id: "qwen2.5-7b",
+    params_b: 7.62,
+    active_params_b: 7.62,
+    layers: 28,
+    hidden: 3584,
+    heads: 28,
+    kv_heads: 4,
+    head_dim: 128,
+    context_tokens: 32768,
+    kv_latent_dim: None,
+    vision: None,
+    source: "Qwen/Qwen2.5-7B config.json",
+};
+
 /// DeepSeek-V3's shape, which DeepSeek-R1 shares.
 const DEEPSEEK_V3: Arch = Arch {
     id: "deepseek-v3",
@@ -441,20 +457,7 @@ pub const MODELS: &[Arch] = &[
         vision: None,
         source: "mistralai/Mixtral-8x7B-v0.1 config.json; Mistral AI's announcement (12.9B active)",
     },
-    Arch {
-        id: "qwen2.5-7b",
-        params_b: 7.62,
-        active_params_b: 7.62,
-        layers: 28,
-        hidden: 3584,
-        heads: 28,
-        kv_heads: 4,
-        head_dim: 128,
-        context_tokens: 32768,
-        kv_latent_dim: None,
-        vision: None,
-        source: "Qwen/Qwen2.5-7B config.json",
-    },
+    QWEN2_5_7B,
     Arch {
         id: "qwen2.5-72b",
         params_b: 72.7,
@@ -611,20 +614,13 @@ pub const MODELS: &[Arch] = &[
     },
     Arch {
         id: "qwen2.5-vl-7b",
-        params_b: 7.62,
-        active_params_b: 7.62,
-        layers: 28,
-        hidden: 3584,
-        heads: 28,
-        kv_heads: 4,
-        head_dim: 128,
         context_tokens: 128_000,
-        kv_latent_dim: None,
         vision: Some(VisionEncoder {
             params_b: 0.675,
             merge: 2,
         }),
         source: "Qwen/Qwen2.5-VL-7B-Instruct config.json (the language model is Qwen2.5-7B's shape; vision_config: 32 layers of 1280, 14-pixel patches, spatial_merge_size 2, so a token covers 28 x 28 pixels) and the Qwen2.5-VL technical report (a 675M-parameter ViT for every size)",
+        ..QWEN2_5_7B
     },
     DEEPSEEK_V3,
     Arch {
