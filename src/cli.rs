@@ -82,7 +82,7 @@ pub enum Command {
         dir: PathBuf,
         /// The server's OpenAI base URL, e.g. http://127.0.0.1:8000/v1:
         /// its first model in `/models` becomes the spec's model, and the
-        /// dialect its `owned_by` names the target's.
+        /// dialect its `owned_by` names becomes the target's.
         #[arg(long)]
         url: Option<String>,
         /// Also write a CI workflow: `github` writes
