@@ -63,7 +63,7 @@ fn the_quickstart_is_judged_against_its_committed_baseline_blessed_and_reported(
         .split("```sh\n")
         .skip(1)
         .map(|b| b.split("```").next().unwrap())
-        .find(|b| b.contains("infer-bench bless"))
+        .find(|b| b.contains("infer-bench bless") && b.contains("specs/quickstart.toml"))
         .expect("the README shows the gate");
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&root().join("specs"), &dir.path().join("specs"));
