@@ -499,6 +499,21 @@ mod tests {
                 EXIT_USAGE,
             ),
             (SelfBenchError::NoStdout.into(), EXIT_INFRA),
+            (
+                crate::init::InitError::Exists {
+                    path: "bench.toml".into(),
+                }
+                .into(),
+                EXIT_USAGE,
+            ),
+            (
+                crate::init::InitError::Unreachable {
+                    url: "http://127.0.0.1:1/v1/models".into(),
+                    why: "refused".into(),
+                }
+                .into(),
+                EXIT_INFRA,
+            ),
             (Error::Interrupted { pending: 2 }, EXIT_INTERRUPTED),
             (Error::ConfirmationInterrupted, EXIT_INTERRUPTED),
         ];
