@@ -28,6 +28,18 @@ Exit status:
   2  the command line is wrong (an unknown check)
   3  the scripted server or the floor client could not start";
 
+const INIT_HELP: &str = "\
+Examples:
+  infer-bench init                                   # ./bench.toml on the simulator
+  infer-bench init bench --url http://127.0.0.1:8000/v1 --ci github
+
+Then `infer-bench run bench.toml`, from the folder that holds baselines/.
+
+Exit status:
+  0  written
+  2  a file it would write is there (nothing is written), or a bad option
+  3  the server at --url did not answer with a usable model (nothing is written)";
+
 /// Benchmarks LLM inference servers from declarative TOML specs, and judges
 /// the results against baselines kept in version control.
 #[derive(Debug, Parser)]
@@ -57,6 +69,32 @@ pub enum ColorWhen {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start a spec, as `cargo init` starts a crate: write DIR/bench.toml
+    /// (a starter spec that runs as written), an empty DIR/baselines/ and,
+    /// with --ci github, a workflow that gates pull requests. Without
+    /// --url the spec's target is the built-in simulator (no server, no
+    /// GPU); with --url it asks the server for its model
+    /// (`GET URL/models`) and targets it. Never overwrites a file.
+    #[command(after_help = INIT_HELP)]
+    Init {
+        /// The folder to write in (created if missing).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// The server's OpenAI base URL, e.g. http://127.0.0.1:8000/v1:
+        /// its first model in `/models` becomes the spec's model, and the
+        /// dialect its `owned_by` names becomes the target's.
+        #[arg(long)]
+        url: Option<String>,
+        /// Also write a CI workflow: `github` writes
+        /// .github/workflows/infer-bench.yml, which runs the composite
+        /// action on pull requests.
+        #[arg(long, value_enum, value_name = "CI")]
+        ci: Option<crate::init::Ci>,
+        /// The spec's name: names its results folder and its baseline,
+        /// baselines/NAME.json.
+        #[arg(long, default_value = "bench")]
+        name: String,
+    },
     /// Check specs against the schema and the semantic rules.
     Validate {
         /// Spec files.

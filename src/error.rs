@@ -55,6 +55,9 @@ pub enum Error {
     /// The history store could not be read or written, or a record made.
     #[error("error: history: {0}")]
     History(#[from] infer_bench_history::store::StoreError),
+    /// `init` wrote nothing.
+    #[error("error: {0}")]
+    Init(#[from] crate::init::InitError),
     /// A file at a git revision (`--baseline-ref`).
     #[error("error: {0}")]
     Git(#[from] GitError),
@@ -131,6 +134,19 @@ pub fn exit_code(e: &Error) -> u8 {
                 StoreError::Write(e) => results(e),
                 StoreError::List { .. } => EXIT_INFRA,
                 StoreError::Record(_) => EXIT_USAGE,
+            }
+        }
+        Error::Init(e) => {
+            use crate::init::InitError;
+            match e {
+                InitError::Exists { .. } | InitError::BadName { .. } | InitError::BadUrl { .. } => {
+                    EXIT_USAGE
+                }
+                InitError::Unreachable { .. }
+                | InitError::NoModel { .. }
+                | InitError::UnusableModelId { .. }
+                | InitError::Invalid(_)
+                | InitError::Client(_) => EXIT_INFRA,
             }
         }
         Error::Git(e) => match e {
@@ -483,6 +499,21 @@ mod tests {
                 EXIT_USAGE,
             ),
             (SelfBenchError::NoStdout.into(), EXIT_INFRA),
+            (
+                crate::init::InitError::Exists {
+                    path: "bench.toml".into(),
+                }
+                .into(),
+                EXIT_USAGE,
+            ),
+            (
+                crate::init::InitError::Unreachable {
+                    url: "http://127.0.0.1:1/v1/models".into(),
+                    why: "refused".into(),
+                }
+                .into(),
+                EXIT_INFRA,
+            ),
             (Error::Interrupted { pending: 2 }, EXIT_INTERRUPTED),
             (Error::ConfirmationInterrupted, EXIT_INTERRUPTED),
         ];

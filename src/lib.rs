@@ -2,7 +2,7 @@
 //! servers. Data flows one way: spec -> plan -> run -> results -> judge /
 //! export, one crate per stage (docs/architecture.md draws the graph). This
 //! crate is the command line and its wiring: `cli` defines the commands,
-//! `app` runs them through the stages, `gate` is `run --baseline`,
+//! `app` runs them through the stages, `init` writes a starter spec, `gate` is `run --baseline`,
 //! `history` keeps and reads the history of main, `inputs` reads the
 //! results a command names, `git` reads a baseline at a revision (and the
 //! commits `history` records), `consent` refuses side effects a spec was
@@ -28,6 +28,7 @@ pub mod error;
 pub mod gate;
 pub mod git;
 pub mod history;
+pub mod init;
 pub mod inputs;
 pub mod paths;
 pub mod progress;

@@ -63,7 +63,7 @@ fn the_quickstart_is_judged_against_its_committed_baseline_blessed_and_reported(
         .split("```sh\n")
         .skip(1)
         .map(|b| b.split("```").next().unwrap())
-        .find(|b| b.contains("infer-bench bless"))
+        .find(|b| b.contains("infer-bench bless") && b.contains("specs/quickstart.toml"))
         .expect("the README shows the gate");
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&root().join("specs"), &dir.path().join("specs"));
@@ -377,6 +377,24 @@ fn the_history_example_runs_as_written() {
     assert_eq!(bmf.as_object().unwrap().len(), 6, "six points: {bmf}");
     let page = std::fs::read_to_string(dir.path().join("history.html")).unwrap();
     assert!(page.contains("<svg"), "the page draws its series");
+}
+
+/// The "Start a spec" block as written, in an empty folder as a fresh
+/// repository would be: init, the first run, its bless, and the gate
+/// against that baseline, each exiting 0.
+#[test]
+fn the_init_example_runs_as_written() {
+    let repo = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    run_block_in("infer-bench init", dir.path(), repo.path());
+    assert!(repo.path().join("bench.toml").is_file());
+    assert!(repo.path().join("baselines/.gitkeep").is_file());
+    let blessed: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join("baselines/bench.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(blessed["points"].as_object().unwrap().len(), 3);
+    assert!(dir.path().join("first/results.json").is_file());
 }
 
 #[test]
