@@ -398,13 +398,7 @@ impl HttpBackend {
             received += bytes.len() as u64;
             if received > limits.max_response_bytes {
                 rec.t_done = now;
-                return rec.fail(
-                    ErrorClass::Oversized,
-                    format!(
-                        "the response is larger than load.limits.max_response_bytes ({} bytes)",
-                        limits.max_response_bytes
-                    ),
-                );
+                return fail_oversized(rec, limits.max_response_bytes);
             }
             let before = events;
             let r = parser.feed(&bytes, |ev| {
@@ -552,18 +546,19 @@ impl HttpBackend {
                     format!("the response broke: {}", error_chain(&e)),
                 );
             }
-            Ok(Ok(None)) => {
-                return rec.fail(
-                    ErrorClass::Oversized,
-                    format!(
-                        "the response is larger than load.limits.max_response_bytes ({max} bytes)"
-                    ),
-                );
-            }
+            Ok(Ok(None)) => return fail_oversized(rec, max),
             Ok(Ok(Some(b))) => b,
         };
         read_answer(self.protocol.as_ref(), &bytes, self.keep_reply, rec, now);
     }
+}
+
+/// Fails `rec` as an answer over `load.limits.max_response_bytes` (`max`).
+fn fail_oversized(rec: &mut RequestRecord, max: u64) {
+    rec.fail(
+        ErrorClass::Oversized,
+        format!("the response is larger than load.limits.max_response_bytes ({max} bytes)"),
+    );
 }
 
 /// Reads a whole (non-streamed) answer that arrived complete at `now` into
@@ -861,10 +856,7 @@ impl Backend for HttpBackend {
         rec.t_done = at;
         let max = self.limits.max_response_bytes;
         if body.len() as u64 > max {
-            return rec.fail(
-                ErrorClass::Oversized,
-                format!("the response is larger than load.limits.max_response_bytes ({max} bytes)"),
-            );
+            return fail_oversized(rec, max);
         }
         read_answer(self.protocol.as_ref(), body, self.keep_reply, rec, at);
     }

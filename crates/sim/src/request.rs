@@ -155,10 +155,8 @@ fn words(v: &serde_json::Value) -> u32 {
     match v {
         serde_json::Value::String(s) => s.split_whitespace().count() as u32,
         serde_json::Value::Array(a) => a.iter().map(words).sum(),
-        serde_json::Value::Object(o) => match o.get("image_url") {
-            Some(i) => image_tokens(i.get("url").and_then(|u| u.as_str()).unwrap_or("")),
-            None => o.get("text").map(words).unwrap_or(0),
-        },
+        serde_json::Value::Object(o) if o.contains_key("image_url") => images(v),
+        serde_json::Value::Object(o) => o.get("text").map(words).unwrap_or(0),
         _ => 0,
     }
 }

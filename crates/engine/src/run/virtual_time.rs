@@ -126,8 +126,9 @@ struct Flight {
 /// done.
 struct Whole {
     body: String,
-    members: Vec<u64>,
-    left: usize,
+    /// Its sequences: the flight's own id and the ones after it.
+    seqs: u64,
+    left: u64,
 }
 
 /// One sequence the server submits to its engine.
@@ -812,8 +813,8 @@ impl<'a, B: Backend> Sim<'a, B> {
                 }
                 let whole = a.answer.map(|body| Whole {
                     body,
-                    members: (id..id + a.seqs.len() as u64).collect(),
-                    left: a.seqs.len(),
+                    seqs: a.seqs.len() as u64,
+                    left: a.seqs.len() as u64,
                 });
                 let first = self.first_deadline(self.now);
                 self.schedule(first, Ev::Deadline(id));
@@ -869,9 +870,9 @@ impl<'a, B: Backend> Sim<'a, B> {
         };
         match &f.whole {
             Some(w) => {
-                for m in &w.members {
-                    self.engine.cancel(*m);
-                    self.members.remove(m);
+                for m in id..id + w.seqs {
+                    self.engine.cancel(m);
+                    self.members.remove(&m);
                 }
             }
             None => self.engine.cancel(id),
