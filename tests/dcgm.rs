@@ -934,3 +934,151 @@ fn a_sim_run_records_its_modelled_gpus_as_dcgm_exporter_serves_them() {
     let r = results(&out);
     assert_eq!(r["points"][0]["telemetry"]["gpu"]["status"], "off");
 }
+
+/// Triton's GPU gauges as its `/metrics` shows them (its metrics
+/// documentation): utilization as a ratio, memory in bytes, power in W,
+/// energy in J since it started; GPUs by `gpu_uuid` only, in device
+/// order. The `n`-th scrape's utilization is `n % 10 / 10`.
+fn triton_metrics(n: u64) -> String {
+    let mut s = String::from(
+        "# HELP nv_inference_request_success Number of successful inference requests, all batch sizes\n\
+         # TYPE nv_inference_request_success counter\n\
+         nv_inference_request_success{model=\"classifier\",version=\"1\"} 5\n",
+    );
+    let gauges: [(&str, &str, fn(u32, u64) -> f64); 5] = [
+        (
+            "nv_gpu_utilization",
+            "GPU utilization rate [0.0 - 1.0)",
+            |_, n| (n % 10) as f64 / 10.0,
+        ),
+        (
+            "nv_gpu_memory_total_bytes",
+            "GPU total memory, in bytes",
+            |_, _| 85_899_345_920.0,
+        ),
+        (
+            "nv_gpu_memory_used_bytes",
+            "GPU used memory, in bytes",
+            |g, n| (30_000_000_000 + u64::from(g) * 1_000_000 + n * 1000) as f64,
+        ),
+        ("nv_gpu_power_usage", "GPU power usage in watts", |g, n| {
+            200.5 + f64::from(g) + n as f64
+        }),
+        (
+            "nv_energy_consumption",
+            "GPU energy consumption in joules since the Triton Server started",
+            |_, n| 1_000.0 + n as f64 * 25.0,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        s.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
+        // Listed in device order; the UUIDs do not sort that way.
+        for (g, uuid) in [
+            (0, "GPU-f0000000-0000-0000-0000-000000000000"),
+            (1, "GPU-10000000-0000-0000-0000-000000000000"),
+        ] {
+            s.push_str(&format!("{name}{{gpu_uuid=\"{uuid}\"}} {}\n", value(g, n)));
+        }
+    }
+    s
+}
+
+/// A KServe point whose server (a Triton) publishes its GPUs' gauges on
+/// its metrics endpoint: where this machine's NVML sees no GPU (as on CI),
+/// they are the point's GPU telemetry, marked `triton`, in Triton's units
+/// converted; named as a `gpu_metrics_url`, they are read anywhere.
+#[test]
+fn triton_gpu_gauges_are_the_gpu_telemetry_of_a_kserve_point() {
+    let _t = infer_bench_testkit::timing::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let backing = write_spec(
+        dir.path(),
+        "backing",
+        "[targets.sim]\nkind = \"sim\"\ngpu = \"a100-80gb\"\n\
+         [models.resnet]\nkind = \"vision\"\npreset = \"resnet-50\"\nserved_name = \"classifier\"\n\
+         [workloads.classify]\napi = \"kserve\"\n\
+         inputs = [{ name = \"images\", datatype = \"FP32\", shape = [3, 224, 224] }]\n\
+         [load]\nrequests = 1\nconcurrency = 1\n",
+    );
+    let spec = infer_bench::spec::load(&backing).unwrap();
+    let plan = Plan::build(&spec).unwrap();
+    let sim = SimServer::start(&plan.points[0].config).unwrap();
+    let rt = runtime();
+    let triton = rt
+        .block_on(DcgmExporter::start(|n| Answer::Text(triton_metrics(n))))
+        .unwrap();
+    let nvml_here = infer_bench::telemetry::gpu::inventory().is_some_and(|i| !i.gpus.is_empty());
+    for named in [false, true] {
+        let gpu_url = if named {
+            format!("gpu_metrics_url = \"{}\"\n", triton.url())
+        } else {
+            String::new()
+        };
+        let spec = write_spec(
+            dir.path(),
+            "triton-gpus",
+            &format!(
+                "[targets.triton]\nkind = \"openai\"\nbase_url = \"{}\"\nmetrics_url = \"{}\"\n{gpu_url}\
+                 [models.resnet]\nkind = \"vision\"\nserved_name = \"classifier\"\n\
+                 [workloads.classify]\napi = \"kserve\"\n\
+                 inputs = [{{ name = \"images\", datatype = \"FP32\", shape = [3, 224, 224] }}]\n\
+                 [load]\nconcurrency = 1\nduration = \"2s\"\n\
+                 [telemetry]\nscrape_interval = \"100ms\"\n",
+                sim.base_url().trim_end_matches("/v1"),
+                triton.url()
+            ),
+        );
+        let out = dir.path().join(format!("out-{named}"));
+        let o = run(&spec, &out);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let r = results(&out);
+        let g = &r["points"][0]["telemetry"]["gpu"];
+        if nvml_here && !named {
+            // This machine's own GPUs come first; nothing more to check.
+            assert_eq!(g["source"], "nvml", "{g}");
+            continue;
+        }
+        assert_eq!(g["source"], "triton", "{g}");
+        assert_eq!(g["url"], triton.url(), "{g}");
+        if !named {
+            let note = g["note"].as_str().unwrap_or_default();
+            assert!(note.contains("nv_gpu_*"), "{g}");
+        }
+        let devices = g["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), 2, "{g}");
+        for (i, d) in devices.iter().enumerate() {
+            // Device order as Triton lists them, not the UUIDs' order.
+            assert_eq!(d["index"], i, "{d}");
+            let uuid = [
+                "GPU-f0000000-0000-0000-0000-000000000000",
+                "GPU-10000000-0000-0000-0000-000000000000",
+            ][i];
+            assert_eq!(d["uuid"], uuid);
+            assert_eq!(d["memory_total_bytes"], 85_899_345_920u64);
+            let s = &d["series"];
+            let util = nums(&s["utilization_pct"]);
+            let power = nums(&s["power_w"]);
+            let used = nums(&s["memory_used_bytes"]);
+            assert!(util.len() >= 5, "{s}");
+            for ((u, p), m) in util.iter().zip(&power).zip(&used) {
+                // The scrape each sample came from, by its power.
+                let n = p.unwrap() - 200.5 - i as f64;
+                assert_eq!(n.fract(), 0.0, "{s}");
+                assert!(
+                    (u.unwrap() - (n as u64 % 10) as f64 * 10.0).abs() < 1e-9,
+                    "{s}"
+                );
+                assert_eq!(
+                    m.unwrap(),
+                    (30_000_000_000 + i as u64 * 1_000_000 + n as u64 * 1000) as f64
+                );
+            }
+            // Clocks and activities are not Triton's to give.
+            assert!(
+                s.get("sm_clock_mhz")
+                    .is_none_or(|v| nums(v).iter().all(Option::is_none)),
+                "{s}"
+            );
+        }
+    }
+}

@@ -301,8 +301,8 @@ include = [
         p.merged.request_throughput
     );
 
-    // Triton's Prometheus metrics, recognized as Triton's: its counters
-    // rose by at least the point's requests (they sum its models).
+    // Triton's Prometheus metrics, recognized as Triton's: the counters
+    // of the point's model rose by at least the point's requests.
     let p = point("classifier", "b1", "triton");
     let m = p
         .telemetry

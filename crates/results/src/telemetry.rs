@@ -140,6 +140,9 @@ pub enum GpuDataSource {
     /// Modelled by the built-in simulator (its roofline and memory
     /// model), not measured.
     Sim,
+    /// Triton Inference Server's own GPU gauges (`nv_gpu_*` on its
+    /// `/metrics`): utilization, memory, power and energy only.
+    Triton,
 }
 
 impl GpuTelemetry {
@@ -157,6 +160,7 @@ impl GpuDataSource {
             GpuDataSource::Nvml => "nvml",
             GpuDataSource::Dcgm => "dcgm",
             GpuDataSource::Sim => "sim",
+            GpuDataSource::Triton => "triton",
         }
     }
 }

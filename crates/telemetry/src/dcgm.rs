@@ -18,6 +18,15 @@
 //! bytes per second, the `DCGM_FI_PROF_*` activities as ratios 0 to 1.
 //! Series of MIG instances (a non-empty `GPU_I_ID` label) are skipped: a
 //! MIG-enabled GPU is not read here.
+//!
+//! Triton Inference Server publishes a few GPU gauges of its own on its
+//! `/metrics` (`nv_gpu_utilization` as a ratio 0 to 1, memory used and
+//! total in bytes, power in W, `nv_energy_consumption` in J since it
+//! started), each labelled `gpu_uuid` and in device order. An exposition
+//! without any DCGM field is read in that shape, so a Triton that is its
+//! own GPU exporter needs no dcgm-exporter beside it (the readings are
+//! marked [`GpuDataSource::Triton`]; clocks, temperature and activities
+//! are then `None`).
 
 use std::collections::BTreeMap;
 
@@ -67,6 +76,14 @@ enum Field {
     SmOccupancy,
     TensorActive,
     DramActive,
+    /// Triton: utilization as a ratio 0 to 1.
+    TritonUtil,
+    /// Triton: memory used, in bytes.
+    TritonMemUsed,
+    /// Triton: memory in all, in bytes.
+    TritonMemTotal,
+    /// Triton: energy since it started, in J.
+    TritonEnergy,
 }
 
 /// The fields read, by the name dcgm-exporter gives them (its
@@ -95,6 +112,27 @@ const FIELDS: &[(&str, Field)] = &[
     ("DCGM_FI_PROF_DRAM_ACTIVE", Field::DramActive),
 ];
 
+/// Triton Inference Server's GPU gauges (its metrics documentation), read
+/// only from an exposition that has no DCGM field.
+const TRITON_FIELDS: &[(&str, Field)] = &[
+    ("nv_gpu_utilization", Field::TritonUtil),
+    ("nv_gpu_memory_used_bytes", Field::TritonMemUsed),
+    ("nv_gpu_memory_total_bytes", Field::TritonMemTotal),
+    ("nv_gpu_power_usage", Field::Power),
+    ("nv_energy_consumption", Field::TritonEnergy),
+];
+
+/// Whether `expo` is Triton's own GPU gauges rather than a dcgm-exporter:
+/// it lists a Triton GPU field and no DCGM one.
+pub fn triton_shaped(expo: &Exposition) -> bool {
+    let has = |table: &[(&str, Field)]| {
+        expo.samples
+            .iter()
+            .any(|s| table.iter().any(|(n, _)| *n == s.name))
+    };
+    !has(FIELDS) && has(TRITON_FIELDS)
+}
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 fn label<'a>(s: &'a prom::Sample, name: &str) -> Option<&'a str> {
@@ -119,25 +157,44 @@ pub struct Seen {
 pub fn read(expo: &Exposition, filter: &Filter) -> Vec<Seen> {
     let mut by_key: BTreeMap<String, Seen> = BTreeMap::new();
     let mut fb: BTreeMap<String, [Option<f64>; 3]> = BTreeMap::new();
+    let triton = triton_shaped(expo);
+    let table = if triton { TRITON_FIELDS } else { FIELDS };
+    // Triton labels its GPUs by UUID only, in device order: a GPU's index
+    // is its place among the UUIDs as they first appear.
+    let mut order: Vec<String> = Vec::new();
     for s in &expo.samples {
-        let Some(field) = FIELDS.iter().find(|(n, _)| *n == s.name).map(|x| x.1) else {
+        let Some(field) = table.iter().find(|(n, _)| *n == s.name).map(|x| x.1) else {
             continue;
         };
+        if triton
+            && let Some(u) = label(s, "gpu_uuid")
+            && !order.iter().any(|o| o == u)
+        {
+            order.push(u.to_string());
+        }
         if label(s, "GPU_I_ID").is_some() || !filter.admits(s) {
             continue;
         }
         let gpu = label(s, "gpu");
-        let uuid = label(s, "UUID");
+        let uuid = if triton {
+            label(s, "gpu_uuid")
+        } else {
+            label(s, "UUID")
+        };
         let host = label(s, "Hostname");
         let key = match (uuid, gpu) {
             (Some(u), _) => u.to_string(),
             (None, Some(g)) => format!("{}/{g}", host.unwrap_or("")),
             (None, None) => continue,
         };
+        let index = match (triton, gpu) {
+            (true, _) => order.iter().position(|o| *o == key).unwrap_or(0) as u32,
+            (false, g) => g.and_then(|g| g.parse().ok()).unwrap_or(0),
+        };
         let seen = by_key.entry(key.clone()).or_insert_with(|| Seen {
             key: key.clone(),
             info: GpuInfo {
-                index: gpu.and_then(|g| g.parse().ok()).unwrap_or(0),
+                index,
                 name: label(s, "modelName").unwrap_or("unknown").to_string(),
                 uuid: uuid.map(str::to_string),
                 memory_total_bytes: None,
@@ -174,6 +231,12 @@ pub fn read(expo: &Exposition, filter: &Filter) -> Vec<Seen> {
             Field::SmOccupancy => r.sm_occupancy = Some(v),
             Field::TensorActive => r.tensor_active = Some(v),
             Field::DramActive => r.dram_active = Some(v),
+            Field::TritonUtil => r.utilization_pct = Some(v * 100.0),
+            Field::TritonMemUsed => r.memory_used_bytes = (v >= 0.0).then(|| v.round() as u64),
+            Field::TritonMemTotal => {
+                seen.info.memory_total_bytes = (v >= 0.0).then(|| v.round() as u64)
+            }
+            Field::TritonEnergy => r.energy_mj = (v >= 0.0).then(|| (v * 1000.0).round() as u64),
         }
     }
     for (key, [used, free, reserved]) in fb {
@@ -347,6 +410,8 @@ impl DcgmSampler {
         // reached (its /metrics named as a gpu_metrics_url).
         if modelled(expo) {
             self.data_source = GpuDataSource::Sim;
+        } else if triton_shaped(expo) {
+            self.data_source = GpuDataSource::Triton;
         }
         Ok(())
     }
@@ -406,6 +471,90 @@ impl GpuSampler for DcgmSampler {
 mod tests {
     use super::*;
     use crate::scrape::ScriptedMetrics;
+
+    /// Triton's own GPU gauges, as a Triton 2.x on two GPUs writes them,
+    /// beside its inference counters.
+    const TRITON: &str = r#"# HELP nv_inference_count Number of inferences performed
+# TYPE nv_inference_count counter
+nv_inference_count{model="resnet",version="1"} 64
+# HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)
+# TYPE nv_gpu_utilization gauge
+nv_gpu_utilization{gpu_uuid="GPU-ffff"} 0.25
+nv_gpu_utilization{gpu_uuid="GPU-0000"} 0
+# HELP nv_gpu_memory_total_bytes GPU total memory, in bytes
+# TYPE nv_gpu_memory_total_bytes gauge
+nv_gpu_memory_total_bytes{gpu_uuid="GPU-ffff"} 42949672960
+nv_gpu_memory_total_bytes{gpu_uuid="GPU-0000"} 42949672960
+# HELP nv_gpu_memory_used_bytes GPU used memory, in bytes
+# TYPE nv_gpu_memory_used_bytes gauge
+nv_gpu_memory_used_bytes{gpu_uuid="GPU-ffff"} 33763098624
+# HELP nv_gpu_power_usage GPU power usage in watts
+# TYPE nv_gpu_power_usage gauge
+nv_gpu_power_usage{gpu_uuid="GPU-ffff"} 51.091
+# HELP nv_energy_consumption GPU energy consumption in joules since the Triton Server started
+# TYPE nv_energy_consumption counter
+nv_energy_consumption{gpu_uuid="GPU-ffff"} 3594017.4
+"#;
+
+    #[test]
+    fn a_tritons_own_gpu_gauges_are_read_in_its_units_and_device_order() {
+        let expo = prom::parse(TRITON).unwrap();
+        assert!(triton_shaped(&expo));
+        let seen = read(&expo, &Filter::default());
+        assert_eq!(seen.len(), 2);
+        // Device order is the order Triton lists them in, not the UUIDs'.
+        assert_eq!(seen[0].key, "GPU-ffff");
+        assert_eq!(seen[0].info.index, 0);
+        assert_eq!(seen[1].info.index, 1);
+        assert_eq!(seen[0].info.uuid.as_deref(), Some("GPU-ffff"));
+        assert_eq!(seen[0].info.memory_total_bytes, Some(42_949_672_960));
+        let r = &seen[0].reading;
+        assert_eq!(r.utilization_pct, Some(25.0));
+        assert_eq!(r.memory_used_bytes, Some(33_763_098_624));
+        assert_eq!(r.power_w, Some(51.091));
+        assert_eq!(r.energy_mj, Some(3_594_017_400));
+        assert_eq!(r.sm_clock_mhz, None);
+        assert_eq!(seen[1].reading.utilization_pct, Some(0.0));
+        assert_eq!(seen[1].reading.power_w, None);
+        // A sampler over it says where its figures came from.
+        let s = DcgmSampler::open(
+            "http://triton:8002/metrics",
+            Box::new(ScriptedMetrics {
+                texts: vec![Ok(TRITON.into())],
+                calls: 0,
+            }),
+            Filter {
+                ids: Some(vec!["1".into()]),
+                labels: BTreeMap::new(),
+            },
+            GpuDataSource::Dcgm,
+        )
+        .unwrap();
+        assert_eq!(s.source(), GpuDataSource::Triton);
+        assert_eq!(s.devices().len(), 1);
+        assert_eq!(s.devices()[0].uuid.as_deref(), Some("GPU-0000"));
+        // A dcgm-exporter's text is never read as Triton's, even beside
+        // Triton's gauges (a Prometheus that federates both).
+        let both = prom::parse(&format!("{TWO}{TRITON}")).unwrap();
+        assert!(!triton_shaped(&both));
+        assert!(
+            read(&both, &Filter::default())
+                .iter()
+                .all(|s| s.key != "GPU-ffff")
+        );
+        // A CPU-only Triton lists no GPU: nothing to read.
+        let cpu = prom::parse(
+            TRITON
+                .lines()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join("\n")
+                .as_str(),
+        )
+        .unwrap();
+        assert!(!triton_shaped(&cpu));
+        assert!(read(&cpu, &Filter::default()).is_empty());
+    }
 
     const TWO: &str = r#"# HELP DCGM_FI_DEV_SM_CLOCK SM frequency (in MHz).
 # TYPE DCGM_FI_DEV_SM_CLOCK gauge

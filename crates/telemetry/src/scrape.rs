@@ -338,10 +338,27 @@ pub type Values = BTreeMap<&'static str, f64>;
 /// format allows them; results cannot hold them), and so is a series whose
 /// label sets add up past what a float holds.
 pub fn extract(e: &Exposition) -> Values {
+    extract_for(e, None)
+}
+
+/// [`extract`], with a Triton's per-model series (those labelled `model`)
+/// taken only for `model`, the point's own, when it is given: a Triton
+/// serving several models counts each apart, and the others' requests
+/// are not the point's. A series none of whose samples is the point's
+/// model is absent.
+pub fn extract_for(e: &Exposition, model: Option<&str>) -> Values {
     let mut out = Values::new();
     for tr in TRACKED {
+        let per_model = |s: &&prom::Sample| {
+            tr.family != ServerFamily::Triton
+                || match (model, s.labels.iter().find(|(k, _)| k == "model")) {
+                    (Some(m), Some((_, v))) => v == m,
+                    _ => true,
+                }
+        };
         let v: Vec<f64> = e
             .samples_of(tr.name)
+            .filter(per_model)
             .map(|s| s.value)
             .filter(|v| v.is_finite())
             .collect();
@@ -391,9 +408,15 @@ pub trait MetricsSource: Send {
 
 /// Parses a fetched text into the tracked values.
 pub fn scrape_once(src: &mut dyn MetricsSource) -> Result<Values, Error> {
+    scrape_model(src, None)
+}
+
+/// [`scrape_once`], a Triton's per-model series kept for `model` only
+/// ([`extract_for`]).
+pub fn scrape_model(src: &mut dyn MetricsSource, model: Option<&str>) -> Result<Values, Error> {
     let text = src.fetch()?;
     let e = prom::parse(&text).map_err(|source| Error::Malformed { url: None, source })?;
-    Ok(extract(&e))
+    Ok(extract_for(&e, model))
 }
 
 /// The largest metrics text accepted.
@@ -846,6 +869,38 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
+    }
+
+    #[test]
+    fn a_tritons_per_model_series_are_the_points_models_only() {
+        let text = "\
+# TYPE nv_inference_request_success counter
+nv_inference_request_success{model=\"resnet\",version=\"1\"} 40
+nv_inference_request_success{model=\"bert\",version=\"1\"} 7
+nv_inference_request_success{model=\"bert\",version=\"2\"} 3
+# TYPE nv_inference_pending_request_count gauge
+nv_inference_pending_request_count{model=\"resnet\",version=\"1\"} 2
+nv_inference_pending_request_count{model=\"bert\",version=\"1\"} 5
+# TYPE nv_gpu_utilization gauge
+nv_gpu_utilization{gpu_uuid=\"GPU-a\"} 0.5
+";
+        let e = prom::parse(text).unwrap();
+        let all = extract(&e);
+        assert_eq!(all["nv_inference_request_success"], 50.0);
+        assert_eq!(all["nv_inference_pending_request_count"], 7.0);
+        let bert = extract_for(&e, Some("bert"));
+        // Every version of the model, no other model.
+        assert_eq!(bert["nv_inference_request_success"], 10.0);
+        assert_eq!(bert["nv_inference_pending_request_count"], 5.0);
+        // Series without a model label (the GPUs) are the server's.
+        assert_eq!(bert["nv_gpu_utilization"], 0.5);
+        // A model the server does not count: its series are absent.
+        let none = extract_for(&e, Some("yolo"));
+        assert!(
+            !none.contains_key("nv_inference_request_success"),
+            "{none:?}"
+        );
+        assert_eq!(none["nv_gpu_utilization"], 0.5);
     }
 
     fn fixture(path: &str) -> Values {

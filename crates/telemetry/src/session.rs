@@ -15,7 +15,7 @@ use super::scrape::{self, HttpMetrics, MetricsSource, Values};
 use super::series::{self, Span};
 use infer_bench_results::telemetry::*;
 use infer_bench_spec::plan::PointConfig;
-use infer_bench_spec::raw::{GpuMode, TargetKind};
+use infer_bench_spec::raw::{Api, GpuMode, TargetKind};
 
 /// What to do about GPUs for a point.
 pub enum GpuPlan {
@@ -40,13 +40,15 @@ pub enum SimGpus<'a> {
 
 /// The GPU plan of a point: nothing for `off`; for a simulated target,
 /// its modelled GPUs (`sim` says where they are read); else a sampler
-/// over the GPUs the target names, or "no GPU" with the reason where the
-/// source has none.
+/// over the GPUs the target names: a dcgm-exporter's, NVML's, or where
+/// NVML has none, the GPU gauges of a Triton at `served` (the server's
+/// metrics endpoint); or "no GPU" with the reason.
 pub fn gpu_plan(
     mode: GpuMode,
     cfg: &PointConfig,
     source: &dyn GpuSource,
     sim: Option<SimGpus<'_>>,
+    served: Option<&str>,
 ) -> GpuPlan {
     if mode == GpuMode::Off {
         return GpuPlan::Off;
@@ -72,8 +74,46 @@ pub fn gpu_plan(
     }
     match source.open(cfg.target.gpu_ids.as_deref()) {
         Ok(s) => GpuPlan::Sample(s),
-        Err(why) => GpuPlan::Absent(why.to_string()),
+        Err(why) => match served.and_then(|url| triton_gpus(cfg, url)) {
+            Some(s) => {
+                let note = format!(
+                    "{why}; the GPUs are read from the server's own gauges (nv_gpu_*) at its metrics endpoint"
+                );
+                GpuPlan::Sample(Box::new(s.with_note(Some(note))))
+            }
+            None => GpuPlan::Absent(why.to_string()),
+        },
     }
+}
+
+/// Whether a point talks to a Triton Inference Server: the KServe v2 or
+/// generate protocol, whose servers may publish their GPUs' gauges.
+fn speaks_triton(cfg: &PointConfig) -> bool {
+    matches!(cfg.workload.api, Api::Kserve | Api::Generate)
+}
+
+/// A sampler of the GPU gauges a Triton publishes at `url` (its
+/// `/metrics`), over the GPUs the target's `gpu_ids` select; `None` for
+/// a point that does not talk to Triton, or where that endpoint lists no
+/// Triton GPU (a CPU-only Triton, another server, no answer).
+pub fn triton_gpus(cfg: &PointConfig, url: &str) -> Option<DcgmSampler> {
+    if !speaks_triton(cfg) {
+        return None;
+    }
+    let t = &cfg.target;
+    let base = t.base_url.clone().unwrap_or_default();
+    let source = HttpMetrics::for_target(url, t, &base, DCGM_TIMEOUT).ok()?;
+    let s = DcgmSampler::open(
+        url,
+        Box::new(source),
+        Filter {
+            ids: t.gpu_ids.clone(),
+            labels: t.gpu_metrics_match.clone(),
+        },
+        GpuDataSource::Triton,
+    )
+    .ok()?;
+    (s.source() == GpuDataSource::Triton).then_some(s)
 }
 
 /// How long a scrape of a dcgm-exporter may take.
@@ -187,6 +227,15 @@ pub fn preflight<'a>(
         } else {
             match source.open(t.gpu_ids.as_deref()) {
                 Ok(_) => continue,
+                // A Triton that publishes its GPUs' gauges is its own exporter.
+                Err(_)
+                    if t.metrics_url
+                        .as_deref()
+                        .and_then(|u| triton_gpus(cfg, u))
+                        .is_some() =>
+                {
+                    continue;
+                }
                 Err(why @ Error::UnknownGpu { .. }) => Absence::NotHere(Box::new(why)),
                 Err(why) => Absence::NoGpu(Box::new(why)),
             }
@@ -204,6 +253,8 @@ pub struct ScrapePlan {
     pub url: String,
     pub source: Box<dyn MetricsSource>,
     pub interval: Duration,
+    /// The model whose per-model series (a Triton's) are the point's.
+    pub model: Option<String>,
 }
 
 /// When a run happened, on the monotonic clock.
@@ -323,9 +374,9 @@ impl Session {
             }
         };
         let scrape = scrape.and_then(|s| {
-            let mut source = s.source;
+            let (mut source, model) = (s.source, s.model);
             Periodic::start("metrics-scraper", s.interval, move || {
-                scrape::scrape_once(source.as_mut())
+                scrape::scrape_model(source.as_mut(), model.as_deref())
             })
             .ok()
             .map(|thread| Scraping {
@@ -1057,21 +1108,33 @@ mod tests {
         // Whatever the source, a simulated target's plan is its modelled
         // GPUs (none while it does not run), and off is off.
         assert!(matches!(
-            gpu_plan(GpuMode::Auto, &sim[0], &scripted, Some(SimGpus::Virtual)),
+            gpu_plan(
+                GpuMode::Auto,
+                &sim[0],
+                &scripted,
+                Some(SimGpus::Virtual),
+                None
+            ),
             GpuPlan::Modelled
         ));
         assert!(
-            matches!(gpu_plan(GpuMode::Auto, &sim[0], &scripted, None), GpuPlan::Absent(w) if w == SIM_NOT_RUNNING)
+            matches!(gpu_plan(GpuMode::Auto, &sim[0], &scripted, None, None), GpuPlan::Absent(w) if w == SIM_NOT_RUNNING)
         );
         assert!(matches!(
-            gpu_plan(GpuMode::Off, &sim[0], &scripted, Some(SimGpus::Virtual)),
+            gpu_plan(
+                GpuMode::Off,
+                &sim[0],
+                &scripted,
+                Some(SimGpus::Virtual),
+                None
+            ),
             GpuPlan::Off
         ));
         assert!(matches!(
-            gpu_plan(GpuMode::Off, &real[0], &scripted, None),
+            gpu_plan(GpuMode::Off, &real[0], &scripted, None, None),
             GpuPlan::Off
         ));
-        match gpu_plan(GpuMode::Auto, &real[0], &scripted, None) {
+        match gpu_plan(GpuMode::Auto, &real[0], &scripted, None, None) {
             GpuPlan::Sample(s) => assert_eq!(s.devices()[0].index, 1),
             _ => panic!("expected a sampler over GPU 1"),
         }

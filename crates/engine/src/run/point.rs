@@ -22,6 +22,7 @@ use crate::error::PointError;
 use infer_bench_protocol::{
     Backend, ClientOptions, HttpBackend, Reading, RequestRecord, kserve, openai,
 };
+use infer_bench_results::telemetry::GpuDataSource;
 use infer_bench_results::{
     ClientLoad, PhaseTimeline, PointStatus, Reason, ReasonKind, RunResult, now_rfc3339,
 };
@@ -49,7 +50,7 @@ impl TelemetryEnv<'_> {
             Server::Virtual(_) => Some(session::SimGpus::Virtual),
             _ => None,
         };
-        let gpu = session::gpu_plan(self.config.gpu, cfg, self.gpus, sim);
+        let gpu = session::gpu_plan(self.config.gpu, cfg, self.gpus, sim, served.as_deref());
         let scrape = served
             .clone()
             .filter(|_| self.config.server_metrics)
@@ -69,11 +70,14 @@ impl TelemetryEnv<'_> {
                     url,
                     source: Box::new(source),
                     interval: self.config.scrape_interval.as_std(),
+                    model: Some(cfg.served_name().to_string()),
                 })
             });
         // A dcgm-exporter, and a simulator's modelled GPUs, are scraped like
         // server metrics, on their interval.
-        let gpu_interval = if cfg.target.gpu_metrics_url.is_some() || sim.is_some() {
+        let exported =
+            matches!(&gpu, session::GpuPlan::Sample(s) if s.source() == GpuDataSource::Triton);
+        let gpu_interval = if cfg.target.gpu_metrics_url.is_some() || sim.is_some() || exported {
             self.config.scrape_interval.as_std()
         } else {
             self.config.interval.as_std()
