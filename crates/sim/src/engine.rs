@@ -25,7 +25,8 @@ use super::perf::{PerfModel, PrefillChunk, StepBatch};
 use super::profile::EngineConfig;
 use infer_bench_spec::raw::{SimAdmission, SimScheduler};
 
-/// Tokens per KV-cache block (vLLM's default block size).
+/// Tokens per KV-cache block by default (vLLM's block size); a profile
+/// sets its engine's own ([`EngineConfig::kv_block_tokens`]).
 pub const KV_BLOCK_TOKENS: u64 = 16;
 
 /// What one step did.
@@ -42,6 +43,10 @@ pub struct Step {
     /// host's overhead of the step (scheduling, sampling), during which
     /// the GPUs wait.
     pub gpu_s: f64,
+    /// Of `duration`, the tensor-parallel all-reduces and pipeline sends,
+    /// seconds, and the bytes each GPU sent for them.
+    pub communication_s: f64,
+    pub link_bytes: f64,
     /// (request id, new tokens this step) for every sequence that produced
     /// a token at the end of this step: each decode, and each prompt whose
     /// prefill completed (its first token). Always 1 token per sequence.
@@ -133,6 +138,8 @@ pub struct Engine {
     /// Steps run since the last scheduling decision (multi-step).
     since_schedule: u32,
     request_overhead_s: f64,
+    /// Tokens per KV block.
+    block_tokens: u64,
     total_blocks: u64,
     free_blocks: u64,
     /// Longest prompt + output a request may have: the KV capacity.
@@ -164,8 +171,9 @@ impl Engine {
     /// the KV cache is the model's capacity rounded down to whole blocks, and
     /// the longest sequence the smaller of that and the model's context.
     pub fn new(perf: PerfModel, config: &EngineConfig) -> Engine {
-        let total_blocks = (perf.kv_capacity_tokens() / KV_BLOCK_TOKENS).max(1);
-        let max_model_len_tokens = u32::try_from(total_blocks.saturating_mul(KV_BLOCK_TOKENS))
+        let block_tokens = u64::from(config.kv_block_tokens.max(1));
+        let total_blocks = (perf.kv_capacity_tokens() / block_tokens).max(1);
+        let max_model_len_tokens = u32::try_from(total_blocks.saturating_mul(block_tokens))
             .unwrap_or(u32::MAX)
             .min(config.context_tokens.max(2));
         Engine {
@@ -178,6 +186,7 @@ impl Engine {
             scheduler_steps: config.scheduler_steps.max(1),
             since_schedule: 0,
             request_overhead_s: config.request_overhead_s,
+            block_tokens,
             total_blocks,
             free_blocks: total_blocks,
             max_model_len_tokens,
@@ -287,6 +296,12 @@ impl Engine {
         match self.scheduler {
             SimScheduler::Chunked | SimScheduler::WholePrompt => {
                 let preempted = self.schedule_running(&mut budget, Phase::Any);
+                if self.scheduler == SimScheduler::WholePrompt {
+                    // The budget is for prompt tokens; the step's decodes
+                    // (at most max_num_seqs) ride on top of it, so a prompt
+                    // that fills the budget still shares a step with them.
+                    budget = budget.saturating_add(self.scheduled_decodes());
+                }
                 if !preempted && !reuse {
                     self.admit_waiting(&mut budget);
                 }
@@ -370,6 +385,8 @@ impl Engine {
             compute_s: cost.compute_s,
             memory_s: cost.memory_s,
             gpu_s: cost.gpu_s,
+            communication_s: cost.communication_s,
+            link_bytes: cost.link_bytes,
             tokens,
             finished,
             prefill_tokens,
@@ -393,8 +410,8 @@ impl Engine {
                 continue;
             }
             let n = (seq.known_tokens() - seq.computed).min(*budget);
-            let need =
-                blocks_for(u64::from(seq.computed) + u64::from(n)).saturating_sub(seq.blocks);
+            let need = blocks_for(u64::from(seq.computed) + u64::from(n), self.block_tokens)
+                .saturating_sub(seq.blocks);
             let mut fits = true;
             while need > self.free_blocks {
                 preempted = true;
@@ -415,6 +432,19 @@ impl Engine {
             i += 1;
         }
         preempted
+    }
+
+    /// Decodes among the sequences scheduled so far this step.
+    fn scheduled_decodes(&self) -> u32 {
+        let decodes = self
+            .scheduled
+            .iter()
+            .filter(|&&(i, _)| {
+                let seq = &self.running[i];
+                seq.generated > 0 && seq.known_tokens() - seq.computed == 1
+            })
+            .count();
+        u32::try_from(decodes).unwrap_or(u32::MAX)
     }
 
     /// Moves the newest running sequence to the front of the queue,
@@ -451,10 +481,13 @@ impl Engine {
                 continue;
             }
             let need = match self.admission {
-                SimAdmission::ReservePrompt => blocks_for(u64::from(front.known_tokens())),
-                SimAdmission::ReserveFull => {
-                    blocks_for(u64::from(front.prompt_tokens) + u64::from(front.max_tokens))
+                SimAdmission::ReservePrompt => {
+                    blocks_for(u64::from(front.known_tokens()), self.block_tokens)
                 }
+                SimAdmission::ReserveFull => blocks_for(
+                    u64::from(front.prompt_tokens) + u64::from(front.max_tokens),
+                    self.block_tokens,
+                ),
             };
             if need > self.free_blocks {
                 break; // head-of-line: FCFS
@@ -494,7 +527,7 @@ impl Engine {
             generation_tokens_total: self.generation_tokens_total,
             requests_finished_total: self.requests_finished_total,
             requests_rejected_total: self.requests_rejected_total,
-            kv_capacity_tokens: self.total_blocks * KV_BLOCK_TOKENS,
+            kv_capacity_tokens: self.total_blocks * self.block_tokens,
         }
     }
 
@@ -527,17 +560,17 @@ enum Phase {
     Decode,
 }
 
-fn blocks_for(tokens: u64) -> u64 {
-    tokens.div_ceil(KV_BLOCK_TOKENS)
+fn blocks_for(tokens: u64, block_tokens: u64) -> u64 {
+    tokens.div_ceil(block_tokens)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::perf::tests::{arch, target};
     use infer_bench_spec::model::DType;
 
-    fn engine_with(t: &EngineConfig, model: &str, w: DType) -> Engine {
+    pub(crate) fn engine_with(t: &EngineConfig, model: &str, w: DType) -> Engine {
         let perf = PerfModel::new(t, &arch(model), w).unwrap();
         Engine::new(perf, t)
     }
@@ -579,8 +612,8 @@ mod tests {
     }
 
     #[derive(Debug)]
-    struct Load {
-        output_tokens_per_s: f64,
+    pub(crate) struct Load {
+        pub(crate) output_tokens_per_s: f64,
         mean_ttft_s: f64,
         mean_tpot_s: f64,
     }
@@ -588,7 +621,13 @@ mod tests {
     /// A closed loop of `clients`, each sending a request of `prompt` /
     /// `output` tokens as soon as its previous one finishes, for `run_s`
     /// virtual seconds; measured after the first quarter.
-    fn closed_loop(e: &mut Engine, clients: u64, prompt: u32, output: u32, run_s: f64) -> Load {
+    pub(crate) fn closed_loop(
+        e: &mut Engine,
+        clients: u64,
+        prompt: u32,
+        output: u32,
+        run_s: f64,
+    ) -> Load {
         let warmup_s = run_s / 4.0;
         let mut now = 0.0;
         let mut next_id = 0;
@@ -952,6 +991,66 @@ mod tests {
         let mut e = engine_with(&t, "llama-3.1-8b", DType::Bf16);
         e.submit(3, 10_000, 2);
         assert_eq!(e.step().unwrap().prefill_tokens, 4096);
+    }
+
+    /// The `trtllm` profile's settings for `model` at `weights` on `gpus` × `gpu`.
+    fn trtllm(gpu: &str, gpus: u32, model: &str, w: DType) -> Engine {
+        let t = infer_bench_spec::model::SimTarget {
+            profile: Some(infer_bench_spec::raw::SimProfile::Trtllm),
+            ..crate::perf::tests::sim_target(gpu, gpus)
+        };
+        let c = crate::profile::resolve(&t, &arch(model), w, None).unwrap();
+        engine_with(&c, model, w)
+    }
+
+    #[test]
+    fn a_prompt_that_fills_the_step_budget_is_no_cliff() {
+        // Issue 40: Llama 3.1 8B FP8 on one H100 under TensorRT-LLM's
+        // whole-prompt scheduler (budget 8192): prompts of 8191 and 8192
+        // tokens never shared a step with a decode, so requests ran one at
+        // a time (10x below their neighbours 8000 and 8193).
+        let tput = |prompt: u32| {
+            let mut e = trtllm("h100-sxm", 1, "llama-3.1-8b", DType::Fp8);
+            closed_loop(&mut e, 32, prompt, 256, 40.0).output_tokens_per_s
+        };
+        let lengths = [8000, 8190, 8191, 8192, 8193, 8400];
+        let t: Vec<f64> = lengths.iter().map(|&l| tput(l)).collect();
+        for (w, l) in t.windows(2).zip(lengths.windows(2)) {
+            let ratio = w[0].max(w[1]) / w[0].min(w[1]);
+            assert!(ratio < 1.5, "{l:?}: {w:?} (all: {t:?})");
+        }
+    }
+
+    #[test]
+    fn tensorrt_llm_rounds_each_sequence_to_its_64_token_blocks() {
+        // Issue 40: a concurrency just past what TensorRT-LLM holds must
+        // queue. Its paged cache has 64-token blocks (trtllm-build's
+        // tokens_per_block) and guaranteed-no-evict reserves prompt and
+        // output: 70 + 30 tokens take 2 blocks (128 tokens), not 7 of 16.
+        let mut t = infer_bench_spec::model::SimTarget {
+            profile: Some(infer_bench_spec::raw::SimProfile::Trtllm),
+            ..crate::perf::tests::sim_target("h100-sxm", 1)
+        };
+        t.kv_cache_tokens = Some(2560);
+        let c = crate::profile::resolve(&t, &arch("llama-3.1-8b"), DType::Fp8, None).unwrap();
+        assert_eq!(c.kv_block_tokens, 64);
+        let mut e = engine_with(&c, "llama-3.1-8b", DType::Fp8);
+        for id in 0..21 {
+            e.submit(id, 70, 30);
+        }
+        let s = e.step().unwrap();
+        assert_eq!((s.batch_size, e.stats().waiting), (20, 1), "{s:?}");
+        assert_eq!(e.stats().kv_capacity_tokens, 2560);
+        // vLLM's 16-token blocks hold all 21 (7 blocks each of 160).
+        let mut v = target("h100-sxm", 1);
+        v.kv_cache_tokens = Some(2560);
+        v.admission = SimAdmission::ReserveFull;
+        assert_eq!(v.kv_block_tokens, 16);
+        let mut e = engine_with(&v, "llama-3.1-8b", DType::Fp8);
+        for id in 0..21 {
+            e.submit(id, 70, 30);
+        }
+        assert_eq!(e.step().unwrap().batch_size, 21);
     }
 
     #[test]

@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 
 use super::engine::{EngineStats, Step};
-use super::perf::PerfModel;
+use super::perf::{PerfModel, link_is_pcie};
 
 /// How every HELP line of the modelled series begins, so that a reader of
 /// the text (the simulator's own `/metrics` named as a `gpu_metrics_url`)
@@ -47,6 +47,8 @@ struct Span {
     sm: f64,
     tensor: f64,
     dram: f64,
+    /// Bytes each GPU sent over its link in the step.
+    link_bytes: f64,
 }
 
 /// The steps of each engine of a deployment in the trailing window.
@@ -60,6 +62,8 @@ pub struct GpuModel {
     /// GPUs per replica (tensor parallel × pipeline stages).
     gpus_per_replica: u32,
     name: String,
+    /// Whether the GPUs talk over PCIe rather than NVLink.
+    pcie: bool,
     memory_bytes: f64,
     weight_bytes: f64,
     reserve_bytes: f64,
@@ -84,6 +88,9 @@ pub struct GpuReading {
     pub tensor_active: f64,
     /// Roofline memory-traffic time over the window, 0..=1.
     pub dram_active: f64,
+    /// Bytes a GPU sent to its tensor-parallel peers (all-reduces) and the
+    /// next pipeline stage, per second of the window; it receives as many.
+    pub link_tx_bytes_per_s: f64,
     /// Weights, KV cache in use and reserve on this GPU, MiB.
     pub fb_used_mib: f64,
     /// The GPU's memory less `fb_used_mib`, MiB.
@@ -102,6 +109,7 @@ impl GpuModel {
             pipeline,
             gpus_per_replica: perf.gpus() * perf.pipeline().max(1),
             name: perf.gpu().name.to_string(),
+            pcie: link_is_pcie(perf.gpu()),
             memory_bytes: perf.gpu().memory_gb * GIB,
             weight_bytes: perf.weight_bytes(),
             reserve_bytes: perf.reserve_bytes(),
@@ -134,6 +142,7 @@ impl GpuModel {
             sm: fraction(step.gpu_s),
             tensor: fraction(step.compute_s),
             dram: fraction(step.memory_s),
+            link_bytes: step.link_bytes.max(0.0),
         });
     }
 
@@ -150,13 +159,19 @@ impl GpuModel {
         let replicas = self.spans.len().div_ceil(self.pipeline);
         let mut out = Vec::new();
         for r in 0..replicas {
-            let (mut busy, mut tensor, mut dram, mut kv_tokens) = (0.0, 0.0, 0.0, 0.0);
+            let (mut busy, mut tensor, mut dram, mut link, mut kv_tokens) =
+                (0.0, 0.0, 0.0, 0.0, 0.0);
             for e in r * self.pipeline..((r + 1) * self.pipeline).min(self.spans.len()) {
                 for s in &self.spans[e] {
                     let overlap = (s.end_s.min(now_s) - s.start_s.max(from)).max(0.0);
                     busy += overlap * s.sm;
                     tensor += overlap * s.tensor;
                     dram += overlap * s.dram;
+                    // A step's bytes spread evenly over its length.
+                    let length = s.end_s - s.start_s;
+                    if length > 0.0 {
+                        link += s.link_bytes * overlap / length;
+                    }
                 }
                 if let Some(st) = engines.get(e) {
                     kv_tokens += st.kv_usage * st.kv_capacity_tokens as f64;
@@ -173,6 +188,7 @@ impl GpuModel {
                 sm_active: (busy / per).clamp(0.0, 1.0),
                 tensor_active: (tensor / per).clamp(0.0, 1.0),
                 dram_active: (dram / per).clamp(0.0, 1.0),
+                link_tx_bytes_per_s: link / per,
                 fb_used_mib: used_mib,
                 fb_free_mib: (total_mib - used_mib).max(0.0),
             };
@@ -186,7 +202,15 @@ impl GpuModel {
     pub fn exposition(&mut self, now_s: f64, engines: &[EngineStats]) -> String {
         let readings = self.readings(now_s, engines);
         let name = self.name.replace('"', "");
-        let families: [Family; 7] = [
+        let (tx, rx) = if self.pcie {
+            ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES")
+        } else {
+            (
+                "DCGM_FI_PROF_NVLINK_TX_BYTES",
+                "DCGM_FI_PROF_NVLINK_RX_BYTES",
+            )
+        };
+        let families: [Family; 9] = [
             (
                 "DCGM_FI_PROF_SM_ACTIVE",
                 "gauge",
@@ -216,6 +240,18 @@ impl GpuModel {
                 "gauge",
                 "memory utilization (in %), DRAM active x 100.",
                 |r| (r.dram_active * 100.0).round(),
+            ),
+            (
+                tx,
+                "gauge",
+                "bytes per second sent to the other GPUs (tensor-parallel all-reduces, pipeline sends).",
+                |r| r.link_tx_bytes_per_s.round(),
+            ),
+            (
+                rx,
+                "gauge",
+                "bytes per second received from the other GPUs (as many as sent).",
+                |r| r.link_tx_bytes_per_s.round(),
             ),
             (
                 "DCGM_FI_DEV_FB_USED",
@@ -265,6 +301,8 @@ mod tests {
             gpu_s: duration,
             compute_s,
             memory_s,
+            communication_s: 0.0,
+            link_bytes: 0.0,
             tokens: vec![],
             finished: vec![],
             prefill_tokens: 0,
@@ -374,10 +412,58 @@ mod tests {
         );
         assert!(text.contains("} 0.75\n"), "{text}");
         assert!(text.contains("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""), "{text}");
-        assert_eq!(text.matches("Modelled by infer-bench-sim").count(), 7);
+        assert_eq!(text.matches("Modelled by infer-bench-sim").count(), 9);
         assert!(
             text.contains("DCGM_FI_DEV_MEM_COPY_UTIL{gpu=\"1\""),
             "{text}"
         );
+    }
+
+    #[test]
+    fn tensor_parallel_steps_show_their_all_reduces_as_link_traffic() {
+        // Issue 40: communication must show in the modelled activity. The
+        // decode steps of one request over 4 NVLink GPUs send bytes on
+        // NVLink; over 2 PCIe GPUs on PCIe; on one GPU nothing.
+        let traffic = |gpu: &str, gpus: u32| {
+            let t = target(gpu, gpus);
+            let perf = PerfModel::new(&t, &arch("llama-3.1-8b"), DType::Bf16).unwrap();
+            let mut g = GpuModel::new(&perf, 1, 1000.0);
+            let mut e = crate::engine::Engine::new(perf, &t);
+            e.submit(1, 100, 50);
+            let (mut now, mut comm, mut bytes) = (0.0, 0.0, 0.0);
+            while let Some(s) = e.step() {
+                g.record(0, now, s.duration, &s);
+                now += s.duration;
+                comm += s.communication_s;
+                bytes += s.link_bytes;
+            }
+            let r = g.readings(now, &[e.stats()])[0];
+            // Over a window longer than the run: the run's bytes per second.
+            let want = bytes / 1000.0;
+            assert!(
+                (r.link_tx_bytes_per_s - want).abs() <= 1e-9 * want.max(1.0),
+                "{r:?} {want}"
+            );
+            (comm, r.link_tx_bytes_per_s, g.exposition(now, &[e.stats()]))
+        };
+        let (comm, rate, text) = traffic("h100-sxm", 4);
+        assert!(comm > 0.0 && rate > 0.0, "{comm} {rate}");
+        assert!(
+            text.contains("DCGM_FI_PROF_NVLINK_TX_BYTES{gpu=\"3\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("DCGM_FI_PROF_NVLINK_RX_BYTES{gpu=\"0\""),
+            "{text}"
+        );
+        let (_, rate, text) = traffic("l40s", 2);
+        assert!(rate > 0.0);
+        assert!(
+            text.contains("DCGM_FI_PROF_PCIE_TX_BYTES{gpu=\"1\""),
+            "{text}"
+        );
+        assert!(!text.contains("NVLINK"), "{text}");
+        let (comm, rate, _) = traffic("h100-sxm", 1);
+        assert_eq!((comm, rate), (0.0, 0.0));
     }
 }

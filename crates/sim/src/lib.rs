@@ -20,6 +20,8 @@ pub mod http;
 pub mod network;
 pub mod perf;
 pub mod profile;
+#[cfg(test)]
+mod properties;
 pub mod request;
 pub mod server;
 

@@ -8,7 +8,7 @@
 //! decides what goes into a step lives in `super::engine`;
 //! `docs/simulator.md` gives every formula, constant and source.
 
-use super::profile::EngineConfig;
+use super::profile::{self, EngineConfig};
 use crate::error::Error;
 use infer_bench_spec::catalog::Gpu;
 use infer_bench_spec::model::{Architecture, DType};
@@ -38,9 +38,21 @@ pub const ACTIVATION_VALUE_BYTES: f64 = 2.0;
 /// one after the attention output projection, one after the MLP.
 pub const ALLREDUCES_PER_LAYER: f64 = 2.0;
 
-/// Fixed latency of one all-reduce (launch and synchronisation), seconds.
-/// vLLM's custom all-reduce on NVLink takes 5-10 µs for decode-sized messages.
-pub const ALLREDUCE_LATENCY_S: f64 = 8e-6;
+/// Fixed latency of one all-reduce over NVLink (launch and
+/// synchronisation), seconds, before each GPU past the first adds
+/// [`ALLREDUCE_HOP_LATENCY_S`]: vLLM's and TensorRT-LLM's custom all-reduce
+/// on NVLink takes 5-10 µs for decode-sized messages on 2-8 GPUs, NCCL's
+/// ring more as it grows.
+pub const ALLREDUCE_LATENCY_S: f64 = 6e-6;
+
+/// Latency each GPU of an NVLink all-reduce past the first adds, seconds.
+pub const ALLREDUCE_HOP_LATENCY_S: f64 = 1e-6;
+
+/// The same two over PCIe, where there is no custom all-reduce and NCCL's
+/// small-message all-reduce goes through host-mapped memory or the CPU's
+/// root complex: 20-50 µs on 2-8 GPUs.
+pub const PCIE_ALLREDUCE_LATENCY_S: f64 = 15e-6;
+pub const PCIE_ALLREDUCE_HOP_LATENCY_S: f64 = 5e-6;
 
 /// The activation reserve is sized for at most this many tokens in a step:
 /// a prefill-first engine with a step budget of a whole context (vLLM V0's
@@ -50,13 +62,21 @@ pub const ACTIVATION_TOKENS_MAX: u32 = 16_384;
 /// Fixed latency of one point-to-point send between pipeline stages.
 pub const P2P_LATENCY_S: f64 = 10e-6;
 
+/// Fixed GPU time of one layer of a prefill step, seconds, where the
+/// engine runs such steps outside a CUDA graph: each of its kernels pays
+/// its launch and its ramp-up and tail (docs/simulator.md, "A floor for
+/// small prefills").
+pub const PREFILL_LAYER_S: f64 = 80e-6;
+
 /// The smallest KV cache the model accepts: one 16-token block.
 pub const MIN_KV_CACHE_TOKENS: u64 = 16;
 
-/// Tokens per GPU (in units of a 4096-wide model) at which a step's matrix
+/// Tokens (in units of a 4096-wide model) at which a step's matrix
 /// products reach half their peak efficiency: a small step leaves most of
 /// the GPU's multiprocessors without a tile of work (docs/simulator.md,
-/// "Efficiency").
+/// "Efficiency"). It does not grow with the tensor-parallel degree: the
+/// small-M kernels split the reduction dimension (split-K, stream-K) to
+/// fill the multiprocessors of a narrower shard.
 pub const HALF_FILL_TOKENS: f64 = 64.0;
 
 /// How compute and memory time of one kind of kernel combine: the p-norm
@@ -120,6 +140,8 @@ pub struct StepCost {
     pub compute_s: f64,
     pub memory_s: f64,
     pub communication_s: f64,
+    /// Bytes each GPU sent over its link for `communication_s`.
+    pub link_bytes: f64,
     pub overhead_s: f64,
     /// Of `total_s`, the time kernels run on the GPUs: all but the host
     /// overhead.
@@ -180,6 +202,8 @@ pub struct PerfModel {
     p: f64,
     step_overhead_s: f64,
     step_overhead_per_seq_s: f64,
+    /// Fixed GPU time per layer of a step with a prefill.
+    prefill_layer_s: f64,
     slowdown: f64,
 }
 
@@ -233,6 +257,16 @@ impl PerfModel {
         Ok(model)
     }
 
+    /// [`PerfModel::build`] for tests that price setups which would not fit.
+    #[cfg(test)]
+    pub(crate) fn build_unchecked(
+        config: &EngineConfig,
+        arch: &Architecture,
+        weights: DType,
+    ) -> PerfModel {
+        PerfModel::build(config, arch, weights)
+    }
+
     /// The derivation, without the checks: a 70B model on one H100 gets a
     /// zero-token KV cache instead of an error. Inputs must be validated.
     fn build(config: &EngineConfig, arch: &Architecture, weights: DType) -> PerfModel {
@@ -265,6 +299,12 @@ impl PerfModel {
             DType::Fp32 | DType::Bf16 | DType::Fp16 | DType::Int4 => gpu.bf16_tflops,
         };
         let e = config.compute_efficiency;
+        // Attention runs BF16 kernels whatever the weights: the 16-bit
+        // efficiency, scaled as a spec's own `compute_efficiency` scales
+        // the default for its format.
+        let attention_e = (e * profile::COMPUTE_EFFICIENCY_16BIT
+            / profile::default_compute_efficiency(weights, gpu))
+        .min(1.0);
         PerfModel {
             gpu: *gpu,
             gpus: config.gpus,
@@ -282,14 +322,15 @@ impl PerfModel {
             kv_bytes_per_token,
             kv_capacity_tokens,
             gemm_flops_per_s: gemm_tflops * 1e12 * gpus * e,
-            attention_flops_per_s: gpu.bf16_tflops * 1e12 * gpus * e,
+            attention_flops_per_s: gpu.bf16_tflops * 1e12 * gpus * attention_e,
             memory_bytes_per_s: gpu.bandwidth_gbs * 1e9 * gpus * config.bandwidth_efficiency,
             link_bytes_per_s: gpu.interconnect_gbs * 1e9 / 2.0,
             pipeline: config.pipeline,
-            half_fill_tokens: HALF_FILL_TOKENS * 4096.0 * gpus / f64::from(arch.hidden),
+            half_fill_tokens: HALF_FILL_TOKENS * 4096.0 / f64::from(arch.hidden),
             p: ROOFLINE_P,
             step_overhead_s: config.step_overhead_s,
             step_overhead_per_seq_s: config.step_overhead_per_seq_s,
+            prefill_layer_s: config.prefill_layer_s,
             slowdown: config.slowdown,
         }
     }
@@ -336,6 +377,7 @@ impl PerfModel {
                 compute_s: 0.0,
                 memory_s: 0.0,
                 communication_s: 0.0,
+                link_bytes: 0.0,
                 overhead_s: 0.0,
                 gpu_s: 0.0,
                 total_s: 0.0,
@@ -350,7 +392,7 @@ impl PerfModel {
         let attention_s =
             4.0 * self.layers * self.q_dim * attention_pairs / self.attention_flops_per_s;
         let kv_s = (kv_read_tokens + tokens) * self.kv_bytes_per_token / self.memory_bytes_per_s;
-        let communication_s = self.communication_s(tokens);
+        let (communication_s, link_bytes) = self.communication(tokens);
         let overhead_s = if batch.reuses_schedule {
             0.0
         } else {
@@ -366,7 +408,15 @@ impl PerfModel {
             ),
             _ => (0.0, 0.0),
         };
-        let work_s = pnorm(gemm_s, weights_s, self.p)
+        // A step with a prefill runs outside a CUDA graph: each layer's
+        // kernels pay their fixed time on top of their work.
+        let fixed_s = if batch.prefill_chunks.is_empty() {
+            0.0
+        } else {
+            self.layers * self.prefill_layer_s
+        };
+        let work_s = fixed_s
+            + pnorm(gemm_s, weights_s, self.p)
             + pnorm(attention_s, kv_s, self.p)
             + pnorm(encoder_s, encoder_bytes_s, self.p);
         let total_s = (work_s + communication_s + overhead_s) * self.slowdown;
@@ -374,6 +424,7 @@ impl PerfModel {
             compute_s: gemm_s + attention_s + encoder_s,
             memory_s: weights_s + kv_s + encoder_bytes_s,
             communication_s,
+            link_bytes,
             overhead_s,
             gpu_s: (work_s + communication_s) * self.slowdown,
             total_s,
@@ -395,17 +446,34 @@ impl PerfModel {
     /// sends 2 × (gpus − 1)/gpus of the message, plus a fixed latency.
     /// Under pipeline parallelism, each stage hands the step's activations
     /// to the next: pipeline − 1 point-to-point sends.
-    fn communication_s(&self, tokens: f64) -> f64 {
+    fn communication(&self, tokens: f64) -> (f64, f64) {
         let message_bytes = tokens * self.hidden * ACTIVATION_VALUE_BYTES;
         let stages = f64::from(self.pipeline.max(1)) - 1.0;
         let p2p_s = stages * (message_bytes / self.link_bytes_per_s + P2P_LATENCY_S);
+        // A stage's GPUs each send their shard of the activations on.
+        let p2p_bytes = stages * message_bytes / f64::from(self.gpus.max(1));
         if self.gpus <= 1 {
-            return p2p_s;
+            return (p2p_s, p2p_bytes);
         }
         let g = f64::from(self.gpus);
         let sent_bytes = 2.0 * message_bytes * (g - 1.0) / g;
-        let per_allreduce_s = sent_bytes / self.link_bytes_per_s + ALLREDUCE_LATENCY_S;
-        ALLREDUCES_PER_LAYER * self.layers * per_allreduce_s + p2p_s
+        let per_allreduce_s = sent_bytes / self.link_bytes_per_s + self.allreduce_latency_s();
+        let allreduces = ALLREDUCES_PER_LAYER * self.layers;
+        (
+            allreduces * per_allreduce_s + p2p_s,
+            allreduces * sent_bytes + p2p_bytes,
+        )
+    }
+
+    /// The fixed latency of one all-reduce over this setup's GPUs: a base
+    /// and a hop per GPU past the first, higher over PCIe than NVLink.
+    pub fn allreduce_latency_s(&self) -> f64 {
+        let hops = f64::from(self.gpus.max(1)) - 1.0;
+        if link_is_pcie(&self.gpu) {
+            PCIE_ALLREDUCE_LATENCY_S + PCIE_ALLREDUCE_HOP_LATENCY_S * hops
+        } else {
+            ALLREDUCE_LATENCY_S + ALLREDUCE_HOP_LATENCY_S * hops
+        }
     }
 
     /// KV-cache capacity in tokens (derived, or the `kv_cache_tokens` override).
@@ -451,6 +519,16 @@ impl PerfModel {
         self.kv
     }
 }
+
+/// Whether a GPU's tensor-parallel link is PCIe (the catalogue's
+/// `interconnect_gbs` of at most [`PCIE_LINK_MAX_GBS`]: a PCIe 4.0 or 5.0
+/// x16 slot) rather than NVLink or Infinity Fabric.
+pub fn link_is_pcie(gpu: &Gpu) -> bool {
+    gpu.interconnect_gbs <= PCIE_LINK_MAX_GBS
+}
+
+/// The fastest link, GB/s bidirectional, read as PCIe: PCIe 5.0 x16.
+pub const PCIE_LINK_MAX_GBS: f64 = 128.0;
 
 /// KV-cache values per token over all GPUs. K and V per KV head per layer;
 /// tensor parallelism over more GPUs than KV heads replicates heads. Under
@@ -1006,5 +1084,81 @@ pub(crate) mod tests {
         };
         let d = PerfModel::new(&target("h200", 8), &dense, DType::Fp8).unwrap();
         assert!(t1 < 0.3 * d.step_time(&decode(1, 1024)));
+    }
+
+    /// A model with `config`'s settings but no fit check (a 70B model in
+    /// BF16 on one GPU is priced as if it fitted).
+    fn unchecked(gpu: &str, gpus: u32, id: &str, w: DType) -> PerfModel {
+        let c = profile::resolve(&sim_target(gpu, gpus), &arch(id), w, None).unwrap();
+        PerfModel::build(&c, &arch(id), w)
+    }
+
+    #[test]
+    fn batch_one_decode_is_memory_bound_at_every_tensor_parallel_degree() {
+        // Issue 40: Llama 3.1 70B on H100 at batch 1, FP4 was slower than
+        // FP8 on 4 and 8 GPUs (11.0 vs 10.2, 10.2 vs 7.2 ms), since a
+        // one-token step at TP 8 was priced like 257 tokens of compute and
+        // weight-only FP4 computed at the 8-bit efficiency.
+        let d = decode(1, 1024);
+        for gpus in [1, 2, 4, 8] {
+            let t = |w| unchecked("h100-sxm", gpus, "llama-3.1-70b", w).step_time(&d);
+            let (fp4, fp8, bf16) = (t(DType::Fp4), t(DType::Fp8), t(DType::Bf16));
+            assert!(fp4 < fp8 && fp8 < bf16, "TP {gpus}: {fp4} {fp8} {bf16}");
+            // One token's matrix products hide under the weights' read.
+            let c = unchecked("h100-sxm", gpus, "llama-3.1-70b", DType::Fp8).step_cost(&d);
+            assert!(c.compute_s < 0.25 * c.memory_s, "TP {gpus}: {c:?}");
+        }
+        let fp4 = |gpus| unchecked("h100-sxm", gpus, "llama-3.1-70b", DType::Fp4).step_time(&d);
+        assert!(
+            fp4(8) < fp4(4) && fp4(4) < fp4(2),
+            "{} {} {}",
+            fp4(2),
+            fp4(4),
+            fp4(8)
+        );
+    }
+
+    #[test]
+    fn all_reduce_latency_grows_with_the_gpus_and_is_higher_over_pcie() {
+        // A one-token step's all-reduces are latency-bound: a ring of 8
+        // GPUs waits on more hops than one of 2, and PCIe more than NVLink.
+        let comm = |gpu: &str, gpus: u32| {
+            unchecked(gpu, gpus, "llama-3.1-8b", DType::Bf16)
+                .step_cost(&decode(1, 512))
+                .communication_s
+        };
+        assert_eq!(comm("h100-sxm", 1), 0.0);
+        assert!(comm("h100-sxm", 8) > 1.3 * comm("h100-sxm", 2));
+        assert!(comm("l40s", 2) > 2.0 * comm("h100-sxm", 2));
+        // The bytes a GPU sends are reported with the time.
+        let c = unchecked("h100-sxm", 4, "llama-3.1-8b", DType::Bf16).step_cost(&decode(64, 512));
+        // 64 tokens × 4096 × 2 bytes, 2 × 3/4 of it sent, 2 × 32 times.
+        assert_eq!(c.link_bytes, 64.0 * 4096.0 * 2.0 * 1.5 * 64.0);
+        assert!(link_is_pcie(catalog::gpu("l40s").unwrap()));
+        assert!(!link_is_pcie(catalog::gpu("h100-pcie").unwrap()));
+    }
+
+    #[test]
+    fn a_small_prefill_pays_a_fixed_time_per_layer() {
+        // Issue 40: a 128-token FP8 prefill of Llama 2 70B on 4 H100s came
+        // out at half TensorRT-LLM's published 19.6 ms: launches and the
+        // fixed time of each layer's kernels were missing. A prefill step
+        // is not captured in a CUDA graph; a decode step is.
+        let trtllm = SimTarget {
+            profile: Some(infer_bench_spec::raw::SimProfile::Trtllm),
+            ..sim_target("h100-sxm", 4)
+        };
+        let c = profile::resolve(&trtllm, &arch("llama-2-70b"), DType::Fp8, None).unwrap();
+        let m = PerfModel::new(&c, &arch("llama-2-70b"), DType::Fp8).unwrap();
+        let (p1, d1) = (m.step_cost(&prefill(1)), m.step_cost(&decode(1, 0)));
+        let floor = 80.0 * PREFILL_LAYER_S;
+        assert!(
+            (p1.total_s - d1.total_s - floor).abs() < 0.1 * floor,
+            "{p1:?} vs {d1:?}"
+        );
+        assert!(m.step_time(&prefill(128)) > 1.5 * m.step_time(&decode(1, 0)));
+        // vLLM V1 captures mixed steps in piecewise CUDA graphs: no floor.
+        let v1 = model("h100-sxm", 4, "llama-2-70b", DType::Fp8);
+        assert_eq!(v1.step_time(&prefill(1)), v1.step_time(&decode(1, 0)));
     }
 }

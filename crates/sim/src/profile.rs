@@ -11,6 +11,7 @@
 //! Pure: no I/O. `docs/simulator.md` gives every value and its source.
 
 use crate::error::Error;
+use crate::perf::PREFILL_LAYER_S;
 use infer_bench_spec::catalog::{self, Gpu};
 use infer_bench_spec::model::{Architecture, DType, SimTarget};
 use infer_bench_spec::raw::{SimAdmission, SimMemoryBasis, SimProfile, SimScheduler};
@@ -34,6 +35,13 @@ pub struct EngineConfig {
     pub admission: SimAdmission,
     /// The number format of the KV cache.
     pub kv_dtype: DType,
+    /// Tokens per block of the paged KV cache: vLLM's 16, TensorRT-LLM's
+    /// 64, SGLang's 1 (token-granular).
+    pub kv_block_tokens: u32,
+    /// Fixed GPU time per layer of a step that holds a prefill, seconds:
+    /// what its eagerly launched kernels cost besides their work (0 where
+    /// the engine captures such steps in CUDA graphs).
+    pub prefill_layer_s: f64,
     /// Peak achieved fraction of tensor throughput (large steps).
     pub compute_efficiency: f64,
     /// Achieved fraction of memory bandwidth.
@@ -80,6 +88,26 @@ pub const COMPUTE_EFFICIENCY_8BIT: f64 = 0.55;
 /// measurements: 60% on 2 × H100, 69% and 77% on A100).
 pub const BANDWIDTH_EFFICIENCY: f64 = 0.70;
 
+/// SGLang's time from a request's arrival to its scheduler on one GPU:
+/// tokenization and the ZMQ hand-off to the scheduler process.
+pub const SGLANG_REQUEST_OVERHEAD_S: f64 = 3e-3;
+
+/// vLLM's KV block size.
+const VLLM_BLOCK_TOKENS: u32 = crate::engine::KV_BLOCK_TOKENS as u32;
+
+/// What SGLang adds to a request's way in under tensor parallelism: the
+/// scheduler broadcasts each round's new requests to every rank as a
+/// pickled object over the CPU process group and the ranks synchronise
+/// before the batch forms (issue 40's light-load measurement on 4 GPUs:
+/// TTFT 30 ms above the model while the per-token time matched).
+pub const SGLANG_TP_REQUEST_OVERHEAD_S: f64 = 30e-3;
+
+/// Tokens per KV block: TensorRT-LLM's `tokens_per_block` (trtllm-build's
+/// default) and SGLang's `page_size` (1: its radix cache is
+/// token-granular); vLLM's 16 is [`crate::engine::KV_BLOCK_TOKENS`].
+pub const TRTLLM_TOKENS_PER_BLOCK: u32 = 64;
+pub const SGLANG_PAGE_TOKENS: u32 = 1;
+
 /// What a profile sets, before the spec's overrides.
 struct Defaults {
     scheduler: SimScheduler,
@@ -91,6 +119,8 @@ struct Defaults {
     step_overhead_s: f64,
     step_overhead_per_seq_s: f64,
     request_overhead_s: f64,
+    kv_block_tokens: u32,
+    prefill_layer_s: f64,
 }
 
 fn defaults(profile: SimProfile, gpu: &Gpu, gpus: u32, context: u32) -> Defaults {
@@ -110,6 +140,8 @@ fn defaults(profile: SimProfile, gpu: &Gpu, gpus: u32, context: u32) -> Defaults
             step_overhead_s,
             step_overhead_per_seq_s,
             request_overhead_s,
+            kv_block_tokens: VLLM_BLOCK_TOKENS,
+            prefill_layer_s: PREFILL_LAYER_S,
         }
     };
     match profile {
@@ -127,6 +159,9 @@ fn defaults(profile: SimProfile, gpu: &Gpu, gpus: u32, context: u32) -> Defaults
                 step_overhead_s: 0.5e-3,
                 step_overhead_per_seq_s: 2e-6,
                 request_overhead_s: 3e-3,
+                kv_block_tokens: VLLM_BLOCK_TOKENS,
+                // Piecewise CUDA graphs capture mixed steps too.
+                prefill_layer_s: 0.0,
             }
         }
         SimProfile::Sglang => Defaults {
@@ -138,7 +173,14 @@ fn defaults(profile: SimProfile, gpu: &Gpu, gpus: u32, context: u32) -> Defaults
             admission: SimAdmission::ReservePrompt,
             step_overhead_s: 0.3e-3,
             step_overhead_per_seq_s: 1e-6,
-            request_overhead_s: 3e-3,
+            request_overhead_s: SGLANG_REQUEST_OVERHEAD_S
+                + if gpus > 1 {
+                    SGLANG_TP_REQUEST_OVERHEAD_S
+                } else {
+                    0.0
+                },
+            kv_block_tokens: SGLANG_PAGE_TOKENS,
+            prefill_layer_s: PREFILL_LAYER_S,
         },
         SimProfile::Trtllm => Defaults {
             scheduler: SimScheduler::WholePrompt,
@@ -150,6 +192,8 @@ fn defaults(profile: SimProfile, gpu: &Gpu, gpus: u32, context: u32) -> Defaults
             step_overhead_s: 0.3e-3,
             step_overhead_per_seq_s: 1e-6,
             request_overhead_s: 4e-3,
+            kv_block_tokens: TRTLLM_TOKENS_PER_BLOCK,
+            prefill_layer_s: PREFILL_LAYER_S,
         },
     }
 }
@@ -163,15 +207,22 @@ pub fn default_kv_dtype(profile: SimProfile, weights: DType) -> DType {
         (_, DType::Fp16) => DType::Fp16,
         (_, DType::Fp32) => DType::Fp32,
         (SimProfile::Trtllm, DType::Fp8) => DType::Fp8,
+        // NVFP4 checkpoints and their engines keep an FP8 KV cache.
+        (_, DType::Fp4) => DType::Fp8,
         _ => DType::Bf16,
     }
 }
 
 /// Fitted peak compute efficiency by number format: the fraction of the
 /// data-sheet dense rate that large GEMMs reach (docs/simulator.md).
-pub fn default_compute_efficiency(weights: DType) -> f64 {
+/// Weight-only formats (INT4; FP8 or FP4 on a GPU without tensor cores
+/// for them) dequantize to 16 bits and compute at the 16-bit rate and
+/// efficiency.
+pub fn default_compute_efficiency(weights: DType, gpu: &Gpu) -> f64 {
     match weights {
-        DType::Fp8 | DType::Int8 | DType::Fp4 => COMPUTE_EFFICIENCY_8BIT,
+        DType::Int8 => COMPUTE_EFFICIENCY_8BIT,
+        DType::Fp8 if gpu.fp8_tflops.is_some() => COMPUTE_EFFICIENCY_8BIT,
+        DType::Fp4 if gpu.fp4_tflops.is_some() => COMPUTE_EFFICIENCY_8BIT,
         _ => COMPUTE_EFFICIENCY_16BIT,
     }
 }
@@ -222,9 +273,11 @@ pub fn resolve(
         memory_fraction_of: target.memory_fraction_of.unwrap_or(d.memory_fraction_of),
         admission: target.admission.unwrap_or(d.admission),
         kv_dtype: kv.unwrap_or_else(|| default_kv_dtype(profile, weights)),
+        kv_block_tokens: d.kv_block_tokens,
+        prefill_layer_s: d.prefill_layer_s,
         compute_efficiency: target
             .compute_efficiency
-            .unwrap_or_else(|| default_compute_efficiency(weights)),
+            .unwrap_or_else(|| default_compute_efficiency(weights, gpu)),
         bandwidth_efficiency: target.bandwidth_efficiency.unwrap_or(BANDWIDTH_EFFICIENCY),
         step_overhead_s: secs(target.step_overhead, d.step_overhead_s),
         step_overhead_per_seq_s: secs(target.step_overhead_per_seq, d.step_overhead_per_seq_s),
@@ -289,6 +342,42 @@ mod tests {
         let sg = with(SimProfile::Sglang, "h100-sxm", "llama-3.1-8b", DType::Bf16);
         assert_eq!(sg.scheduler, SimScheduler::PrefillFirst);
         assert_eq!(sg.memory_fraction, 0.88);
+    }
+
+    #[test]
+    fn fp4_gets_an_fp8_kv_cache_and_weight_only_formats_the_16bit_efficiency() {
+        // NVFP4 deployments keep an FP8 KV cache, whatever the engine.
+        for p in [SimProfile::Vllm010, SimProfile::Sglang, SimProfile::Trtllm] {
+            assert_eq!(
+                with(p, "b200", "llama-3.1-8b", DType::Fp4).kv_dtype,
+                DType::Fp8
+            );
+        }
+        // Without FP4 (or FP8) tensor cores the weights are dequantized and
+        // the products run at the 16-bit rate, at the 16-bit efficiency.
+        let eff = |gpu, w| with(SimProfile::Vllm010, gpu, "llama-3.1-8b", w).compute_efficiency;
+        assert_eq!(eff("h100-sxm", DType::Fp4), COMPUTE_EFFICIENCY_16BIT);
+        assert_eq!(eff("a100-80gb", DType::Fp8), COMPUTE_EFFICIENCY_16BIT);
+        assert_eq!(eff("h100-sxm", DType::Int4), COMPUTE_EFFICIENCY_16BIT);
+        assert_eq!(eff("b200", DType::Fp4), COMPUTE_EFFICIENCY_8BIT);
+        assert_eq!(eff("h100-sxm", DType::Fp8), COMPUTE_EFFICIENCY_8BIT);
+    }
+
+    #[test]
+    fn sglang_pays_its_request_hand_off_across_tensor_parallel_ranks() {
+        // Issue 40: SGLang's TTFT at light load on 4 GPUs was ~30 ms short
+        // while its per-token time was right.
+        let sg = |gpus| {
+            let t = SimTarget {
+                profile: Some(SimProfile::Sglang),
+                ..sim_target("h100-sxm", gpus)
+            };
+            resolve(&t, &arch("llama-3.1-70b"), DType::Bf16, None)
+                .unwrap()
+                .request_overhead_s
+        };
+        assert_eq!(sg(1), SGLANG_REQUEST_OVERHEAD_S);
+        assert!((sg(4) - sg(1) - 0.030).abs() < 1e-9, "{} {}", sg(1), sg(4));
     }
 
     #[test]
