@@ -95,28 +95,41 @@ pub fn is_flag_key(k: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
 }
 
-/// Why a value cannot be a flag's value, if it cannot.
-pub fn check_value(v: &toml::Value) -> Result<ArgValue, &'static str> {
+/// Why a value cannot be a flag's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadValue {
+    #[error("expected a finite number, found nan or inf")]
+    NotFinite,
+    #[error("expected a string of at most 4096 bytes")]
+    TooLong,
+    #[error("expected a string without control characters (newlines, tabs, escapes, NUL)")]
+    Control,
+    #[error(
+        "expected a value that does not start with `-`, which the server would read as another flag"
+    )]
+    Dash,
+    #[error("expected a boolean, a number or a string, found a date-time")]
+    DateTime,
+    #[error("expected a boolean, a number or a string, found a list")]
+    List,
+    #[error("expected a boolean, a number or a string, found a table")]
+    Table,
+}
+
+/// The flag value `v` is, or why it cannot be one.
+pub fn check_value(v: &toml::Value) -> Result<ArgValue, BadValue> {
     match v {
         toml::Value::Boolean(b) => Ok(ArgValue::Bool(*b)),
         toml::Value::Integer(i) => Ok(ArgValue::Int(*i)),
         toml::Value::Float(x) if x.is_finite() => Ok(ArgValue::Float(*x)),
-        toml::Value::Float(_) => Err("expected a finite number, found nan or inf"),
-        toml::Value::String(s) if s.len() > MAX_VALUE_BYTES => {
-            Err("expected a string of at most 4096 bytes")
-        }
-        toml::Value::String(s) if s.chars().any(char::is_control) => {
-            Err("expected a string without control characters (newlines, tabs, escapes, NUL)")
-        }
-        toml::Value::String(s) if s.starts_with('-') => Err(
-            "expected a value that does not start with `-`, which the server would read as another flag",
-        ),
+        toml::Value::Float(_) => Err(BadValue::NotFinite),
+        toml::Value::String(s) if s.len() > MAX_VALUE_BYTES => Err(BadValue::TooLong),
+        toml::Value::String(s) if s.chars().any(char::is_control) => Err(BadValue::Control),
+        toml::Value::String(s) if s.starts_with('-') => Err(BadValue::Dash),
         toml::Value::String(s) => Ok(ArgValue::String(s.clone())),
-        toml::Value::Datetime(_) => {
-            Err("expected a boolean, a number or a string, found a date-time")
-        }
-        toml::Value::Array(_) => Err("expected a boolean, a number or a string, found a list"),
-        toml::Value::Table(_) => Err("expected a boolean, a number or a string, found a table"),
+        toml::Value::Datetime(_) => Err(BadValue::DateTime),
+        toml::Value::Array(_) => Err(BadValue::List),
+        toml::Value::Table(_) => Err(BadValue::Table),
     }
 }
 

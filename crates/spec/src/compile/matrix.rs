@@ -288,7 +288,7 @@ impl Cx<'_> {
                 Ok(a) => {
                     args.insert(k, a);
                 }
-                Err(why) => self.err(&key, why, None),
+                Err(why) => self.err(&key, why.to_string(), None),
             }
         }
         // An entry with errors is named by its place, so that it is not
