@@ -618,3 +618,119 @@ fn a_server_that_names_itself_gets_its_dialect() {
         assert!(!r.fields.contains(&"repetition_penalty".to_string()));
     }
 }
+
+/// Issue 42, cache hygiene: `reset_cache = "between_runs"` asks the
+/// server for a reset before every run of every point, in its dialect's
+/// words (vLLM's here), before any of the run's requests; each run records
+/// the outcome.
+#[test]
+fn the_prefix_cache_is_reset_before_every_run_in_the_servers_dialect() {
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script::default()))
+        .unwrap();
+    let mut text = spec(
+        &[("t", server.base_url())],
+        "concurrency = 1\nrequests = 2\nruns = 3\nreset_cache = \"between_runs\"",
+        "input_tokens = 8\noutput_tokens = 4",
+    );
+    text.push_str("\n[matrix]\nconcurrency = [1, 2]\n");
+    let run = run_spec(&text, &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let resets = server.cache_resets();
+    assert_eq!(resets.len(), 6, "{resets:?}");
+    for (i, r) in resets.iter().enumerate() {
+        assert_eq!(r.path, "/reset_prefix_cache");
+        // Each run sends 2 requests, all after its reset.
+        assert_eq!(r.after_requests, 2 * i as u64, "{resets:?}");
+    }
+    for p in run.results["points"].as_array().unwrap() {
+        let runs = p["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3);
+        for r in runs {
+            let c = &r["cache_reset"];
+            assert_eq!(c["outcome"], "done", "{c}");
+            assert_eq!(c["request"], "POST /reset_prefix_cache");
+            assert_eq!(c["status"], 200);
+        }
+        assert_eq!(p["warnings"], serde_json::json!([]));
+    }
+}
+
+/// A failed reset (SGLang's `/flush_cache` answering 500) is recorded on
+/// its run and warned of, and the point still runs; an external server is
+/// left alone by the default (`auto`).
+#[test]
+fn a_failed_reset_is_a_warning_and_an_external_server_is_left_alone_by_default() {
+    let rt = runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script {
+            owned_by: "sglang".into(),
+            cache_reset_status: 500,
+            ..Script::default()
+        }))
+        .unwrap();
+    let run = run_spec(
+        &spec(
+            &[("t", server.base_url())],
+            "concurrency = 1\nrequests = 2\nruns = 2\nreset_cache = \"between_runs\"",
+            "input_tokens = 8\noutput_tokens = 4",
+        ),
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let resets = server.cache_resets();
+    assert_eq!(resets.len(), 2, "{resets:?}");
+    assert!(resets.iter().all(|r| r.path == "/flush_cache"));
+    let p = &run.results["points"][0];
+    assert_eq!(p["status"], "complete");
+    assert_eq!(p["merged"]["requests"]["succeeded"], 4);
+    for r in p["runs"].as_array().unwrap() {
+        let c = &r["cache_reset"];
+        assert_eq!(c["outcome"], "failed", "{c}");
+        assert_eq!(c["request"], "POST /flush_cache");
+        assert_eq!(c["status"], 500);
+    }
+    let warned: Vec<&serde_json::Value> = p["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["kind"] == "cache_reset_failed")
+        .collect();
+    assert_eq!(warned.len(), 2, "{}", p["warnings"]);
+
+    // The default on an external server: no reset asked, none recorded.
+    let quiet = rt
+        .block_on(ScriptedServer::start(Script::default()))
+        .unwrap();
+    let run = run_spec(
+        &spec(
+            &[("t", quiet.base_url())],
+            "concurrency = 1\nrequests = 2\nruns = 2",
+            "input_tokens = 8\noutput_tokens = 4",
+        ),
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(quiet.cache_resets().is_empty());
+    for r in run.results["points"][0]["runs"].as_array().unwrap() {
+        assert!(r.get("cache_reset").is_none(), "{r}");
+    }
+}
+
+/// The simulator speaks vLLM's dialect but keeps no prefix cache: the
+/// default resets it (infer-bench started it), and it says it offers none.
+#[test]
+fn the_simulator_answers_that_it_offers_no_cache_reset() {
+    let text = "name = \"sim-reset\"\nseed = 1\n[targets.sim]\nkind = \"sim\"\n\
+        [models.llama]\npreset = \"llama-3.1-8b\"\n[workloads.w]\ninput_tokens = 16\noutput_tokens = 4\n\
+        [load]\nconcurrency = 1\nrequests = 2\nruns = 2\n";
+    let run = run_spec(text, &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    for r in run.results["points"][0]["runs"].as_array().unwrap() {
+        let c = &r["cache_reset"];
+        assert_eq!(c["outcome"], "not_offered", "{c}");
+        assert_eq!(c["request"], "POST /reset_prefix_cache");
+        assert_eq!(c["status"], 404);
+    }
+}

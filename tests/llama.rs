@@ -358,3 +358,124 @@ concurrency = [1, 2]
         "the never-ready server was stopped"
     );
 }
+
+/// The cached prompt tokens llama-server counted over a point, from its
+/// own `/metrics` as scraped: the increase since the point's first scrape.
+fn cached_tokens(point: &serde_json::Value) -> f64 {
+    let c =
+        &point["telemetry"]["server_metrics"]["counters"]["llamacpp:prompt_tokens_cached_total"];
+    c["values"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cached-token counter: {}", point["telemetry"]))
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .fold(0.0, f64::max)
+}
+
+/// Issue 42: a server-args sweep of a launched llama-server. Two settings
+/// of `--parallel` are two points with their own IDs, each on a server of
+/// its own started with its setting (the server's own log says how many
+/// slots it made); before every run llama.cpp's slots are erased, which
+/// its answers confirm (`n_erased`), and which its `/metrics` show: with
+/// the reset, a run's first request finds nothing cached; without it, it
+/// reads the shared prefix the previous run left.
+#[test]
+fn a_server_args_sweep_runs_each_setting_on_its_own_server_and_resets_its_cache() {
+    let _serial = infer_bench_testkit::timing::exclusive();
+    let Some(llama) = llama_dir() else { return };
+    let spec = root().join("tests/specs/llama-server-args.toml");
+    let out = tempfile::tempdir().unwrap();
+    let (code, stderr) = run(&spec, out.path(), &llama, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let r = results(out.path());
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_ne!(points[0]["id"], points[1]["id"]);
+    for (p, np) in points.iter().zip([1, 2]) {
+        let name = format!("np{np}");
+        assert_eq!(p["status"], "complete", "{}", p["slug"]);
+        assert!(
+            p["slug"].as_str().unwrap().ends_with(&name),
+            "{}",
+            p["slug"]
+        );
+        assert_eq!(p["config"]["server_args"]["name"], name.as_str());
+        assert_eq!(p["merged"]["requests"]["succeeded"], 8);
+        // The setting went into the command where {server_args} stands.
+        let cmd: Vec<&str> = p["server"]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        // Flags in key order, where the spec wrote "{server_args}": after
+        // the port's value, before "-c".
+        let flags: Vec<String> = match np {
+            1 => vec!["--parallel".into(), "1".into()],
+            _ => vec!["--cont-batching".into(), "--parallel".into(), "2".into()],
+        };
+        let at = cmd.iter().position(|a| *a == "--port").unwrap() + 2;
+        assert_eq!(cmd[at..at + flags.len()], flags, "{cmd:?}");
+        assert_eq!(cmd[at + flags.len()], "-c", "{cmd:?}");
+        // The server says it made that many slots, and started once.
+        let log = std::fs::read_to_string(
+            out.path()
+                .join("servers")
+                .join(format!("llama.tiny.{name}.log")),
+        )
+        .unwrap();
+        assert!(log.contains(&format!("n_slots = {np},")), "{log}");
+        assert_eq!(log.matches("listening on http").count(), 1);
+        // Each run's reset was done; before the second run the slots held
+        // the first run's prompts.
+        let runs = p["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2);
+        for run in runs {
+            let c = &run["cache_reset"];
+            assert_eq!(c["outcome"], "done", "{c}");
+            assert_eq!(c["request"], "POST /slots/{id}?action=erase");
+        }
+        assert!(
+            runs[1]["cache_reset"]["erased_tokens"].as_u64().unwrap() > 0,
+            "{}",
+            runs[1]["cache_reset"]
+        );
+    }
+    // The same sweep without resets: llama-server's own counter of cached
+    // prompt tokens is higher, by what each second run's first request
+    // read from the first run's last prompt.
+    let dir = tempfile::tempdir().unwrap();
+    let never = dir.path().join("never.toml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert!(text.contains("reset_cache = \"auto\""));
+    std::fs::write(
+        &never,
+        text.replace("reset_cache = \"auto\"", "reset_cache = \"never\""),
+    )
+    .unwrap();
+    let out2 = dir.path().join("out");
+    let (code, stderr) = run(&never, &out2, &llama, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let r2 = results(&out2);
+    let points2 = r2["points"].as_array().unwrap();
+    for (with, without) in points.iter().zip(points2) {
+        // `reset_cache` set to other than `auto` is another point.
+        assert_ne!(with["id"], without["id"]);
+        for run in without["runs"].as_array().unwrap() {
+            assert!(run.get("cache_reset").is_none(), "{run}");
+        }
+        let (a, b) = (cached_tokens(with), cached_tokens(without));
+        eprintln!(
+            "{}: cached prompt tokens with reset {a}, without {b}",
+            with["slug"]
+        );
+        // One at a time, every prompt after a run's first reads the shared
+        // prefix its slot holds (k tokens): with the reset that is 2 runs
+        // x 3 requests; without it, run 2's first request reads it too.
+        // The edges of each run are scraped on demand, so this is exact.
+        assert!(a > 0.0, "{}: nothing was cached", with["slug"]);
+        let k = a / 6.0;
+        assert_eq!(k.fract(), 0.0, "{}: with reset {a}", with["slug"]);
+        assert_eq!(b, a + k, "{}: with reset {a}, without {b}", with["slug"]);
+    }
+}

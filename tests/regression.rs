@@ -745,6 +745,7 @@ fn noisy(recorded: &Value) -> Noisy {
                 .collect(),
             histograms: BTreeMap::new(),
             shard: None,
+            cache_reset: None,
         })
         .collect();
     Noisy {

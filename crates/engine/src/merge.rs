@@ -403,6 +403,7 @@ fn merge_agents(
             histograms: rec.run.histograms(),
             stats,
             shard: None,
+            cache_reset: None,
         });
     }
     let base_url = cfg.target.base_url.clone().unwrap_or_default();

@@ -804,6 +804,7 @@ fn invalid_fix(kind: Option<ReasonKind>) -> (&'static str, &'static str) {
             | ReasonKind::DialectFieldsNotSent
             | ReasonKind::LateStart
             | ReasonKind::ConnectionsNotOpened
+            | ReasonKind::CacheResetFailed
             | ReasonKind::Other,
         )
         | None => "INVALID",
@@ -1928,6 +1929,9 @@ mod tests {
             }
             ReasonKind::ConnectionsNotOpened => {
                 "run 1: 0 of 64 connections were opened before the run: the open-file limit (40) leaves room for no more; the run opened the rest as it went, and any it could not open failed as client_limit"
+            }
+            ReasonKind::CacheResetFailed => {
+                "run 2: the server's prefix cache could not be reset (POST /flush_cache answered 500): the run may have read an earlier run's cache"
             }
             ReasonKind::Other => "a reason an older file gave",
         }

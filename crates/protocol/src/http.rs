@@ -198,6 +198,23 @@ impl HttpBackend {
         Ok((status, read_capped(response, cap, deadline).await))
     }
 
+    /// `POST {path}` with an empty body on the pool, `path` read against
+    /// the base URL as `get_answer` reads it: its status and body (read up
+    /// to `cap` bytes) within the connect timeout and five seconds, or why
+    /// there was no answer. For a server's control endpoints (a cache
+    /// reset), never for a measured request.
+    pub async fn post_answer(&self, path: &str, cap: usize) -> Result<(u16, Vec<u8>), NoAnswer> {
+        let deadline = Instant::now() + self.connect_timeout + Duration::from_secs(5);
+        let url = self.base.join(path).map_err(|e| NoAnswer(e.to_string()))?;
+        let post = self.client.post(url).send();
+        let response = tokio::time::timeout_at(deadline.into(), post)
+            .await
+            .map_err(|_| NoAnswer("no answer within the connect timeout and 5 s".into()))?
+            .map_err(|e| NoAnswer(error_chain(&e)))?;
+        let status = response.status().as_u16();
+        Ok((status, read_capped(response, cap, deadline).await))
+    }
+
     /// The target's base URL.
     pub fn base_url(&self) -> &str {
         self.base.as_str()

@@ -407,6 +407,46 @@ pub struct RunResult {
     /// form that adds exactly to the other agents' (see `merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<RunShard>,
+    /// The server's prefix cache reset before this run (`[load]
+    /// reset_cache`); absent where none was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reset: Option<CacheReset>,
+}
+
+/// How a reset of the server's prefix cache before a run went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CacheReset {
+    pub outcome: CacheResetOutcome,
+    /// What was asked, e.g. `POST /reset_prefix_cache` (for llama.cpp, one
+    /// `POST /slots/{id}?action=erase` per slot); absent when the dialect
+    /// offers no reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// The HTTP status of the (first unsuccessful, else last) answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why it was not done, in words (the server's own answer, clipped:
+    /// text from outside, encoded wherever it is written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<outside::Outside>,
+    /// llama.cpp: the cached tokens its slots erased.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased_tokens: Option<u64>,
+}
+
+/// The outcome of a prefix-cache reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheResetOutcome {
+    /// The server answered 2xx.
+    Done,
+    /// The server does not offer a reset: its dialect has none, or it
+    /// answered 404, 405 or 501 (vLLM without VLLM_SERVER_DEV_MODE=1,
+    /// llama.cpp without --slot-save-path).
+    NotOffered,
+    /// The reset was asked for and did not happen (another status, or no
+    /// answer): a warning of the point, the run goes on.
+    Failed,
 }
 
 /// One agent's share of one run, kept so that `merge` can add the

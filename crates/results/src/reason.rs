@@ -133,6 +133,9 @@ pub enum ReasonKind {
     LateStart,
     /// Not every connection could be opened before a run.
     ConnectionsNotOpened,
+    /// The server's prefix cache could not be reset before a run (issue
+    /// 42): the run may have read an earlier run's cache.
+    CacheResetFailed,
     /// Any other reason, and every reason of a file written before kinds
     /// (results version 1 to 4).
     Other,
@@ -161,6 +164,7 @@ impl ReasonKind {
         ReasonKind::DialectFieldsNotSent,
         ReasonKind::LateStart,
         ReasonKind::ConnectionsNotOpened,
+        ReasonKind::CacheResetFailed,
         ReasonKind::Other,
     ];
 
@@ -187,6 +191,7 @@ impl ReasonKind {
             ReasonKind::DialectFieldsNotSent => "dialect_fields_not_sent",
             ReasonKind::LateStart => "late_start",
             ReasonKind::ConnectionsNotOpened => "connections_not_opened",
+            ReasonKind::CacheResetFailed => "cache_reset_failed",
             ReasonKind::Other => "other",
         }
     }
@@ -229,6 +234,7 @@ impl ReasonKind {
             | ReasonKind::DialectFieldsNotSent
             | ReasonKind::LateStart
             | ReasonKind::ConnectionsNotOpened
+            | ReasonKind::CacheResetFailed
             | ReasonKind::Other => return None,
         })
     }

@@ -28,6 +28,7 @@ pub mod results;
 pub mod retrieval;
 pub mod schema;
 pub mod seed;
+pub mod server_args;
 mod slo;
 pub mod tensor;
 pub mod tokenizer;

@@ -589,7 +589,13 @@ pub struct Load {
     /// before the key compare unchanged).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cold_connections: bool,
+    /// When the server's prefix cache is reset (issue 42). Not written
+    /// when `auto` (configs from before the key compare unchanged).
+    #[serde(default, skip_serializing_if = "ResetCache::is_auto")]
+    pub reset_cache: ResetCache,
 }
+
+pub use crate::raw::ResetCache;
 
 /// One SLO gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -828,6 +834,8 @@ pub enum Axis {
     Batch,
     /// Rerank: documents per request.
     Documents,
+    /// A launched server's flags (`crate::server_args`).
+    ServerArgs,
 }
 
 impl Axis {
@@ -841,6 +849,7 @@ impl Axis {
         Axis::MaxConcurrency,
         Axis::Batch,
         Axis::Documents,
+        Axis::ServerArgs,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -853,6 +862,7 @@ impl Axis {
             Axis::MaxConcurrency => "max_concurrency",
             Axis::Batch => "batch",
             Axis::Documents => "documents",
+            Axis::ServerArgs => "server_args",
         }
     }
     pub fn from_name(s: &str) -> Option<Axis> {
@@ -867,6 +877,7 @@ pub enum AxisValue {
     Name(String),
     Count(u32),
     Rate(Rate),
+    ServerArgs(std::sync::Arc<crate::server_args::ServerArgs>),
 }
 
 impl std::fmt::Display for AxisValue {
@@ -875,6 +886,7 @@ impl std::fmt::Display for AxisValue {
             AxisValue::Name(s) => f.write_str(s),
             AxisValue::Count(c) => write!(f, "{c}"),
             AxisValue::Rate(r) => write!(f, "{r}"),
+            AxisValue::ServerArgs(a) => f.write_str(&a.name),
         }
     }
 }
@@ -908,6 +920,7 @@ pub struct LoadDefaults {
     pub timeouts: Timeouts,
     pub limits: Limits,
     pub cold_connections: bool,
+    pub reset_cache: ResetCache,
 }
 
 /// A compiled spec.

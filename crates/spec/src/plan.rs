@@ -35,6 +35,10 @@ pub struct PointConfig {
     #[serde(default, skip_serializing_if = "Goodput::is_empty")]
     pub goodput: Goodput,
     pub seed: u64,
+    /// The launched server's flags from the `server_args` axis: part of
+    /// what is measured (the hash), not of what is sent (`request_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_args: Option<Arc<crate::server_args::ServerArgs>>,
 }
 
 /// What is left out of a point's hash: how to reach and start the system
@@ -73,6 +77,7 @@ impl PointConfig {
             "model" => serde_json::to_value(&self.model),
             "precision" => serde_json::to_value(self.precision.as_ref()?),
             "seed" => Ok(serde_json::Value::from(self.seed)),
+            "server_args" => serde_json::to_value(self.server_args.as_ref()?),
             "target" => serde_json::to_value(&self.target),
             "workload" => serde_json::to_value(&self.workload),
             _ => return None,
@@ -95,6 +100,7 @@ impl PointConfig {
             "model",
             "precision",
             "seed",
+            "server_args",
             "target",
             "workload",
         ];
@@ -108,8 +114,9 @@ impl PointConfig {
 
     /// The point's hash: the first 8 hex digits of SHA-256 over the
     /// SHA-256 digests of its measured parts (goodput, load without `runs`,
-    /// model, precision, seed, target identity, workload; each part's
-    /// canonical JSON as in `measured_json`), in that order. Hashing the
+    /// model, precision, seed, target identity, workload, then the
+    /// launched server's `server_args` where the matrix gives them; each
+    /// part's canonical JSON as in `measured_json`), in that order. Hashing the
     /// parts first lets a plan of many points digest each shared part once.
     pub fn hash(&self) -> String {
         self.hash_cached(&mut HashParts::default())
@@ -144,6 +151,11 @@ impl PointConfig {
         h.update(self.seed.to_le_bytes());
         h.update(part("target", self.target.name.clone()));
         h.update(part("workload", self.workload.name.clone()));
+        // Only where the axis is given, so points without one keep the
+        // hashes they had before it existed.
+        if self.server_args.is_some() {
+            h.update(digest_of("server_args"));
+        }
         hex(&h.finalize()[..4])
     }
 
@@ -161,7 +173,8 @@ impl PointConfig {
     ///
     /// Everything else is left out, because it changes how the client
     /// waits for, reads, reaches or judges a request, never which requests
-    /// it draws: timeouts, `[load.limits]`, `cold_connections`, `window`,
+    /// it draws: timeouts, `[load.limits]`, `cold_connections`,
+    /// `reset_cache`, `window`,
     /// `runs` (each run has a stream of its own already), `search` (a
     /// search runs as probes, points at one level without one), goodput
     /// bounds, the target (URL, key, headers, launch, simulator), the rest
@@ -183,6 +196,7 @@ impl PointConfig {
             load,
             goodput: _,
             seed: _,
+            server_args: _,
         } = self;
         let Load {
             arrival,
@@ -199,6 +213,7 @@ impl PointConfig {
             timeouts: _,
             limits: _,
             cold_connections: _,
+            reset_cache: _,
         } = load;
         let mut workload = serde_json::to_value(&**workload).expect("configs serialize");
         strip_labels(&mut workload);
@@ -742,6 +757,10 @@ fn resolve(spec: &Spec, combo: &Combo, cache: &mut HashParts) -> Result<Point, S
         load,
         goodput: spec.goodput.clone(),
         seed: spec.seed,
+        server_args: match value_of(combo, Axis::ServerArgs) {
+            Some(AxisValue::ServerArgs(a)) => Some(a.clone()),
+            _ => None,
+        },
     };
     let slug = slug_of(&config);
     let hash = config.hash_cached(cache);
@@ -776,6 +795,9 @@ fn slug_of(config: &PointConfig) -> String {
     });
     if let Some(mc) = config.load.max_concurrency {
         parts.push(format!("mc{mc}"));
+    }
+    if let Some(a) = &config.server_args {
+        parts.push(a.name.clone());
     }
     parts
         .join(".")
@@ -1101,6 +1123,7 @@ fn resolve_load(spec: &Spec, combo: &Combo, workload: &Workload) -> Result<Load,
         timeouts: d.timeouts,
         limits: d.limits,
         cold_connections: d.cold_connections,
+        reset_cache: d.reset_cache,
     })
 }
 
@@ -1181,6 +1204,7 @@ fn trace_load(
         timeouts: d.timeouts,
         limits: d.limits,
         cold_connections: d.cold_connections,
+        reset_cache: d.reset_cache,
         search: None,
     })
 }
@@ -1350,6 +1374,9 @@ mod hash_tests {
             }),
             ("limits", |c| c.load.limits.max_events = 7),
             ("cold connections", |c| c.load.cold_connections = true),
+            ("reset cache", |c| {
+                c.load.reset_cache = crate::ResetCache::Never
+            }),
             ("window", |c| c.load.window = Duration::from_millis(250)),
             ("runs", |c| c.load.runs = 9),
             ("goodput", |c| c.goodput.ttft = Some(Duration::from_secs(9))),
@@ -1408,6 +1435,27 @@ mod hash_tests {
             assert_ne!(c.request_key(), base.request_key(), "{what}");
             assert_ne!(c.hash(), base.hash(), "{what}: a new point as well");
         }
+        // Issue 42: a server's flags are another point to the judge, the
+        // same requests to the server.
+        let mut c = base.clone();
+        let args: std::collections::BTreeMap<String, crate::server_args::ArgValue> = [(
+            "max_num_seqs".to_string(),
+            crate::server_args::ArgValue::Int(128),
+        )]
+        .into();
+        c.server_args = Some(Arc::new(crate::server_args::ServerArgs {
+            name: "s128".into(),
+            args,
+        }));
+        assert_ne!(c.hash(), base.hash());
+        assert_eq!(c.request_key(), base.request_key());
+        let mut d = c.clone();
+        Arc::make_mut(d.server_args.as_mut().unwrap()).args.insert(
+            "max_num_seqs".into(),
+            crate::server_args::ArgValue::Int(256),
+        );
+        assert_ne!(d.hash(), c.hash());
+        assert_eq!(d.request_key(), base.request_key());
         // The issue's case: the judge sees another point, the server the
         // same requests.
         let mut c = base.clone();

@@ -802,6 +802,32 @@ pub struct RawLoad {
     /// Open a new connection for every request and keep none alive, so that connect time (TCP, TLS) counts in TTFT and E2E. Default false: connections are opened before each run and reused.
     #[serde(default)]
     pub cold_connections: Option<bool>,
+    /// Reset the server's prefix cache before each run, so a run does not
+    /// read the cache an earlier run (or point) filled: "between_runs",
+    /// "never", or "auto" (the default: between runs on servers infer-bench
+    /// starts, never on an external one, which others may share).
+    #[serde(default)]
+    pub reset_cache: Option<ResetCache>,
+}
+
+/// `[load] reset_cache`: when the server's prefix cache is reset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetCache {
+    /// Between runs on a launched server or the simulator; never on an
+    /// external server.
+    #[default]
+    Auto,
+    /// Before every run, on every server.
+    BetweenRuns,
+    /// Never.
+    Never,
+}
+
+impl ResetCache {
+    pub fn is_auto(&self) -> bool {
+        *self == ResetCache::Auto
+    }
 }
 
 /// A capacity search: probes from `from` up to `to`, doubling until a probe
@@ -958,6 +984,13 @@ pub struct RawMatrix {
     /// Rerank: documents per request, overriding the workload's `documents`.
     #[serde(default)]
     pub documents: Option<Vec<u32>>,
+    /// A launched server's flags, one table per point: `{ max_num_seqs =
+    /// 128 }` becomes `--max-num-seqs 128` (true: the flag alone; false:
+    /// left out). Keys `[a-z0-9][a-z0-9_-]*`; values booleans, numbers or
+    /// strings; an optional `name` names the entry in point slugs.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<BTreeMap<String, serde_json::Value>>>")]
+    pub server_args: Option<Vec<BTreeMap<String, toml::Value>>>,
     /// Combinations to remove: an entry removes every combination it matches on all its keys.
     #[serde(default)]
     pub exclude: Vec<RawMatrixEntry>,

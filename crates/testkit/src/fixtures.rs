@@ -92,6 +92,7 @@ pub fn point(plan: &Plan, runs: &[f64], windows: &[&[f64]]) -> PointResult {
                 .unwrap_or_default(),
             histograms: Default::default(),
             shard: None,
+            cache_reset: None,
         })
         .collect();
     p.merged = stats(runs.first().copied().unwrap_or(1.0), 1.0, 0.0);

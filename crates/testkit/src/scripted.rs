@@ -132,6 +132,10 @@ pub struct Script {
     /// "vllm", "sglang", "llamacpp"). "vllm" by default: the server takes
     /// vLLM's extra fields (and ignores them), so it presents as vLLM.
     pub owned_by: String,
+    /// The status a prefix-cache reset (`POST /reset_prefix_cache`, vLLM's,
+    /// or `POST /flush_cache`, SGLang's) is answered with: 200 by
+    /// default. Every reset is counted ([`ScriptedServer::cache_resets`]).
+    pub cache_reset_status: u16,
     /// Answer 422 to a body with a top-level field the OpenAI API does not
     /// define ([`OPENAI_FIELDS`]), as strict servers do (Hugging Face
     /// `transformers serve`).
@@ -242,6 +246,7 @@ impl Default for Script {
             fault: Fault::None,
             fault_every: 0,
             owned_by: "vllm".to_owned(),
+            cache_reset_status: 200,
             strict: false,
             keep_prompts: false,
             image_patch: 0,
@@ -460,6 +465,7 @@ impl ScriptedServer {
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
             faults: AtomicU64::new(0),
+            cache_resets: Mutex::new(Vec::new()),
         });
         let handler_state = state.clone();
         let http = http::bind(move |req| handle(handler_state.clone(), req)).await?;
@@ -495,6 +501,11 @@ impl ScriptedServer {
         let mut records = mem::take(&mut *self.state.records.lock());
         records.sort_by_key(|r| r.seq);
         records
+    }
+
+    /// The prefix-cache resets asked for so far, in order.
+    pub fn cache_resets(&self) -> Vec<CacheResetCall> {
+        self.state.cache_resets.lock().clone()
     }
 
     /// Completion requests received and not yet recorded.
@@ -533,6 +544,16 @@ struct State {
     prompt_tokens: AtomicU64,
     generation_tokens: AtomicU64,
     faults: AtomicU64,
+    cache_resets: Mutex<Vec<CacheResetCall>>,
+}
+
+/// One prefix-cache reset the server was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheResetCall {
+    /// `/reset_prefix_cache` or `/flush_cache`.
+    pub path: String,
+    /// Completion requests received before it.
+    pub after_requests: u64,
 }
 
 /// Owns a request's record while it is served and files it when dropped,
@@ -623,6 +644,19 @@ async fn handle(state: Arc<State>, req: Request) -> Response {
         (&Method::GET, "/v1/models", _) => models(&state),
         (&Method::GET, "/health", _) => Response::json(StatusCode::OK, r#"{"status":"ok"}"#),
         (&Method::GET, "/metrics", _) => metrics(&state),
+        (&Method::POST, path @ ("/reset_prefix_cache" | "/flush_cache"), _) => {
+            state.cache_resets.lock().push(CacheResetCall {
+                path: path.to_string(),
+                after_requests: state.seq.load(Ordering::SeqCst),
+            });
+            let status = StatusCode::from_u16(state.script.cache_reset_status)
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            if status.is_success() {
+                Response::json(status, "{}")
+            } else {
+                http::error_response(status, "cache reset refused by the script")
+            }
+        }
         (_, "/v1/models" | "/health" | "/metrics", _) | (_, _, Some(_)) => {
             http::error_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }

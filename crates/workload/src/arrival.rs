@@ -210,6 +210,7 @@ mod tests {
             },
             limits: Default::default(),
             cold_connections: false,
+            reset_cache: Default::default(),
         }
     }
 

@@ -293,6 +293,7 @@ mod tests {
             windows: Vec::new(),
             histograms: Default::default(),
             shard: None,
+            cache_reset: None,
         }];
         assess(&spec, &mut p);
         p

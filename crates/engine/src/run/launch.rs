@@ -166,6 +166,40 @@ pub fn fill(
     Ok(out)
 }
 
+/// The marker of where a point's `server_args` go in a launch command.
+pub const SERVER_ARGS: &str = "{server_args}";
+
+/// A launch command filled in for `cfg`: each template filled, and the
+/// point's `server_args` as argv in place of the argument
+/// `{server_args}`, else after the last argument. The flags are spliced
+/// in after filling, so a value is never read as a placeholder.
+pub fn command(
+    templates: &[String],
+    cfg: &PointConfig,
+    values: &[(String, Option<String>)],
+    redact: bool,
+) -> Result<Vec<String>, LaunchError> {
+    let extra = cfg
+        .server_args
+        .as_ref()
+        .map(|a| a.argv())
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(templates.len() + extra.len());
+    let mut placed = false;
+    for t in templates {
+        if t == SERVER_ARGS {
+            out.extend(extra.iter().cloned());
+            placed = true;
+        } else {
+            out.push(fill(t, values, redact)?);
+        }
+    }
+    if !placed {
+        out.extend(extra);
+    }
+    Ok(out)
+}
+
 fn looks_secret(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"]
@@ -242,15 +276,33 @@ fn tail_of(log: &Path) -> LogTail {
 /// model and precision.
 pub(super) fn log_path(log_dir: &Path, cfg: &PointConfig) -> std::path::PathBuf {
     let group = format!(
-        "{}.{}{}",
+        "{}.{}{}{}",
         cfg.target.name,
         cfg.model.name,
         cfg.precision
             .as_ref()
             .map(|p| format!(".{}", p.name))
+            .unwrap_or_default(),
+        cfg.server_args
+            .as_ref()
+            .map(|a| format!(".{}", file_safe(&a.name)))
             .unwrap_or_default()
     );
     log_dir.join(format!("{group}.log"))
+}
+
+/// A `server_args` name as part of a file name (its default name holds
+/// `=` and `,`).
+fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 impl Launched {
@@ -278,16 +330,8 @@ impl Launched {
             .ok_or(LaunchError::NoLaunchBlock)?;
         let port = free_port().map_err(LaunchError::NoFreePort)?;
         let values = placeholder_values(cfg, port, spec_dir);
-        let args: Vec<String> = launch
-            .command
-            .iter()
-            .map(|a| fill(a, &values, false))
-            .collect::<Result<_, _>>()?;
-        let recorded: Vec<String> = launch
-            .command
-            .iter()
-            .map(|a| fill(a, &values, true))
-            .collect::<Result<_, _>>()?;
+        let args = command(&launch.command, cfg, &values, false)?;
+        let recorded = command(&launch.command, cfg, &values, true)?;
         let base_url = fill(
             cfg.target
                 .base_url

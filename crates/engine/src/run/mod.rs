@@ -16,6 +16,7 @@ mod agent;
 mod alarm;
 pub(crate) mod assemble;
 pub(crate) mod assess;
+mod cache;
 mod clock;
 mod context;
 mod environment;

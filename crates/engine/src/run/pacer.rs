@@ -1180,9 +1180,11 @@ mod tests {
                 },
                 limits: Default::default(),
                 cold_connections: false,
+                reset_cache: Default::default(),
             },
             goodput: Goodput::default(),
             seed: 1,
+            server_args: None,
         }
     }
 

@@ -558,13 +558,20 @@ fn group_name(cfg: &PointConfig) -> String {
         s.push('/');
         s.push_str(&p.name);
     }
+    if let Some(a) = &cfg.server_args {
+        s.push('/');
+        s.push_str(&a.name);
+    }
     s
 }
 
-/// Points grouped by (target, model, precision), in plan order of first
-/// appearance: each group shares one server.
+/// Points grouped by (target, model, precision, server_args), in plan
+/// order of first appearance: each group shares one server, so a server
+/// is started once per setting of its flags however the matrix orders
+/// its axes.
 pub fn groups(plan: &Plan) -> Vec<Vec<usize>> {
-    let mut keys: Vec<(String, String, Option<String>)> = Vec::new();
+    type Key = (String, String, Option<String>, Option<String>);
+    let mut keys: Vec<Key> = Vec::new();
     let mut out: Vec<Vec<usize>> = Vec::new();
     for (i, p) in plan.points.iter().enumerate() {
         let c = &p.config;
@@ -572,6 +579,7 @@ pub fn groups(plan: &Plan) -> Vec<Vec<usize>> {
             c.target.name.clone(),
             c.model.name.clone(),
             c.precision.as_ref().map(|p| p.name.clone()),
+            c.server_args.as_ref().map(|a| a.name.clone()),
         );
         match keys.iter().position(|k| *k == key) {
             Some(g) => out[g].push(i),

@@ -335,6 +335,10 @@ struct Runs {
     parts: BTreeMap<u32, Tally>,
     timelines: Vec<(f64, PhaseTimeline)>,
     late_starts: Vec<Reason>,
+    /// The cache reset before the run under way, kept with its result.
+    cache_reset: Option<infer_bench_results::CacheReset>,
+    /// Resets that failed (a warning each).
+    cache_failed: Vec<Reason>,
     /// Set when connections could not all be opened before a run (said once).
     warm_failed: Option<Reason>,
     /// Set when a run stopped early because the server could not be reached.
@@ -368,6 +372,8 @@ impl Runs {
             parts: BTreeMap::new(),
             timelines: Vec::new(),
             late_starts: Vec::new(),
+            cache_reset: None,
+            cache_failed: Vec::new(),
             warm_failed: None,
             stopped: None,
             died: None,
@@ -390,6 +396,7 @@ impl Runs {
         let p = job.point;
         let cfg = &p.config;
         server.begin_run(run);
+        self.reset_cache(run, cfg, client, server, env);
         if !self.virtual_time {
             self.warm(run, job, client, server, env);
         }
@@ -485,6 +492,41 @@ impl Runs {
             return Ok(Next::Stop); // the later runs would not reach it either
         }
         Ok(Next::Go)
+    }
+
+    /// Resets the server's prefix cache before run `run` where the point's
+    /// `reset_cache` asks for it, and keeps how it went for the run's
+    /// result; a failed reset is a warning, not the end of the run.
+    fn reset_cache(
+        &mut self,
+        run: u32,
+        cfg: &PointConfig,
+        client: &Client,
+        server: &Server,
+        env: &PlanEnv<'_>,
+    ) {
+        use infer_bench_results::CacheResetOutcome;
+        if !super::cache::wanted(cfg.load.reset_cache, server) {
+            return;
+        }
+        let reset = env
+            .rt
+            .block_on(super::cache::reset(&client.backend, client.dialect));
+        if reset.outcome == CacheResetOutcome::Failed {
+            self.cache_failed.push(Reason::new(
+                ReasonKind::CacheResetFailed,
+                format!(
+                    "run {}: the server's prefix cache could not be reset ({}{}): the run may have read an earlier run's cache",
+                    run + 1,
+                    reset.request.as_deref().unwrap_or("no request"),
+                    reset
+                        .status
+                        .map(|s| format!(" answered {s}"))
+                        .unwrap_or_else(|| " got no answer".into()),
+                ),
+            ));
+        }
+        self.cache_reset = Some(reset);
     }
 
     /// Opens the run's connections before its clock starts, none
@@ -639,6 +681,7 @@ impl Runs {
             histograms: out.recorder.run.histograms(),
             stats,
             shard,
+            cache_reset: self.cache_reset.take(),
         });
     }
 
@@ -697,6 +740,7 @@ impl Runs {
             )).with_fix(format!("set [targets.{}] dialect", cfg.target.name)));
         }
         pr.warnings.extend(self.late_starts);
+        pr.warnings.extend(self.cache_failed);
         pr.warnings.extend(self.warm_failed);
         pr.mix = mix_results(cfg, &self.parts, self.merged_window_s, open);
         // In virtual time the client's own load is not the benchmark's: it

@@ -147,6 +147,7 @@ impl Cx<'_> {
             timeouts,
             limits,
             cold_connections: l.cold_connections.unwrap_or(false),
+            reset_cache: l.reset_cache.unwrap_or_default(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! `include`/`exclude` entries, each value checked against the spec.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::Cx;
 use crate::diag::{Seg, suggestion};
@@ -35,6 +36,15 @@ impl Cx<'_> {
             .values()
             .flat_map(|(_, p)| p.keys().cloned())
             .collect();
+        let server_args = m.server_args.map(|list| {
+            list.into_iter()
+                .enumerate()
+                .map(|(i, t)| AxisValue::ServerArgs(Arc::new(self.server_args_entry(i, t))))
+                .collect::<Vec<_>>()
+        });
+        if server_args.is_some() {
+            self.server_args_targets(m.target.as_deref(), targets);
+        }
         let mut axes_raw: Vec<(Axis, Vec<AxisValue>)> = Vec::new();
         let to_vals = |v: Option<Vec<String>>| {
             v.map(|v| v.into_iter().map(AxisValue::Name).collect::<Vec<_>>())
@@ -68,6 +78,7 @@ impl Cx<'_> {
                 m.documents
                     .map(|v| v.into_iter().map(AxisValue::Count).collect()),
             ),
+            (Axis::ServerArgs, server_args),
         ];
         // The file's order of axes decides the order of points, as in GitHub Actions.
         let order = self.loc.keys(&[Seg::Key("matrix".into())]);
@@ -218,6 +229,97 @@ impl Cx<'_> {
             axes: axes_raw,
             exclude,
             include,
+        }
+    }
+
+    /// One table of `server_args`: its flags checked (identifier keys,
+    /// scalar values) and its name.
+    fn server_args_entry(
+        &mut self,
+        i: usize,
+        table: BTreeMap<String, toml::Value>,
+    ) -> crate::server_args::ServerArgs {
+        use crate::server_args::{MAX_ARGS, NAME_KEY, ServerArgs, check_value, is_flag_key};
+        let base = format!("matrix.server_args[{i}]");
+        let mut name = None;
+        let mut args = BTreeMap::new();
+        let errors_before = self.errors.len();
+        if table.len() > MAX_ARGS + 1 {
+            self.err(
+                &base,
+                format!(
+                    "expected at most {MAX_ARGS} settings, found {}",
+                    table.len()
+                ),
+                None,
+            );
+        }
+        for (k, v) in table {
+            let key = format!("{base}.{k}");
+            if k == NAME_KEY {
+                match v.as_str() {
+                    Some(n) if super::is_slug(n) => name = Some(n.to_string()),
+                    _ => self.err(
+                        &key,
+                        format!(
+                            "expected a name of letters, digits, `-`, `_` and `.` for this entry, found {}",
+                            match &v {
+                                toml::Value::String(s) => format!("\"{}\"", super::shown(s)),
+                                other => other.type_str().to_string(),
+                            }
+                        ),
+                        Some("e.g. name = \"seqs256\"; `name` names the entry in point slugs and is not passed to the server".into()),
+                    ),
+                }
+                continue;
+            }
+            if !is_flag_key(&k) {
+                self.key_err(
+                    &key,
+                    format!(
+                        "expected a flag name of lowercase letters, digits, `_` and `-` (not starting with `-` or `_`), found \"{}\"",
+                        super::shown(&k)
+                    ),
+                    Some("write the flag without its dashes: max_num_seqs = 256 becomes --max-num-seqs 256".into()),
+                );
+                continue;
+            }
+            match check_value(&v) {
+                Ok(a) => {
+                    args.insert(k, a);
+                }
+                Err(why) => self.err(&key, why.to_string(), None),
+            }
+        }
+        // An entry with errors is named by its place, so that it is not
+        // also reported as a duplicate of another.
+        let name = match name {
+            Some(n) => n,
+            None if self.errors.len() > errors_before => base.clone(),
+            None => ServerArgs::default_name(&args),
+        };
+        ServerArgs { name, args }
+    }
+
+    /// `server_args` are flags of a server infer-bench starts: every
+    /// target the matrix runs needs a launch block.
+    fn server_args_targets(&mut self, axis: Option<&[String]>, targets: &BTreeMap<String, Target>) {
+        let names: Vec<&String> = match axis {
+            Some(names) => names.iter().collect(),
+            None => targets.keys().collect(),
+        };
+        for t in names {
+            if targets.get(t).is_some_and(|t| t.launch.is_none()) {
+                self.err(
+                    "matrix.server_args",
+                    format!(
+                        "target `{t}` has no launch block, so there is no server command to give server_args to"
+                    ),
+                    Some(format!(
+                        "add [targets.{t}.launch] with the command that starts the server, or remove the server_args axis"
+                    )),
+                );
+            }
         }
     }
 

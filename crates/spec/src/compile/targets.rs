@@ -23,6 +23,7 @@ const PLACEHOLDERS: &[&str] = &[
     "precision.weights",
     "precision.dtype",
     "spec.dir",
+    "server_args",
 ];
 
 /// The `{...}` placeholders in a template string.
@@ -343,6 +344,13 @@ impl Cx<'_> {
                 }
             }
             for (i, arg) in l.command.iter().enumerate() {
+                if arg.contains("{server_args}") && arg != "{server_args}" {
+                    self.err(
+                        &format!("targets.{name}.launch.command[{i}]"),
+                        "`{server_args}` stands for several arguments, so it must be an argument of its own",
+                        Some("write it as its own list item: \"{server_args}\"".into()),
+                    );
+                }
                 if arg.contains('\0') {
                     self.err(
                         &format!("targets.{name}.launch.command[{i}]"),
