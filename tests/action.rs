@@ -544,7 +544,10 @@ fn the_action_installs_the_release_archive_of_its_tag_checksum_verified() {
     assert_eq!(code, Some(0), "{log}");
     let installed = into.join("bin/infer-bench");
     assert_eq!(outputs["bin"], installed.display().to_string());
-    assert!(log.contains(&format!("installed the release archive {archive}")), "{log}");
+    assert!(
+        log.contains(&format!("installed the release archive {archive}")),
+        "{log}"
+    );
     assert_eq!(
         std::fs::read(&installed).unwrap(),
         std::fs::read(bin()).unwrap(),
@@ -564,7 +567,9 @@ fn the_action_installs_the_release_archive_of_its_tag_checksum_verified() {
     let (code, log, outputs) = install("auto", &format!("v{version}"), &refused, None);
     assert_eq!(code, Some(2), "{log}");
     assert!(
-        log.contains(&format!("{archive} does not match its checksum in SHA256SUMS")),
+        log.contains(&format!(
+            "{archive} does not match its checksum in SHA256SUMS"
+        )),
         "{log}"
     );
     assert!(!refused.exists() && !outputs.contains_key("bin"), "{log}");
@@ -573,7 +578,10 @@ fn the_action_installs_the_release_archive_of_its_tag_checksum_verified() {
     std::fs::remove_dir_all(&dir).unwrap();
     let (code, log, _) = install("binary", &format!("v{version}"), &refused, None);
     assert_eq!(code, Some(2), "{log}");
-    assert!(log.contains(&format!("no release archive of v{version}")), "{log}");
+    assert!(
+        log.contains(&format!("no release archive of v{version}")),
+        "{log}"
+    );
 
     // Pinned to a branch: the source build, which needs cargo.
     let (code, log, _) = install("auto", "main", &refused, Some("/usr/bin:/bin"));

@@ -39,7 +39,10 @@ fn the_release_workflow_builds_every_platform_s_wheel_and_archive_on_a_tag() {
     // serde_yaml reads the key `on` as the string "on".
     let tags = &wf["on"]["push"]["tags"];
     assert!(
-        tags.as_array().unwrap()[0].as_str().unwrap().starts_with('v'),
+        tags.as_array().unwrap()[0]
+            .as_str()
+            .unwrap()
+            .starts_with('v'),
         "{tags}"
     );
     let jobs = wf["jobs"].as_object().unwrap();
@@ -100,7 +103,10 @@ fn the_wheel_carries_this_crate_s_binary_for_the_workflow_s_platforms() {
     let py = toml("pyproject.toml");
     assert_eq!(py["project"]["name"].as_str(), Some("infer-bench"));
     assert_eq!(py["project"]["dynamic"][0].as_str(), Some("version"));
-    assert_eq!(py["build-system"]["build-backend"].as_str(), Some("maturin"));
+    assert_eq!(
+        py["build-system"]["build-backend"].as_str(),
+        Some("maturin")
+    );
     let maturin = &py["tool"]["maturin"];
     assert_eq!(maturin["bindings"].as_str(), Some("bin"));
     assert_eq!(maturin["profile"].as_str(), Some("dist"));
@@ -121,8 +127,15 @@ fn the_wheel_carries_this_crate_s_binary_for_the_workflow_s_platforms() {
     want.sort();
     assert_eq!(targets, want, "the wheel targets are the workflow's");
     let classifiers = py["project"]["classifiers"].as_array().unwrap();
-    assert!(classifiers.iter().any(|c| c.as_str() == Some("License :: OSI Approved :: MIT License")));
-    assert_eq!(cargo["workspace"]["package"]["license"].as_str(), Some("MIT"));
+    assert!(
+        classifiers
+            .iter()
+            .any(|c| c.as_str() == Some("License :: OSI Approved :: MIT License"))
+    );
+    assert_eq!(
+        cargo["workspace"]["package"]["license"].as_str(),
+        Some("MIT")
+    );
 }
 
 /// The Containerfile's promises, line by line (podman builds and runs it
@@ -140,7 +153,10 @@ fn the_containerfile_builds_the_dist_binary_into_a_small_non_root_image() {
     assert!(text.contains("ARG RUNTIME_IMAGE=docker.io/library/debian:bookworm-slim"));
     assert!(text.contains("cargo build --locked --profile dist --bin infer-bench"));
     assert!(text.contains("ca-certificates"));
-    let runtime = &lines[lines.iter().position(|l| l.starts_with("FROM ${RUNTIME_IMAGE}")).unwrap()..];
+    let runtime = &lines[lines
+        .iter()
+        .position(|l| l.starts_with("FROM ${RUNTIME_IMAGE}"))
+        .unwrap()..];
     assert!(runtime.contains(&"USER 10001:10001"), "{runtime:?}");
     assert!(runtime.contains(&r#"VOLUME ["/specs", "/results"]"#));
     assert!(runtime.contains(&r#"ENTRYPOINT ["infer-bench"]"#));
@@ -155,7 +171,10 @@ fn the_containerfile_builds_the_dist_binary_into_a_small_non_root_image() {
         assert!(read(p).contains("ghcr.io/infer-bench/infer-bench:"), "{p}");
     }
     let version = env!("CARGO_PKG_VERSION");
-    for p in ["docs/examples/k8s-indexed-job.yaml", "docs/examples/k8s-merge-job.yaml"] {
+    for p in [
+        "docs/examples/k8s-indexed-job.yaml",
+        "docs/examples/k8s-merge-job.yaml",
+    ] {
         assert!(
             read(p).contains(&format!("image: ghcr.io/infer-bench/infer-bench:{version}")),
             "{p} runs this version's image"
