@@ -470,3 +470,125 @@ fn the_action_writes_nothing_through_a_pull_request_s_links() {
     assert!(ws.join("pr-out/requests.jsonl").is_file());
     untouched();
 }
+
+/// The action's install step (`scripts/action-install`), against a release
+/// laid out in a folder as the release workflow lays it out on GitHub
+/// (`scripts/archive`, then `SHA256SUMS`): pinned to the release's tag, it
+/// installs the archive's binary (the very bytes), checksum verified; a
+/// tampered archive is refused and nothing is installed; `install: binary`
+/// with no archive fails saying so; pinned to a branch, `auto` builds from
+/// source, which without cargo fails saying why (the fallback chosen, not
+/// run: a source build takes minutes).
+#[test]
+fn the_action_installs_the_release_archive_of_its_tag_checksum_verified() {
+    let target = match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("linux", "x86_64") => "x86_64-unknown-linux-gnu",
+        ("linux", "aarch64") => "aarch64-unknown-linux-gnu",
+        ("macos", "x86_64") => "x86_64-apple-darwin",
+        ("macos", "aarch64") => "aarch64-apple-darwin",
+        (os, arch) => {
+            eprintln!("skipped: no release archive is built for {os}/{arch}");
+            return;
+        }
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let version = env!("CARGO_PKG_VERSION");
+    let tmp = tempfile::tempdir().unwrap();
+    let release = tmp.path().join("releases");
+    let dir = release.join(format!("v{version}"));
+    let o = Command::new("bash")
+        .arg(root.join("scripts/archive"))
+        .args([Path::new(bin()), Path::new(target), &dir])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let archive = format!("infer-bench-v{version}-{target}.tar.gz");
+    assert!(dir.join(&archive).is_file());
+    let sums = |d: &Path| {
+        let o = Command::new("sha256sum")
+            .arg(&archive)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        std::fs::write(d.join("SHA256SUMS"), &o.stdout).unwrap();
+    };
+    sums(&dir);
+    let install = |mode: &str, action_ref: &str, into: &Path, path: Option<&str>| {
+        let output = tmp.path().join("github-output");
+        let _ = std::fs::remove_file(&output);
+        let mut c = Command::new("bash");
+        c.arg(root.join("scripts/action-install"))
+            .env("INPUT_INSTALL", mode)
+            .env("ACTION_PATH", &root)
+            .env("ACTION_REF", action_ref)
+            .env("INSTALL_DIR", into)
+            .env("RELEASE_URL", format!("file://{}", release.display()))
+            .env("GITHUB_OUTPUT", &output);
+        if let Some(p) = path {
+            c.env("PATH", p);
+        }
+        let o = c.output().unwrap();
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let outputs = parse_outputs(&std::fs::read_to_string(&output).unwrap_or_default());
+        (o.status.code(), log, outputs)
+    };
+
+    // Pinned to the release's tag: its archive, in place of a build.
+    let into = tmp.path().join("installed");
+    let (code, log, outputs) = install("auto", &format!("v{version}"), &into, None);
+    assert_eq!(code, Some(0), "{log}");
+    let installed = into.join("bin/infer-bench");
+    assert_eq!(outputs["bin"], installed.display().to_string());
+    assert!(
+        log.contains(&format!("installed the release archive {archive}")),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read(&installed).unwrap(),
+        std::fs::read(bin()).unwrap(),
+        "the installed binary is the archive's"
+    );
+    let o = Command::new(&installed).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("infer-bench {version}")
+    );
+
+    // A tampered archive (a byte appended): refused, nothing installed.
+    let mut bytes = std::fs::read(dir.join(&archive)).unwrap();
+    bytes.push(0);
+    std::fs::write(dir.join(&archive), bytes).unwrap();
+    let refused = tmp.path().join("refused");
+    let (code, log, outputs) = install("auto", &format!("v{version}"), &refused, None);
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains(&format!(
+            "{archive} does not match its checksum in SHA256SUMS"
+        )),
+        "{log}"
+    );
+    assert!(!refused.exists() && !outputs.contains_key("bin"), "{log}");
+
+    // `binary` with no release of this version: a clear failure.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (code, log, _) = install("binary", &format!("v{version}"), &refused, None);
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains(&format!("no release archive of v{version}")),
+        "{log}"
+    );
+
+    // Pinned to a branch: the source build, which needs cargo.
+    let (code, log, _) = install("auto", "main", &refused, Some("/usr/bin:/bin"));
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains("pinned to 'main', not a release tag") && log.contains("cargo not found"),
+        "{log}"
+    );
+    assert!(!refused.exists());
+}

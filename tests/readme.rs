@@ -529,3 +529,58 @@ fn the_quality_example_runs_as_written_and_prints_what_the_readme_shows() {
         );
     }
 }
+
+/// The README's install commands are the tested ones: every line of its
+/// install blocks (the wheel, the container, cargo), comments aside, is
+/// one that `scripts/wheel-check`, `scripts/release-check` or `.ci/run`
+/// runs as written (those scripts check the README back: they refuse a
+/// line it no longer shows). The pip block leads the install section.
+#[test]
+fn the_install_commands_are_the_ones_the_scripts_run() {
+    let text = readme();
+    let section = text
+        .split("\n## Install\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the README has an Install section");
+    let blocks: Vec<&str> = section
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 3, "pip/uv, the container, cargo");
+    assert!(blocks[0].starts_with("pip install infer-bench\n"));
+    assert!(blocks[0].contains("uvx infer-bench "));
+    assert!(blocks[1].contains("podman build"));
+    assert!(blocks[2].starts_with("cargo install"));
+    let script = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
+    let (wheel, release, ci) = (
+        script("scripts/wheel-check"),
+        script("scripts/release-check"),
+        script(".ci/run"),
+    );
+    let runs = |body: &str, line: &str| {
+        body.lines().any(|l| {
+            let l = l.trim();
+            l == line
+                || l == format!("readme_cmd \"{line}\"")
+                || l == format!("readme_line '{line}'")
+                || l == format!("line='{line}'")
+                || l == format!("run_line='{line}'")
+        })
+    };
+    for (block, body, by) in [
+        (blocks[0], &wheel, "scripts/wheel-check"),
+        (blocks[1], &release, "scripts/release-check"),
+        (blocks[2], &ci, ".ci/run"),
+    ] {
+        for written in block.lines() {
+            let line = written.split(" #").next().unwrap().trim();
+            if line.is_empty() {
+                continue;
+            }
+            assert!(runs(body, line), "{by} does not run the README's `{line}`");
+        }
+    }
+    assert!(ci.lines().any(|l| l.trim() == "scripts/wheel-check"));
+}

@@ -24,6 +24,13 @@
 # shard-K/ per task and merged/ (`infer-bench report` reads it). As an array
 # task (SLURM_ARRAY_TASK_ID set), the script runs share K of N.
 #
+# infer-bench on the nodes: `pip install infer-bench` into a venv on the
+# shared filesystem, or the release image through the cluster's container
+# runtime; with Apptainer, put in front of each `infer-bench` below
+#   apptainer exec --bind "$PWD" docker://ghcr.io/infer-bench/infer-bench:0.1.0
+# and with pyxis/enroot, give srun
+#   --container-image=ghcr.io/infer-bench/infer-bench:0.1.0 --container-mounts="$PWD:$PWD"
+#
 # tests/recipes.rs runs this script as written on a one-node cluster
 # (scripts/slurm-single-node) against specs/fleet.toml.
 #

@@ -2,6 +2,36 @@
 //! `diff`, `bless`, `report` and `merge`. Its JSON Schema is committed as
 //! `schemas/results.schema.json`. Old files stay readable: fields added in
 //! later versions have defaults, and `version` says what a file holds.
+//!
+//! # Reading a results file
+//!
+//! Depend on this crate to read what `infer-bench run` wrote (the
+//! `results.json` of a run directory, or the directory itself) from your
+//! own tools: [`Results::read`] checks the format, the version and every
+//! histogram, and refuses a damaged or oversized file with a typed
+//! [`Error`] naming it. Each point carries its merged statistics
+//! ([`Stats`]): latencies in milliseconds by metric name, throughputs,
+//! request counts, and whether it is valid.
+//!
+//! ```
+//! use infer_bench_results::Results;
+//! # fn main() -> Result<(), infer_bench_results::Error> {
+//! # let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/results-v5.json");
+//! // `path`: results/<spec>-<time>/results.json, or that directory.
+//! let (results, file): (Results, _) = Results::read(&path)?;
+//! println!("{}: {} points in {}", results.spec.name, results.points.len(), file.display());
+//! for point in &results.points {
+//!     let stats = &point.merged;
+//!     let ttft = &stats.latency_ms["ttft"];
+//!     println!(
+//!         "{} {:.2} req/s, TTFT p50 {:.1} ms p99 {:.1} ms, {} of {} ok, valid: {}",
+//!         point.id, stats.request_throughput, ttft.p50, ttft.p99,
+//!         stats.requests.succeeded, stats.requests.sent, point.valid,
+//!     );
+//! }
+//! # assert_eq!(results.points.len(), 1);
+//! # Ok(()) }
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
