@@ -29,6 +29,7 @@ pub mod retrieval;
 pub mod schema;
 pub mod seed;
 mod slo;
+pub mod structured;
 pub mod tensor;
 pub mod tokenizer;
 pub mod trace;
