@@ -71,7 +71,11 @@ fn scripted_spec(base_url: &str, workload: &str, requests: u32) -> String {
 }
 
 /// Runs against a scripted server: the run and the server's records.
-fn against(script: Script, workload: &str, requests: u32) -> (Ran, Vec<infer_bench_testkit::scripted::ServedRequest>) {
+fn against(
+    script: Script,
+    workload: &str,
+    requests: u32,
+) -> (Ran, Vec<infer_bench_testkit::scripted::ServedRequest>) {
     let rt = runtime();
     let server = rt.block_on(ScriptedServer::start(script)).unwrap();
     let ran = run_spec(&scripted_spec(&server.base_url(), workload, requests));
@@ -101,10 +105,18 @@ fn invalid_json_answers_are_counted_exactly_and_keep_their_timings() {
     let scripted_invalid = records.iter().filter(|r| r.invalid).count() as u64;
     assert!(records.iter().all(|r| r.structured), "{records:?}");
     assert_eq!(scripted_invalid, 3);
-    assert_eq!(merged["errors"]["invalid_answer"], 3, "{merged}\n{}", ran.text);
+    assert_eq!(
+        merged["errors"]["invalid_answer"], 3,
+        "{merged}\n{}",
+        ran.text
+    );
     assert_eq!(merged["requests"]["succeeded"], 6, "{merged}");
     // Every request was sent the schema, in chat's shape.
-    assert!(records.iter().all(|r| r.fields.contains(&"response_format".to_string())));
+    assert!(
+        records
+            .iter()
+            .all(|r| r.fields.contains(&"response_format".to_string()))
+    );
     let invalid: Vec<&Value> = ran
         .lines
         .iter()
@@ -136,14 +148,14 @@ fn tool_calls_are_joined_from_fragments_and_checked_by_name() {
     let tools = "tools = [{ name = \"forecast\", description = \"Weather\", parameters = \"schema.json\" }]\n\
                  tool_choice = \"required\"";
     for stream in [true, false] {
-        let (ran, records) = against(
-            script.clone(),
-            &format!("{tools}\nstream = {stream}"),
-            6,
-        );
+        let (ran, records) = against(script.clone(), &format!("{tools}\nstream = {stream}"), 6);
         let merged = &ran.point["merged"];
         assert_eq!(records.iter().filter(|r| r.invalid).count(), 3);
-        assert_eq!(merged["errors"]["invalid_answer"], 3, "stream {stream}: {merged}\n{}", ran.text);
+        assert_eq!(
+            merged["errors"]["invalid_answer"], 3,
+            "stream {stream}: {merged}\n{}",
+            ran.text
+        );
         assert_eq!(merged["requests"]["succeeded"], 3, "{merged}");
         let detail = ran
             .lines
@@ -169,7 +181,11 @@ fn required_tool_call_missing_is_invalid() {
         4,
     );
     let merged = &ran.point["merged"];
-    assert_eq!(merged["errors"]["invalid_answer"], 4, "{merged}\n{}", ran.text);
+    assert_eq!(
+        merged["errors"]["invalid_answer"], 4,
+        "{merged}\n{}",
+        ran.text
+    );
     let l = &ran.lines[0];
     assert!(
         l["error_detail"].as_str().unwrap().contains("no tool call"),
@@ -182,8 +198,14 @@ fn the_simulator_answers_valid_json_and_tool_calls() {
     for (workload, stream) in [
         ("response_format = { json_schema = \"schema.json\" }", true),
         ("response_format = { json_schema = \"schema.json\" }", false),
-        ("tools = [{ name = \"forecast\", parameters = \"schema.json\" }]\ntool_choice = \"required\"", true),
-        ("tools = [{ name = \"forecast\", parameters = \"schema.json\" }]\ntool_choice = \"forecast\"", false),
+        (
+            "tools = [{ name = \"forecast\", parameters = \"schema.json\" }]\ntool_choice = \"required\"",
+            true,
+        ),
+        (
+            "tools = [{ name = \"forecast\", parameters = \"schema.json\" }]\ntool_choice = \"forecast\"",
+            false,
+        ),
     ] {
         let spec = format!(
             "name = \"structured-sim\"\nseed = 3\n[targets.sim]\nkind = \"sim\"\ngpu = \"l40s\"\n\
@@ -192,7 +214,11 @@ fn the_simulator_answers_valid_json_and_tool_calls() {
         );
         let ran = run_spec(&spec);
         let merged = &ran.point["merged"];
-        assert_eq!(merged["requests"]["succeeded"], 8, "{workload}: {merged}\n{}", ran.text);
+        assert_eq!(
+            merged["requests"]["succeeded"], 8,
+            "{workload}: {merged}\n{}",
+            ran.text
+        );
         assert!(merged["errors"].get("invalid_answer").is_none(), "{merged}");
     }
 }

@@ -84,7 +84,10 @@ fn error_message(v: &serde_json::Value) -> String {
 
 /// Reads one event (or a whole answer: the same object). Triton's
 /// responses carry no id of their own.
-pub fn read_event(data: &[u8], reply: Option<&mut crate::structured::Reply>) -> Result<EventInfo, Unreadable> {
+pub fn read_event(
+    data: &[u8],
+    reply: Option<&mut crate::structured::Reply>,
+) -> Result<EventInfo, Unreadable> {
     let r: Response = serde_json::from_slice(data).map_err(|e| unreadable(e, data))?;
     let mut info = EventInfo::default();
     if let Some(e) = &r.error {

@@ -608,7 +608,12 @@ pub fn read_answer(
 /// After a request's answer is read: an answer that `check` finds
 /// invalid fails a request that had not failed otherwise (its timings
 /// stay); the reply's text is kept when a conversation sends it back.
-fn settle(rec: &mut RequestRecord, reply: Option<Reply>, keep_reply: bool, check: Option<&Checker>) {
+fn settle(
+    rec: &mut RequestRecord,
+    reply: Option<Reply>,
+    keep_reply: bool,
+    check: Option<&Checker>,
+) {
     let Some(reply) = reply else { return };
     if let (Some(c), true) = (check, rec.ok()) {
         if let Err(e) = c.check(&reply) {

@@ -125,7 +125,10 @@ pub(crate) fn unreadable(e: serde_json::Error, data: &[u8]) -> Unreadable {
 }
 
 /// Interprets one event's data. `reply`, when given, collects the text.
-pub fn interpret(data: &[u8], reply: Option<&mut crate::structured::Reply>) -> Result<EventInfo, Unreadable> {
+pub fn interpret(
+    data: &[u8],
+    reply: Option<&mut crate::structured::Reply>,
+) -> Result<EventInfo, Unreadable> {
     interpret_into(data, reply, None)
 }
 
@@ -396,8 +399,12 @@ impl BodyTemplate {
         });
         // Structured output and tools, in the API's (and for completions
         // the dialect's) shape; `extra_body` still has the last word.
-        let structured = infer_bench_spec::structured::wire_fields(&workload.structured, api, dialect);
-        for (k, v) in sampling.chain(structured).chain(workload.extra_body.clone()) {
+        let structured =
+            infer_bench_spec::structured::wire_fields(&workload.structured, api, dialect);
+        for (k, v) in sampling
+            .chain(structured)
+            .chain(workload.extra_body.clone())
+        {
             m.insert(k, Slot::Value(v));
         }
         fn json<T: Serialize + ?Sized>(v: &T) -> String {

@@ -133,7 +133,12 @@ impl From<UsageWire> for Usage {
 }
 
 /// Text that is output: `bytes` more of it, reasoning or answer.
-fn output(info: &mut EventInfo, text: &str, reasoning: bool, reply: Option<&mut crate::structured::Reply>) {
+fn output(
+    info: &mut EventInfo,
+    text: &str,
+    reasoning: bool,
+    reply: Option<&mut crate::structured::Reply>,
+) {
     if text.is_empty() {
         return;
     }

@@ -289,7 +289,12 @@ mod tests {
         assert!(c.check(&bad).is_err());
         let mut unknown = Reply::default();
         unknown.tool_call(Some(0), Some("nope"), Some("{}"));
-        assert!(c.check(&unknown).unwrap_err().0.contains("not a declared tool"));
+        assert!(
+            c.check(&unknown)
+                .unwrap_err()
+                .0
+                .contains("not a declared tool")
+        );
         let e = c.check(&text(r#"{"n": 1}"#)).unwrap_err();
         assert!(e.0.contains("required"), "{e}");
         let none = Checker::of(&structured(Some(ToolChoice::None))).unwrap();

@@ -220,12 +220,18 @@ fn templated(contents: impl Iterator<Item = u32>) -> u32 {
 /// names in `served` with room for `max_len` tokens of prompt and output.
 pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<Accepted, Refusal> {
     // Only a body that names one of their fields is read for them.
-    let ask = [&b"\"tools\""[..], b"\"response_format\"", b"\"format\"", b"\"structured_outputs\"", b"\"json_schema\""]
-        .iter()
-        .any(|k| body.windows(k.len()).any(|w| w == *k))
-        .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
-        .flatten()
-        .and_then(|v| crate::structured::Ask::of(&v));
+    let ask = [
+        &b"\"tools\""[..],
+        b"\"response_format\"",
+        b"\"format\"",
+        b"\"structured_outputs\"",
+        b"\"json_schema\"",
+    ]
+    .iter()
+    .any(|k| body.windows(k.len()).any(|w| w == *k))
+    .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
+    .flatten()
+    .and_then(|v| crate::structured::Ask::of(&v));
     let body: Body = serde_json::from_slice(body).map_err(|e| {
         refuse(
             400,

@@ -593,9 +593,9 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
                             .collect();
                         frames.structured_delta(ask, &piece, n == 0)
                     }
-                    (None, Some(g)) => frames.delta(&answers::text(
-                        g.by_ref().take(m as usize).map(|t| t.word),
-                    )),
+                    (None, Some(g)) => {
+                        frames.delta(&answers::text(g.by_ref().take(m as usize).map(|t| t.word)))
+                    }
                     (None, None) => frames.delta(&text_of(m, id + n as u64)),
                 };
                 n += m;
@@ -825,7 +825,8 @@ impl Frames {
             (Wire::Messages, Some(name)) => {
                 let input: serde_json::Value =
                     serde_json::from_str(&text).unwrap_or_else(|_| json!({}));
-                body["content"] = json!([{"type": "tool_use", "id": "toolu_0", "name": name, "input": input}]);
+                body["content"] =
+                    json!([{"type": "tool_use", "id": "toolu_0", "name": name, "input": input}]);
                 body["stop_reason"] = "tool_use".into();
             }
             (Wire::Messages, None) => body["content"][0]["text"] = text.into(),

@@ -27,7 +27,11 @@ impl Ask {
         let none = choice.is_some_and(|c| {
             c.as_str() == Some("none") || c.get("type").and_then(Value::as_str) == Some("none")
         });
-        if let Some(tools) = body.get("tools").and_then(Value::as_array).filter(|_| !none) {
+        if let Some(tools) = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .filter(|_| !none)
+        {
             let named = choice.and_then(|c| {
                 c.pointer("/function/name")
                     .or_else(|| c.get("name"))
@@ -39,7 +43,11 @@ impl Ask {
                 .find(|f| named.is_none_or(|n| f.get("name").and_then(Value::as_str) == Some(n)));
             if let Some(f) = tool {
                 return Some(Ask::Tool {
-                    name: f.get("name").and_then(Value::as_str).unwrap_or("tool").into(),
+                    name: f
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("tool")
+                        .into(),
                     parameters: f
                         .get("parameters")
                         .or_else(|| f.get("input_schema"))
@@ -113,7 +121,11 @@ pub fn value_for(schema: &Value, depth: u32) -> Value {
     if let Some(c) = s.get("const") {
         return c.clone();
     }
-    if let Some(first) = s.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+    if let Some(first) = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
         return first.clone();
     }
     if depth > 8 {
@@ -145,7 +157,11 @@ pub fn value_for(schema: &Value, depth: u32) -> Value {
             Value::Object(out)
         }
         "array" => {
-            let min = s.get("minItems").and_then(Value::as_u64).unwrap_or(1).min(8);
+            let min = s
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(1)
+                .min(8);
             let item = s.get("items").cloned().unwrap_or(json!({"type": "string"}));
             Value::Array((0..min).map(|_| value_for(&item, depth + 1)).collect())
         }

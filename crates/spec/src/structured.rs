@@ -258,7 +258,8 @@ pub fn wire_fields(s: &Structured, api: Api, dialect: Dialect) -> BTreeMap<Strin
                 s.tools
                     .iter()
                     .map(|t| {
-                        let mut v = json!({"type": "function", "name": t.name, "parameters": t.parameters});
+                        let mut v =
+                            json!({"type": "function", "name": t.name, "parameters": t.parameters});
                         if let Some(d) = &t.description {
                             v["description"] = d.clone().into();
                         }

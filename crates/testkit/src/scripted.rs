@@ -858,8 +858,8 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         .ok()
         .and_then(|v| infer_bench_sim::structured::Ask::of(&v))
         .map(|want| {
-            let invalid = state.script.invalid_every > 0
-                && seq % u64::from(state.script.invalid_every) == 0;
+            let invalid =
+                state.script.invalid_every > 0 && seq % u64::from(state.script.invalid_every) == 0;
             t.rec.structured = true;
             t.rec.invalid = invalid;
             let n = n_events;
@@ -1284,11 +1284,16 @@ async fn stream_events(rec: &mut ServedRequest, c: &Ctx, tx: BodySender) -> Resu
                 let escaped = Value::from(piece).to_string();
                 let escaped = &escaped[1..escaped.len() - 1];
                 match (c.endpoint, tool) {
-                    (Endpoint::ChatCompletions, Some(name)) => ev.tool_call(escaped, (i == 0).then_some(name)),
+                    (Endpoint::ChatCompletions, Some(name)) => {
+                        ev.tool_call(escaped, (i == 0).then_some(name))
+                    }
                     _ => ev.content(escaped, false),
                 }
             }
-            None => ev.content(&token_text_escaped(c.seq, first_token, tokens), i < reasoning),
+            None => ev.content(
+                &token_text_escaped(c.seq, first_token, tokens),
+                i < reasoning,
+            ),
         };
         w.content(i, bytes, tokens, deadline).await?;
     }

@@ -57,7 +57,10 @@ impl Cx<'_> {
                 self.key_err(
                     &k("tool_choice"),
                     "`tool_choice` needs `tools` to choose from",
-                    Some("add tools = [{ name = \"...\", parameters = { type = \"object\" } }]".into()),
+                    Some(
+                        "add tools = [{ name = \"...\", parameters = { type = \"object\" } }]"
+                            .into(),
+                    ),
                 );
             }
             out.tool_choice = Some(choice);
@@ -153,7 +156,10 @@ impl Cx<'_> {
         if !v.is_object() && !v.is_boolean() {
             self.err(
                 key,
-                format!("{at}: expected a JSON Schema (an object), found {}", kind(v)),
+                format!(
+                    "{at}: expected a JSON Schema (an object), found {}",
+                    kind(v)
+                ),
                 None,
             );
             return false;
@@ -302,8 +308,7 @@ impl Cx<'_> {
 fn is_tool_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
-        && n
-            .bytes()
+        && n.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
