@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(r["text"]["format"]["type"], "json_schema");
         assert_eq!(r["tools"][0]["name"], "get_weather");
         let m = wire_fields(&s, Api::Messages, Dialect::Openai);
-        assert!(m.get("response_format").is_none());
+        assert!(!m.contains_key("response_format"));
         assert_eq!(m["tools"][0]["input_schema"]["type"], "object");
         assert_eq!(m["tool_choice"]["type"], "any");
         let v = wire_fields(&s, Api::Completions, Dialect::Vllm);
