@@ -84,7 +84,10 @@ fn error_message(v: &serde_json::Value) -> String {
 
 /// Reads one event (or a whole answer: the same object). Triton's
 /// responses carry no id of their own.
-pub fn read_event(data: &[u8], reply: Option<&mut String>) -> Result<EventInfo, Unreadable> {
+pub fn read_event(
+    data: &[u8],
+    reply: Option<&mut crate::structured::Reply>,
+) -> Result<EventInfo, Unreadable> {
     let r: Response = serde_json::from_slice(data).map_err(|e| unreadable(e, data))?;
     let mut info = EventInfo::default();
     if let Some(e) = &r.error {
@@ -136,7 +139,7 @@ impl Protocol for Generate {
     fn read_event(
         &self,
         data: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         _id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         read_event(data, reply)
@@ -145,7 +148,7 @@ impl Protocol for Generate {
     fn read_body(
         &self,
         body: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         _id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         let mut info = read_event(body, reply)?;
@@ -216,7 +219,7 @@ mod tests {
     /// tests/triton/serve.py's `generate` model; tests/triton/README.md).
     #[test]
     fn reads_a_stream_as_triton_sends_it() {
-        let mut reply = String::new();
+        let mut reply = crate::structured::Reply::default();
         let info = read_event(
             br#"{"model_name":"generate","model_version":"1","text_output":"tok "}"#,
             Some(&mut reply),
@@ -224,7 +227,7 @@ mod tests {
         .unwrap();
         assert!(info.output && !info.finished && !info.done && info.error.is_none());
         assert_eq!(info.text_bytes, 4);
-        assert_eq!(reply, "tok ");
+        assert_eq!(reply.text, "tok ");
         // An empty delta (a token that detokenizes to nothing yet) is not output.
         let empty = read_event(
             br#"{"model_name":"m","model_version":"1","text_output":""}"#,
@@ -269,7 +272,7 @@ mod tests {
     #[test]
     fn a_whole_answer_is_finished() {
         let g = Generate::new(&workload("stream = false"), "m");
-        let mut reply = String::new();
+        let mut reply = crate::structured::Reply::default();
         let info = g
             .read_body(
                 br#"{"model_name":"m","model_version":"1","text_output":"tok tok tok "}"#,
@@ -278,7 +281,7 @@ mod tests {
             )
             .unwrap();
         assert!(info.output && info.finished);
-        assert_eq!(reply, "tok tok tok ");
+        assert_eq!(reply.text, "tok tok tok ");
         let err = g.read_body(br#"{"error":"bad"}"#, None, None).unwrap();
         assert_eq!(err.error.as_deref(), Some("bad"));
         assert!(!err.finished);

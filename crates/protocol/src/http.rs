@@ -20,6 +20,7 @@ use crate::client::{ClientOptions, builder, error_chain, read_capped};
 use crate::error::Error;
 use crate::record::{ErrorClass, Failure, OutputEvent, RequestRecord};
 use crate::sse::SseParser;
+use crate::structured::{Checker, MAX_ANSWER_BYTES, Reply};
 use crate::{Backend, Prepared, Protocol, WarmError};
 use infer_bench_spec::{Limits, Timeouts};
 use infer_bench_workload::Prompt;
@@ -49,6 +50,8 @@ pub struct HttpBackend {
     timeouts: Timeouts,
     limits: Limits,
     keep_reply: bool,
+    /// The check of structured answers, when the workload asks for them.
+    check: Option<Arc<Checker>>,
 }
 
 /// How a point's requests are read: its client limits, and whether the
@@ -131,7 +134,26 @@ impl HttpBackend {
             timeouts: reading.timeouts,
             limits: reading.limits,
             keep_reply: reading.keep_reply,
+            check: None,
         })
+    }
+
+    /// Validates every answer with `check` from now on (a workload with
+    /// structured output or tools): answers are collected, bounded, and
+    /// one that fails fails its request as `invalid_answer`.
+    pub fn validate_with(&mut self, check: Option<Checker>) {
+        self.check = check.map(Arc::new);
+    }
+
+    /// What a request's reader collects, if anything: the reply a
+    /// conversation sends back, or the answer to validate. Neither: the
+    /// reader keeps nothing (the plain path).
+    fn reply(&self) -> Option<Reply> {
+        match (&self.check, self.keep_reply) {
+            (Some(_), _) => Some(Reply::bounded(MAX_ANSWER_BYTES)),
+            (None, true) => Some(Reply::default()),
+            (None, false) => None,
+        }
     }
 
     /// The body of a prompt's request.
@@ -348,7 +370,7 @@ impl HttpBackend {
             SseParser::with_max_line(usize::try_from(limits.max_line_bytes).unwrap_or(usize::MAX));
         let mut finished = false;
         let mut done = false;
-        let mut reply = self.keep_reply.then(String::new);
+        let mut reply = self.reply();
         let mut problem: Option<(ErrorClass, String)> = None;
         let idle = self.timeouts.idle.as_std();
         // The arrival of the last event (not of the last read: comments
@@ -458,19 +480,17 @@ impl HttpBackend {
                 break;
             }
         }
-        rec.reply = reply;
         if let Some((class, detail)) = problem {
-            return rec.fail(class, detail);
-        }
-        if rec.events.is_empty() {
-            return rec.fail(ErrorClass::Empty, "the stream carried no output");
-        }
-        if !finished && !done && !self.protocol.stream_ends_at_close() {
+            rec.fail(class, detail);
+        } else if rec.events.is_empty() {
+            rec.fail(ErrorClass::Empty, "the stream carried no output");
+        } else if !finished && !done && !self.protocol.stream_ends_at_close() {
             rec.fail(
                 ErrorClass::Truncated,
                 "the stream ended without a finish reason or [DONE]",
             );
         }
+        settle(rec, reply, self.keep_reply, self.check.as_deref());
     }
 
     /// The class and sentence of a stream read that hit `deadline`.
@@ -566,7 +586,14 @@ impl HttpBackend {
             Ok(Ok(None)) => return fail_oversized(rec, max),
             Ok(Ok(Some(b))) => b,
         };
-        read_answer(self.protocol.as_ref(), &bytes, self.keep_reply, rec, now);
+        read_answer(
+            self.protocol.as_ref(),
+            &bytes,
+            self.reply(),
+            (self.keep_reply, self.check.as_deref()),
+            rec,
+            now,
+        );
     }
 }
 
@@ -586,11 +613,42 @@ fn fail_oversized(rec: &mut RequestRecord, max: u64) {
 pub fn read_answer(
     protocol: &dyn Protocol,
     bytes: &[u8],
-    keep_reply: bool,
+    mut reply: Option<Reply>,
+    (keep_reply, check): (bool, Option<&Checker>),
     rec: &mut RequestRecord,
     now: Instant,
 ) {
-    let mut reply = keep_reply.then(String::new);
+    read_body_into(protocol, bytes, &mut reply, rec, now);
+    settle(rec, reply, keep_reply, check);
+}
+
+/// After a request's answer is read: an answer that `check` finds
+/// invalid fails a request that had not failed otherwise (its timings
+/// stay); the reply's text is kept when a conversation sends it back.
+fn settle(
+    rec: &mut RequestRecord,
+    reply: Option<Reply>,
+    keep_reply: bool,
+    check: Option<&Checker>,
+) {
+    let Some(reply) = reply else { return };
+    if let (Some(c), true) = (check, rec.ok()) {
+        if let Err(e) = c.check(&reply) {
+            rec.fail(ErrorClass::InvalidAnswer, e.0);
+        }
+    }
+    if keep_reply && rec.ok() {
+        rec.reply = Some(reply.text);
+    }
+}
+
+fn read_body_into(
+    protocol: &dyn Protocol,
+    bytes: &[u8],
+    reply: &mut Option<Reply>,
+    rec: &mut RequestRecord,
+    now: Instant,
+) {
     match protocol.read_body(bytes, reply.as_mut(), Some(&mut rec.response_id)) {
         Err(e) => rec.fail(ErrorClass::Malformed, e.0),
         Ok(info) if info.error.is_some() => {
@@ -610,7 +668,6 @@ pub fn read_answer(
                 token_ids: info.token_ids,
                 reasoning: info.reasoning,
             });
-            rec.reply = reply;
         }
     }
 }
@@ -621,7 +678,7 @@ fn handle_event(
     data: &[u8],
     now: Instant,
     rec: &mut RequestRecord,
-    reply: &mut Option<String>,
+    reply: &mut Option<Reply>,
     finished: &mut bool,
     done: &mut bool,
     problem: &mut Option<(ErrorClass, String)>,
@@ -875,7 +932,14 @@ impl Backend for HttpBackend {
         if body.len() as u64 > max {
             return fail_oversized(rec, max);
         }
-        read_answer(self.protocol.as_ref(), body, self.keep_reply, rec, at);
+        read_answer(
+            self.protocol.as_ref(),
+            body,
+            self.reply(),
+            (self.keep_reply, self.check.as_deref()),
+            rec,
+            at,
+        );
     }
 
     /// `n` concurrent `GET {base_url}/{warm_path}` (any status will do): each

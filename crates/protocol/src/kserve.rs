@@ -764,7 +764,7 @@ impl Protocol for Kserve {
     fn read_event(
         &self,
         data: &[u8],
-        _reply: Option<&mut String>,
+        _reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         // The JSON header ends where its one value does; binary outputs

@@ -33,6 +33,7 @@ pub mod record;
 pub mod rerank;
 pub mod responses;
 pub mod sse;
+pub mod structured;
 
 use std::future::Future;
 
@@ -207,7 +208,7 @@ pub trait Protocol: Send + Sync + 'static {
     fn read_event(
         &self,
         data: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable>;
 
@@ -215,7 +216,7 @@ pub trait Protocol: Send + Sync + 'static {
     fn read_body(
         &self,
         body: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         self.read_event(body, reply, id)

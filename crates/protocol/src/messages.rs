@@ -55,6 +55,9 @@ struct Event<'a> {
     usage: Option<UsageWire>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+    /// The content block an event is of.
+    #[serde(default)]
+    index: Option<u32>,
 }
 
 /// A message: in `message_start`, or as a whole answer.
@@ -86,6 +89,9 @@ struct Block<'a> {
     input: Option<serde_json::Value>,
     #[serde(borrow, default)]
     stop_reason: Option<Cow<'a, str>>,
+    /// A `tool_use` block's tool.
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -136,7 +142,7 @@ fn error_of(ev: &Event<'_>) -> String {
 /// Reads one streamed event.
 pub fn read_event(
     data: &[u8],
-    reply: Option<&mut String>,
+    reply: Option<&mut crate::structured::Reply>,
     id: Option<&mut Option<String>>,
 ) -> Result<EventInfo, Unreadable> {
     let ev: Event = serde_json::from_slice(data).map_err(|e| unreadable(e, data))?;
@@ -159,6 +165,14 @@ pub fn read_event(
         }
         "content_block_start" | "content_block_delta" => {
             let block = ev.content_block.as_ref().or(ev.delta.as_ref());
+            let mut reply = reply;
+            if let (Some(r), Some(b)) = (reply.as_deref_mut(), block) {
+                if b.kind.as_deref() == Some("tool_use") {
+                    r.tool_call(ev.index, b.name.as_deref(), None);
+                } else if let Some(j) = &b.partial_json {
+                    r.tool_call(ev.index, None, Some(j));
+                }
+            }
             if let Some((text, reasoning)) = block.and_then(block_output) {
                 info.output = true;
                 info.reasoning = reasoning;
@@ -190,7 +204,7 @@ pub fn read_event(
 /// Reads a whole (non-streamed) message.
 pub fn read_body(
     body: &[u8],
-    reply: Option<&mut String>,
+    reply: Option<&mut crate::structured::Reply>,
     id: Option<&mut Option<String>>,
 ) -> Result<EventInfo, Unreadable> {
     let ev: Event = serde_json::from_slice(body).map_err(|e| unreadable(e, body))?;
@@ -206,7 +220,11 @@ pub fn read_body(
     };
     let mut reply = reply;
     let (mut thought, mut other) = (false, false);
-    for b in blocks {
+    for (k, b) in blocks.iter().enumerate() {
+        if let (Some(r), Some("tool_use")) = (reply.as_deref_mut(), b.kind.as_deref()) {
+            let input = b.input.as_ref().map(|v| v.to_string());
+            r.tool_call(Some(k as u32), b.name.as_deref(), input.as_deref());
+        }
         if let Some((text, reasoning)) = block_output(b) {
             info.output = true;
             info.text_bytes += text.len() as u32;
@@ -261,7 +279,7 @@ impl Protocol for Messages {
     fn read_event(
         &self,
         data: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         read_event(data, reply, id)
@@ -270,7 +288,7 @@ impl Protocol for Messages {
     fn read_body(
         &self,
         body: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         read_body(body, reply, id)
@@ -310,7 +328,7 @@ mod tests {
         assert!(!read(r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}"#).output);
         assert!(!read(r#"{"type":"content_block_stop","index":0}"#).output);
         assert!(!read(r#"{"type":"ping"}"#).output);
-        let mut reply = String::new();
+        let mut reply = crate::structured::Reply::default();
         let text = read_event(
             br#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hello \u00e9"}}"#,
             Some(&mut reply),
@@ -319,7 +337,7 @@ mod tests {
         .unwrap();
         assert!(text.output && !text.reasoning);
         assert_eq!(text.text_bytes, 8);
-        assert_eq!(reply, "Hello \u{e9}");
+        assert_eq!(reply.text, "Hello \u{e9}");
         let tool = read(
             r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
         );
@@ -344,11 +362,11 @@ mod tests {
     #[test]
     fn reads_a_whole_message() {
         let body = br#"{"id":"msg_2","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"answer"}],"stop_reason":"max_tokens","usage":{"input_tokens":5,"output_tokens":2}}"#;
-        let mut reply = String::new();
+        let mut reply = crate::structured::Reply::default();
         let info = read_body(body, Some(&mut reply), None).unwrap();
         assert!(info.output && info.finished && !info.reasoning);
         assert_eq!(info.text_bytes, 7);
-        assert_eq!(reply, "answer");
+        assert_eq!(reply.text, "answer");
         assert_eq!(info.usage.unwrap().completion_tokens, Some(2));
         let err = read_body(
             br#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,

@@ -56,8 +56,26 @@ struct Delta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallWire<'a>>>,
+}
+
+/// One entry of `tool_calls`: a streamed fragment (`index`, the name in
+/// the first, the arguments in pieces) or a whole call.
+#[derive(Deserialize)]
+struct ToolCallWire<'a> {
     #[serde(default)]
-    tool_calls: Option<serde::de::IgnoredAny>,
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    function: Option<FunctionWire<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionWire<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -107,7 +125,10 @@ pub(crate) fn unreadable(e: serde_json::Error, data: &[u8]) -> Unreadable {
 }
 
 /// Interprets one event's data. `reply`, when given, collects the text.
-pub fn interpret(data: &[u8], reply: Option<&mut String>) -> Result<EventInfo, Unreadable> {
+pub fn interpret(
+    data: &[u8],
+    reply: Option<&mut crate::structured::Reply>,
+) -> Result<EventInfo, Unreadable> {
     interpret_into(data, reply, None)
 }
 
@@ -124,7 +145,7 @@ fn clip_id(id: &str) -> String {
 /// still empty (the first id a response names is its own).
 fn interpret_into(
     data: &[u8],
-    reply: Option<&mut String>,
+    reply: Option<&mut crate::structured::Reply>,
     id: Option<&mut Option<String>>,
 ) -> Result<EventInfo, Unreadable> {
     if data == b"[DONE]" {
@@ -168,9 +189,21 @@ fn interpret_into(
             if let Some(d) = d {
                 texts[1 + 2 * i] = d.content.as_deref();
                 texts[2 + 2 * i] = d.reasoning_content.as_deref().or(d.reasoning.as_deref());
-                if d.tool_calls.is_some() {
+                if let Some(calls) = &d.tool_calls {
                     info.output = true;
                     other = true;
+                    if let Some(r) = reply.as_deref_mut() {
+                        for (k, c) in calls.iter().enumerate() {
+                            let f = c.function.as_ref();
+                            // A whole message's calls carry no index.
+                            let index = c.index.or((i == 1).then_some(k as u32));
+                            r.tool_call(
+                                index,
+                                f.and_then(|f| f.name.as_deref()),
+                                f.and_then(|f| f.arguments.as_deref()),
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -364,7 +397,14 @@ impl BodyTemplate {
             };
             name.map(|n| (n.to_string(), v))
         });
-        for (k, v) in sampling.chain(workload.extra_body.clone()) {
+        // Structured output and tools, in the API's (and for completions
+        // the dialect's) shape; `extra_body` still has the last word.
+        let structured =
+            infer_bench_spec::structured::wire_fields(&workload.structured, api, dialect);
+        for (k, v) in sampling
+            .chain(structured)
+            .chain(workload.extra_body.clone())
+        {
             m.insert(k, Slot::Value(v));
         }
         fn json<T: Serialize + ?Sized>(v: &T) -> String {
@@ -566,7 +606,7 @@ impl Protocol for Chat {
     fn read_event(
         &self,
         data: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         interpret_into(data, reply, id)
@@ -597,7 +637,7 @@ impl Protocol for Completions {
     fn read_event(
         &self,
         data: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         interpret_into(data, reply, id)
@@ -705,13 +745,13 @@ mod tests {
         assert_eq!(interpret(ids, None).unwrap().token_ids, Some(2));
         assert!(interpret(b"{not json", None).is_err());
         assert!(interpret(b"{}", None).is_err());
-        let mut reply = String::new();
+        let mut reply = crate::structured::Reply::default();
         interpret(
             br#"{"choices":[{"delta":{"content":"hi \u00e9"}}]}"#,
             Some(&mut reply),
         )
         .unwrap();
-        assert_eq!(reply, "hi é");
+        assert_eq!(reply.text, "hi é");
     }
 
     #[test]

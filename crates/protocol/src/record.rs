@@ -49,6 +49,12 @@ pub enum ErrorClass {
     /// opening a connection: its own limit, not the server's, so never
     /// `Connect`; a point with any is INVALID.
     ClientLimit,
+    /// The answer broke what the workload asked of it: its text is not
+    /// JSON matching `response_format`, a tool call names no declared tool
+    /// or its arguments do not match the tool's parameters, or no tool was
+    /// called under `tool_choice = "required"`. Its timings are in the
+    /// request log; it counts as failed.
+    InvalidAnswer,
 }
 
 impl ErrorClass {
@@ -69,6 +75,7 @@ impl ErrorClass {
         ErrorClass::Oversized,
         ErrorClass::NotSse,
         ErrorClass::ClientLimit,
+        ErrorClass::InvalidAnswer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -89,6 +96,7 @@ impl ErrorClass {
             ErrorClass::Oversized => "oversized",
             ErrorClass::NotSse => "not_sse",
             ErrorClass::ClientLimit => "client_limit",
+            ErrorClass::InvalidAnswer => "invalid_answer",
         }
     }
 }

@@ -246,7 +246,7 @@ impl Protocol for Rerank {
     fn read_event(
         &self,
         data: &[u8],
-        _reply: Option<&mut String>,
+        _reply: Option<&mut crate::structured::Reply>,
         _id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         read_answer(data, self.documents)

@@ -55,6 +55,12 @@ struct Event<'a> {
     /// The server's own timings (llama.cpp, on `response.completed`).
     #[serde(default)]
     timings: Option<crate::record::ServerTiming>,
+    /// Which output item an event is of (a function call's arguments).
+    #[serde(default)]
+    output_index: Option<u32>,
+    /// `response.output_item.added`'s item (a function call's name).
+    #[serde(borrow, default)]
+    item: Option<Item<'a>>,
 }
 
 /// A response object: in `response.*` events, or as a whole answer.
@@ -87,6 +93,9 @@ struct Item<'a> {
     /// A function call's arguments.
     #[serde(borrow, default)]
     arguments: Option<Cow<'a, str>>,
+    /// A function call's name.
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -124,7 +133,12 @@ impl From<UsageWire> for Usage {
 }
 
 /// Text that is output: `bytes` more of it, reasoning or answer.
-fn output(info: &mut EventInfo, text: &str, reasoning: bool, reply: Option<&mut String>) {
+fn output(
+    info: &mut EventInfo,
+    text: &str,
+    reasoning: bool,
+    reply: Option<&mut crate::structured::Reply>,
+) {
     if text.is_empty() {
         return;
     }
@@ -150,7 +164,7 @@ fn failure(w: &Whole<'_>) -> String {
 /// Reads one streamed event.
 pub fn read_event(
     data: &[u8],
-    reply: Option<&mut String>,
+    reply: Option<&mut crate::structured::Reply>,
     id: Option<&mut Option<String>>,
 ) -> Result<EventInfo, Unreadable> {
     if data == b"[DONE]" {
@@ -177,7 +191,24 @@ pub fn read_event(
             output(&mut info, ev.delta.as_deref().unwrap_or(""), true, reply);
         }
         "response.function_call_arguments.delta" => {
-            output(&mut info, ev.delta.as_deref().unwrap_or(""), false, None);
+            let delta = ev.delta.as_deref().unwrap_or("");
+            if let Some(r) = reply {
+                r.tool_call(ev.output_index, None, Some(delta));
+            }
+            output(&mut info, delta, false, None);
+        }
+        "response.output_item.added" => {
+            let call = ev
+                .item
+                .as_ref()
+                .filter(|i| i.kind.as_deref() == Some("function_call"));
+            if let (Some(r), Some(item)) = (reply, call) {
+                r.tool_call(
+                    ev.output_index,
+                    item.name.as_deref(),
+                    item.arguments.as_deref(),
+                );
+            }
         }
         "response.completed" | "response.incomplete" => {
             info.finished = true;
@@ -210,7 +241,7 @@ pub fn read_event(
 /// Reads a whole (non-streamed) response object.
 pub fn read_body(
     body: &[u8],
-    reply: Option<&mut String>,
+    reply: Option<&mut crate::structured::Reply>,
     id: Option<&mut Option<String>>,
 ) -> Result<EventInfo, Unreadable> {
     let w: Whole = serde_json::from_slice(body).map_err(|e| unreadable(e, body))?;
@@ -232,7 +263,16 @@ pub fn read_body(
     };
     let mut reply = reply;
     let (mut thought, mut other) = (false, false);
-    for item in items {
+    for (k, item) in items.iter().enumerate() {
+        if item.kind.as_deref() == Some("function_call") {
+            if let Some(r) = reply.as_deref_mut() {
+                r.tool_call(
+                    Some(k as u32),
+                    item.name.as_deref(),
+                    item.arguments.as_deref(),
+                );
+            }
+        }
         let reasoning = item.kind.as_deref() == Some("reasoning");
         let parts = item
             .content
@@ -291,7 +331,7 @@ impl Protocol for Responses {
     fn read_event(
         &self,
         data: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         read_event(data, reply, id)
@@ -300,7 +340,7 @@ impl Protocol for Responses {
     fn read_body(
         &self,
         body: &[u8],
-        reply: Option<&mut String>,
+        reply: Option<&mut crate::structured::Reply>,
         id: Option<&mut Option<String>>,
     ) -> Result<EventInfo, Unreadable> {
         read_body(body, reply, id)
@@ -340,7 +380,7 @@ mod tests {
         let summary =
             read(r#"{"type":"response.reasoning_summary_text.delta","delta":"so","item_id":"rs"}"#);
         assert!(summary.output && summary.reasoning);
-        let mut reply = String::new();
+        let mut reply = crate::structured::Reply::default();
         let text = read_event(
             br#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"Hi \"you\""}"#,
             Some(&mut reply),
@@ -349,7 +389,7 @@ mod tests {
         .unwrap();
         assert!(text.output && !text.reasoning);
         assert_eq!(text.text_bytes, 8);
-        assert_eq!(reply, "Hi \"you\"");
+        assert_eq!(reply.text, "Hi \"you\"");
         assert!(!read(r#"{"type":"response.output_text.delta","delta":""}"#).output);
         assert!(
             !read(r#"{"type":"response.output_text.done","text":"Hi"}"#).output,
@@ -400,12 +440,12 @@ mod tests {
             {"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"think"}]},
             {"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer","annotations":[]}]}],
             "usage":{"input_tokens":7,"output_tokens":3}}"#;
-        let mut reply = String::new();
+        let mut reply = crate::structured::Reply::default();
         let mut id = None;
         let info = read_body(body, Some(&mut reply), Some(&mut id)).unwrap();
         assert!(info.output && !info.reasoning && info.finished);
         assert_eq!(info.text_bytes, 11);
-        assert_eq!(reply, "answer");
+        assert_eq!(reply.text, "answer");
         assert_eq!(id.as_deref(), Some("resp_9"));
         assert_eq!(info.usage.unwrap().prompt_tokens, Some(7));
         let failed = read_body(

@@ -7,7 +7,8 @@
 //! OpenAI-compatible HTTP server that drives the engine in real time lives
 //! beside them; `network` prices a vision or encoder network's executions,
 //! which the server serves over KServe v2; `answers` is what the model
-//! answers when asked greedily, per precision. Formulas, constants, sources and the checks against public
+//! answers when asked greedily, per precision; `structured` what it answers
+//! a request for JSON under a schema or offering tools. Formulas, constants, sources and the checks against public
 //! measurements: `docs/simulator.md`.
 
 pub mod answers;
@@ -24,5 +25,6 @@ pub mod profile;
 mod properties;
 pub mod request;
 pub mod server;
+pub mod structured;
 
 pub use error::Error;

@@ -77,6 +77,8 @@ pub struct Accepted {
     /// Asked for greedily (`temperature` 0): answered by the precision's
     /// [`Answerer`](crate::answers::Answerer).
     pub greedy: Option<Greedy>,
+    /// Structured output or a tool call asked for (`crate::structured`).
+    pub ask: Option<crate::structured::Ask>,
 }
 
 /// A greedy request: its prompt's identity and how many alternatives per
@@ -217,6 +219,19 @@ fn templated(contents: impl Iterator<Item = u32>) -> u32 {
 /// Reads a request's body, come in by `wire`, for a server that serves the
 /// names in `served` with room for `max_len` tokens of prompt and output.
 pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<Accepted, Refusal> {
+    // Only a body that names one of their fields is read for them.
+    let ask = [
+        &b"\"tools\""[..],
+        b"\"response_format\"",
+        b"\"format\"",
+        b"\"structured_outputs\"",
+        b"\"json_schema\"",
+    ]
+    .iter()
+    .any(|k| body.windows(k.len()).any(|w| w == *k))
+    .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
+    .flatten()
+    .and_then(|v| crate::structured::Ask::of(&v));
     let body: Body = serde_json::from_slice(body).map_err(|e| {
         refuse(
             400,
@@ -314,6 +329,7 @@ pub fn read(body: &[u8], wire: Wire, served: &[String], max_len: u32) -> Result<
                 .unwrap_or(false),
         stream: body.stream.unwrap_or(false),
         greedy,
+        ask,
     })
 }
 

@@ -499,6 +499,7 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
         stream,
         include_usage,
         greedy,
+        ask,
     } = match request::read(&req.body, wire, &ctx.served, ctx.max_len) {
         Ok(a) => a,
         Err(r) => {
@@ -550,7 +551,10 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
                 Out::Done => break,
             }
         }
-        let body = frames.answer(&ctx.answers, greedy, n, id);
+        let mut body = frames.answer(&ctx.answers, greedy, n, id);
+        if let Some(ask) = &ask {
+            frames.structured_whole(&mut body, ask, n);
+        }
         return Response::json(StatusCode::OK, body.to_string());
     }
     let (response, sender) = Response::stream(StatusCode::OK, "text/event-stream; charset=utf-8");
@@ -559,6 +563,10 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
     // A greedy answer streams its words (log-probabilities are given only
     // in whole answers).
     let mut generation = greedy.map(|g| ctx.answers.generate(g.prompt, 0));
+    let structured = ask.map(|a| {
+        let text = a.text(max_tokens as usize);
+        (a, text)
+    });
     tokio::spawn(async move {
         if let Some(first) = frames.prelude() {
             if !send(&sender, first).await {
@@ -578,13 +586,21 @@ async fn complete(ctx: Arc<Ctx>, req: Request, wire: Wire) -> Response {
             let mut left = k;
             while left > 0 {
                 let m = left.min(per_event.max(1));
-                let text = match &mut generation {
-                    Some(g) => answers::text(g.by_ref().take(m as usize).map(|t| t.word)),
-                    None => text_of(m, id + n as u64),
+                let event = match (&structured, &mut generation) {
+                    (Some((ask, text)), _) => {
+                        let piece: String = (n..n + m)
+                            .map(|i| crate::structured::piece(text, i, max_tokens))
+                            .collect();
+                        frames.structured_delta(ask, &piece, n == 0)
+                    }
+                    (None, Some(g)) => {
+                        frames.delta(&answers::text(g.by_ref().take(m as usize).map(|t| t.word)))
+                    }
+                    (None, None) => frames.delta(&text_of(m, id + n as u64)),
                 };
                 n += m;
                 left -= m;
-                if !send(&sender, frames.delta(&text)).await {
+                if !send(&sender, event).await {
                     alive = false;
                     break;
                 }
@@ -728,6 +744,92 @@ impl Frames {
                 "content_block_delta",
                 &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
             ),
+        }
+    }
+
+    /// One event of a structured answer: a piece of its JSON text, or of
+    /// a tool call's arguments (chat names the tool in the first; the
+    /// Responses and Messages APIs open the call's item or block first).
+    fn structured_delta(&self, ask: &crate::structured::Ask, piece: &str, first: bool) -> Bytes {
+        use serde_json::json;
+        let crate::structured::Ask::Tool { name, .. } = ask else {
+            return self.delta(piece);
+        };
+        match self.wire {
+            Wire::Chat => {
+                let call = if first {
+                    json!({"index": 0, "id": "call_0", "type": "function", "function": {"name": name, "arguments": piece}})
+                } else {
+                    json!({"index": 0, "function": {"arguments": piece}})
+                };
+                Self::sse(&self.chunk(
+                    json!({"index": 0, "delta": {"tool_calls": [call]}, "logprobs": null, "finish_reason": null}),
+                ))
+            }
+            Wire::Responses => {
+                let mut b = BytesMut::new();
+                if first {
+                    b.extend_from_slice(&Self::typed(
+                        "response.output_item.added",
+                        &json!({"type": "response.output_item.added", "output_index": 0,
+                            "item": {"type": "function_call", "id": "fc_0", "call_id": "call_0", "name": name, "arguments": ""}}),
+                    ));
+                }
+                b.extend_from_slice(&Self::typed(
+                    "response.function_call_arguments.delta",
+                    &json!({"type": "response.function_call_arguments.delta", "item_id": "fc_0", "output_index": 0, "delta": piece}),
+                ));
+                b.freeze()
+            }
+            Wire::Messages => {
+                let mut b = BytesMut::new();
+                if first {
+                    b.extend_from_slice(&Self::typed(
+                        "content_block_start",
+                        &json!({"type": "content_block_start", "index": 1,
+                            "content_block": {"type": "tool_use", "id": "toolu_0", "name": name, "input": {}}}),
+                    ));
+                }
+                b.extend_from_slice(&Self::typed(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": piece}}),
+                ));
+                b.freeze()
+            }
+            Wire::Completions => self.delta(piece),
+        }
+    }
+
+    /// A whole answer's output replaced by the structured answer of `n`
+    /// tokens: JSON text, or a tool call.
+    fn structured_whole(&self, body: &mut serde_json::Value, ask: &crate::structured::Ask, n: u32) {
+        use serde_json::json;
+        let text = ask.text(n as usize);
+        let tool = match ask {
+            crate::structured::Ask::Tool { name, .. } => Some(name),
+            crate::structured::Ask::Json(_) => None,
+        };
+        match (self.wire, tool) {
+            (Wire::Chat, Some(name)) => {
+                body["choices"][0]["message"] = json!({"role": "assistant", "content": null,
+                    "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": text}}]});
+                body["choices"][0]["finish_reason"] = "tool_calls".into();
+            }
+            (Wire::Chat, None) => body["choices"][0]["message"]["content"] = text.into(),
+            (Wire::Completions, _) => body["choices"][0]["text"] = text.into(),
+            (Wire::Responses, Some(name)) => {
+                body["output"] = json!([{"type": "function_call", "id": "fc_0", "call_id": "call_0",
+                    "name": name, "arguments": text, "status": "completed"}]);
+            }
+            (Wire::Responses, None) => body["output"][0]["content"][0]["text"] = text.into(),
+            (Wire::Messages, Some(name)) => {
+                let input: serde_json::Value =
+                    serde_json::from_str(&text).unwrap_or_else(|_| json!({}));
+                body["content"] =
+                    json!([{"type": "tool_use", "id": "toolu_0", "name": name, "input": input}]);
+                body["stop_reason"] = "tool_use".into();
+            }
+            (Wire::Messages, None) => body["content"][0]["text"] = text.into(),
         }
     }
 

@@ -30,6 +30,7 @@ pub mod schema;
 pub mod seed;
 pub mod server_args;
 mod slo;
+pub mod structured;
 pub mod tensor;
 pub mod tokenizer;
 pub mod trace;

@@ -314,6 +314,14 @@ pub struct Workload {
     /// text (`crate::retrieval`); `None` for chat and completions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrieval: Option<crate::retrieval::Retrieval>,
+    /// Structured output and tools: what every request asks answers to
+    /// be, and what they are validated against.
+    #[serde(default, skip_serializing_if = "is_unstructured")]
+    pub structured: crate::structured::Structured,
+}
+
+fn is_unstructured(s: &crate::structured::Structured) -> bool {
+    !s.is_set()
 }
 
 /// One workload of a mix.

@@ -629,6 +629,15 @@ pub struct RawWorkload {
     /// Kserve: the model version to call (default: the server's choice).
     #[serde(default)]
     pub model_version: Option<String>,
+    /// Structured output: { json_schema = "schema.json" } (a JSON Schema file every answer must match) or { type = "json_object" }. Chat, responses, and completions in the vllm, sglang and llama.cpp dialects.
+    #[serde(default)]
+    pub response_format: Option<crate::structured::RawResponseFormat>,
+    /// Tools the model may call: [{ name, description, parameters }] (parameters a JSON Schema file or an inline table), or a JSON file of OpenAI-shaped tools. Chat, responses and messages.
+    #[serde(default)]
+    pub tools: Option<crate::structured::RawTools>,
+    /// "auto", "required", "none", or the name of a tool the model must call.
+    #[serde(default)]
+    pub tool_choice: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -148,7 +148,18 @@ pub struct Script {
     /// `image_patch` x `image_patch` pixels (sides rounded up) of each
     /// decoded image; 0 (the default) counts none. URLs count none.
     pub image_patch: u32,
+    /// A request that asks for JSON under a schema or offers tools (see
+    /// `infer_bench_sim::structured`) is answered with JSON that matches
+    /// it, or a call of its first tool (chat: `delta.tool_calls`
+    /// fragments, the name in the first); every `invalid_every`-th such
+    /// request (0: none) gets an invalid answer instead: JSON cut short,
+    /// or a call of a tool it did not offer. Its pieces go out on the
+    /// scripted events and tokens; [`ServedRequest::invalid`] records it.
+    pub invalid_every: u32,
 }
+
+/// The tool an invalid scripted answer calls (never one offered).
+pub const UNDECLARED_TOOL: &str = "not_a_declared_tool";
 
 /// The top-level request fields of OpenAI's completions and chat
 /// completions APIs: what a [`Script::strict`] server accepts.
@@ -250,6 +261,7 @@ impl Default for Script {
             strict: false,
             keep_prompts: false,
             image_patch: 0,
+            invalid_every: 0,
         }
     }
 }
@@ -399,6 +411,11 @@ pub struct ServedRequest {
     /// The credentials and API version the request carried: the values of
     /// its `authorization`, `x-api-key` and `anthropic-version` headers.
     pub credentials: Credentials,
+    /// It asked for structured output or offered tools, and was answered
+    /// so ([`Script::invalid_every`]).
+    pub structured: bool,
+    /// Its structured answer was made invalid on cue.
+    pub invalid: bool,
 }
 
 /// The headers a request carried its key and API version in.
@@ -589,6 +606,8 @@ impl Tracker {
                 prompt: String::new(),
                 credentials: Credentials::default(),
                 media: Vec::new(),
+                structured: false,
+                invalid: false,
             },
         }
     }
@@ -750,6 +769,9 @@ struct Ctx {
     fault: Fault,
     model: String,
     events: Events,
+    /// A structured answer: its text (JSON, or a tool call's arguments)
+    /// and the tool it calls.
+    structured: Option<(String, Option<String>)>,
 }
 
 impl Ctx {
@@ -863,6 +885,33 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         .clone()
         .unwrap_or_else(|| state.script.model.clone());
     let events = Events::new(endpoint, seq, state.created, &model, state.script.crlf);
+    let n_events = ask
+        .max_tokens
+        .div_ceil(state.script.tokens_per_event.max(1)) as usize;
+    let structured = serde_json::from_slice::<Value>(&req.body)
+        .ok()
+        .and_then(|v| infer_bench_sim::structured::Ask::of(&v))
+        .map(|want| {
+            let invalid =
+                state.script.invalid_every > 0 && seq % u64::from(state.script.invalid_every) == 0;
+            t.rec.structured = true;
+            t.rec.invalid = invalid;
+            let n = n_events;
+            let mut text = want.text(n);
+            let tool = match want {
+                infer_bench_sim::structured::Ask::Tool { .. } if invalid => {
+                    Some(UNDECLARED_TOOL.to_string())
+                }
+                infer_bench_sim::structured::Ask::Tool { name, .. } => Some(name),
+                infer_bench_sim::structured::Ask::Json(_) if invalid => {
+                    // Cut short: not JSON.
+                    text = format!("{{\"cut\": {}", " ".repeat(n));
+                    None
+                }
+                infer_bench_sim::structured::Ask::Json(_) => None,
+            };
+            (text, tool)
+        });
     let ctx = Ctx {
         state,
         endpoint,
@@ -873,6 +922,7 @@ async fn completion(state: Arc<State>, endpoint: Endpoint, req: Request) -> Resp
         fault,
         model,
         events,
+        structured,
     };
     if ask.stream {
         t.rec.status = 200;
@@ -983,7 +1033,7 @@ fn whole_body(c: &Ctx, tokens: u32) -> Bytes {
     let (choices, object) = match (c.endpoint, tokens) {
         (_, 0) => (json!([]), object_name(c.endpoint, false)),
         (Endpoint::Completions, _) => (
-            json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": "length"}]),
+            json!([{"index": 0, "text": c.structured.as_ref().map_or(text, |s| s.0.clone()), "logprobs": null, "finish_reason": "length"}]),
             "text_completion",
         ),
         (Endpoint::Responses | Endpoint::Messages, _) => unreachable!("answered above"),
@@ -1003,7 +1053,22 @@ fn whole_body(c: &Ctx, tokens: u32) -> Bytes {
             };
             let mut message = Map::new();
             message.insert("role".into(), "assistant".into());
-            message.insert("content".into(), answer.into());
+            match &c.structured {
+                Some((args, Some(name))) => {
+                    message.insert("content".into(), Value::Null);
+                    message.insert(
+                        "tool_calls".into(),
+                        json!([{"id": "call_scripted", "type": "function",
+                            "function": {"name": name, "arguments": args}}]),
+                    );
+                }
+                Some((text, None)) => {
+                    message.insert("content".into(), text.clone().into());
+                }
+                None => {
+                    message.insert("content".into(), answer.into());
+                }
+            }
             if !thought.is_null() {
                 message.insert("reasoning_content".into(), thought);
             }
@@ -1247,8 +1312,23 @@ async fn stream_events(rec: &mut ServedRequest, c: &Ctx, tx: BodySender) -> Resu
         }
         let first_token = i.saturating_mul(tpe);
         let tokens = tpe.min(c.max_tokens.saturating_sub(first_token));
-        let text = token_text_escaped(c.seq, first_token, tokens);
-        let bytes = ev.content(&text, i < reasoning);
+        let bytes = match &c.structured {
+            Some((answer, tool)) => {
+                let piece = infer_bench_sim::structured::piece(answer, i, n_events);
+                let escaped = Value::from(piece).to_string();
+                let escaped = &escaped[1..escaped.len() - 1];
+                match (c.endpoint, tool) {
+                    (Endpoint::ChatCompletions, Some(name)) => {
+                        ev.tool_call(escaped, (i == 0).then_some(name))
+                    }
+                    _ => ev.content(escaped, false),
+                }
+            }
+            None => ev.content(
+                &token_text_escaped(c.seq, first_token, tokens),
+                i < reasoning,
+            ),
+        };
         w.content(i, bytes, tokens, deadline).await?;
     }
     w.flush_held().await?;
@@ -1530,6 +1610,24 @@ impl Events {
                 r#""},"logprobs":null,"finish_reason":null}]}"#,
             ]),
         }
+    }
+
+    /// A chat event carrying a piece of a tool call's arguments (and, in
+    /// the first, its id and name).
+    fn tool_call(&self, escaped_arguments: &str, name: Option<&str>) -> Bytes {
+        let head = match name {
+            Some(n) => format!(
+                r#"{{"index":0,"id":"call_scripted","type":"function","function":{{"name":{},"arguments":""#,
+                Value::from(n)
+            ),
+            None => r#"{"index":0,"function":{"arguments":""#.to_string(),
+        };
+        self.event(&[
+            r#"{"index":0,"delta":{"tool_calls":["#,
+            &head,
+            escaped_arguments,
+            r#""}}]},"logprobs":null,"finish_reason":null}]}"#,
+        ])
     }
 
     fn role(&self) -> Bytes {

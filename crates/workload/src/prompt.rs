@@ -991,6 +991,7 @@ mod tests {
             images: None,
             audio: None,
             retrieval: None,
+            structured: Default::default(),
         }
     }
 

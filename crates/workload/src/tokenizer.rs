@@ -158,6 +158,7 @@ mod tests {
             images: None,
             audio: None,
             retrieval: None,
+            structured: Default::default(),
         }
     }
 

@@ -1159,6 +1159,7 @@ mod tests {
                 images: None,
                 audio: None,
                 retrieval: None,
+                structured: Default::default(),
             }),
             load: Load {
                 arrival,

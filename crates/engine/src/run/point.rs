@@ -233,7 +233,13 @@ impl Client {
                 limits: cfg.load.limits,
                 keep_reply: cfg.workload.conversation.is_some(),
             };
-            HttpBackend::new(&options, protocol, reading)?
+            let mut backend = HttpBackend::new(&options, protocol, reading)?;
+            // Structured output and tools: answers are validated with
+            // validators compiled once for the point.
+            backend.validate_with(infer_bench_protocol::structured::Checker::of(
+                &cfg.workload.structured,
+            ));
+            backend
         };
         // Undeclared: the server is asked (its connection stays in the pool).
         let (dialect, from) = match declared {

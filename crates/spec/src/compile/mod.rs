@@ -18,6 +18,7 @@ mod quality;
 mod regression;
 mod retrieval;
 mod slo;
+mod structured;
 mod targets;
 mod telemetry;
 mod tensors;

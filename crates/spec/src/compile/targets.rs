@@ -634,6 +634,17 @@ impl Cx<'_> {
                 .iter()
                 .filter(|(_, w)| w.mix.is_empty() && w.api != Api::Generate);
             for (wname, w) in checked {
+                if w.structured.response_format.is_some()
+                    && !crate::structured::carries_response_format(w.api, Some(dialect))
+                {
+                    self.key_err(
+                        &format!("workloads.{wname}.response_format"),
+                        format!(
+                            "targets.{tname} declares dialect = \"{dialect}\", whose completions API has no field for a JSON schema"
+                        ),
+                        Some("use api = \"chat\", or a dialect that carries it: vllm, sglang, llama.cpp".into()),
+                    );
+                }
                 for (field, key) in crate::dialect::extra_fields_asked(w) {
                     if dialect.wire_name(field).is_some() {
                         continue;

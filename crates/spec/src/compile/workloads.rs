@@ -31,6 +31,7 @@ impl Cx<'_> {
         }
         let api = w.api.unwrap_or_default();
         let retrieval = self.retrieval(name, &w, api);
+        let structured = self.structured(name, &w, api);
         if w.trace.is_some() {
             // A trace gives every request's lengths and arrival: what
             // would set them otherwise has no say.
@@ -251,6 +252,7 @@ impl Cx<'_> {
             images,
             audio,
             retrieval,
+            structured,
         })
     }
 
@@ -345,6 +347,10 @@ impl Cx<'_> {
                     ("extra_body", f.extra_body != o.extra_body),
                     ("ignore_eos", f.ignore_eos != o.ignore_eos),
                     (
+                        "response_format, tools or tool_choice",
+                        f.structured != o.structured,
+                    ),
+                    (
                         "batch, documents, encoding_format or dimensions",
                         match (&f.retrieval, &o.retrieval) {
                             (Some(a), Some(b)) => !a.sends_alike(b),
@@ -367,6 +373,7 @@ impl Cx<'_> {
         }
         let f = &out[0].workload;
         let retrieval = f.retrieval.clone();
+        let structured = f.structured.clone();
         Some(Workload {
             name: name.to_string(),
             api: f.api,
@@ -385,6 +392,7 @@ impl Cx<'_> {
             images: None,
             audio: None,
             retrieval,
+            structured,
         })
     }
 
