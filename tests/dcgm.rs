@@ -945,7 +945,9 @@ fn triton_metrics(n: u64) -> String {
          # TYPE nv_inference_request_success counter\n\
          nv_inference_request_success{model=\"classifier\",version=\"1\"} 5\n",
     );
-    let gauges: [(&str, &str, fn(u32, u64) -> f64); 5] = [
+    // (name, help, value of GPU g at scrape n)
+    type Gauge = (&'static str, &'static str, fn(u32, u64) -> f64);
+    let gauges: [Gauge; 5] = [
         (
             "nv_gpu_utilization",
             "GPU utilization rate [0.0 - 1.0)",
