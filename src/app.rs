@@ -28,9 +28,19 @@ pub fn set_look(cli: &crate::cli::Cli) {
 /// Runs one command.
 pub fn execute(command: Command) -> Result<Outcome> {
     match command {
-        Command::Init { dir, url, ci, name } => {
-            crate::init::execute(&crate::init::Options { dir, url, ci, name })
-        }
+        Command::Init {
+            dir,
+            url,
+            model,
+            ci,
+            name,
+        } => crate::init::execute(&crate::init::Options {
+            dir,
+            url,
+            model,
+            ci,
+            name,
+        }),
         Command::Validate { specs } => validate(&specs),
         Command::Plan {
             spec,

@@ -32,6 +32,7 @@ const INIT_HELP: &str = "\
 Examples:
   infer-bench init                                   # ./bench.toml on the simulator
   infer-bench init bench --url http://127.0.0.1:8000/v1 --ci github
+  infer-bench init vision --url http://127.0.0.1:8000 --model resnet50   # a Triton (KServe v2) model
 
 Then `infer-bench run bench.toml`, from the folder that holds baselines/.
 
@@ -74,7 +75,8 @@ pub enum Command {
     /// with --ci github, a workflow that gates pull requests. Without
     /// --url the spec's target is the built-in simulator (no server, no
     /// GPU); with --url it asks the server for its model
-    /// (`GET URL/models`) and targets it. Never overwrites a file.
+    /// (`GET URL/models`, or a KServe v2 server's model metadata) and
+    /// targets it. Never overwrites a file.
     #[command(after_help = INIT_HELP)]
     Init {
         /// The folder to write in (created if missing).
@@ -82,9 +84,17 @@ pub enum Command {
         dir: PathBuf,
         /// The server's OpenAI base URL, e.g. http://127.0.0.1:8000/v1:
         /// its first model in `/models` becomes the spec's model, and the
-        /// dialect its `owned_by` names becomes the target's.
+        /// dialect its `owned_by` names becomes the target's. Or a KServe
+        /// v2 server's root (Triton: http://127.0.0.1:8000): a model's
+        /// metadata becomes a tensor workload, or a generate one for a
+        /// model with a `text_input`.
         #[arg(long)]
         url: Option<String>,
+        /// With --url: the model to write the spec for, one the server
+        /// lists (default: its first; on a KServe v2 server, the first
+        /// ready model of its repository index that init can send).
+        #[arg(long, requires = "url")]
+        model: Option<String>,
         /// Also write a CI workflow: `github` writes
         /// .github/workflows/infer-bench.yml, which runs the composite
         /// action on pull requests.

@@ -139,11 +139,14 @@ pub fn exit_code(e: &Error) -> u8 {
         Error::Init(e) => {
             use crate::init::InitError;
             match e {
-                InitError::Exists { .. } | InitError::BadName { .. } | InitError::BadUrl { .. } => {
-                    EXIT_USAGE
-                }
+                InitError::Exists { .. }
+                | InitError::BadName { .. }
+                | InitError::BadUrl { .. }
+                | InitError::ModelWithoutUrl => EXIT_USAGE,
                 InitError::Unreachable { .. }
                 | InitError::NoModel { .. }
+                | InitError::NotListed { .. }
+                | InitError::Unsendable { .. }
                 | InitError::UnusableModelId { .. }
                 | InitError::Invalid(_)
                 | InitError::Client(_) => EXIT_INFRA,

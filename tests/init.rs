@@ -1,7 +1,8 @@
 //! `infer-bench init`, end to end with the real binary: the starter spec
 //! runs as written on the simulator (and is blessed and judged); `--url`
-//! asks a real loopback server (the scripted server, and llama.cpp's
-//! llama-server) for its model and the spec then runs against it; a
+//! asks a real loopback server (the scripted server, llama.cpp's
+//! llama-server, and the simulator's KServe v2 ResNet-50; tests/triton.rs
+//! asks a real Triton) for its model and the spec then runs against it; a
 //! second init refuses and changes nothing; a server's hostile model id
 //! cannot add a line to the spec; an unreachable server leaves nothing
 //! behind; `--ci github` writes a workflow that uses the composite action
@@ -179,6 +180,91 @@ fn init_url_names_the_served_model_and_runs_against_it() {
     rt.block_on(server.wait_idle());
     let records = server.records();
     assert!(!records.is_empty());
+}
+
+/// `--url` at a KServe v2 server's root (the simulator's ResNet-50,
+/// served in process as Triton serves it): no OpenAI `/models` there, so
+/// init reads the model from Triton's repository index and its metadata,
+/// writes a tensor workload with the model's input and batch sizes up to
+/// its max_batch_size, and the spec runs as written. A `--model` the
+/// server does not serve is refused, and nothing is written.
+#[test]
+fn init_url_at_a_kserve_root_writes_a_tensor_workload_that_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let backing = tmp.path().join("backing.toml");
+    std::fs::write(
+        &backing,
+        "name = \"backing\"\n[targets.sim]\nkind = \"sim\"\ngpu = \"a100-80gb\"\n\
+         [models.resnet]\npreset = \"resnet-50\"\nserved_name = \"classifier\"\n\
+         [workloads.classify]\napi = \"kserve\"\n[load]\nrequests = 1\nconcurrency = 1\n",
+    )
+    .unwrap();
+    let spec = infer_bench::spec::load(&backing).unwrap();
+    let plan = infer_bench::plan::Plan::build(&spec).unwrap();
+    let server = infer_bench::sim::server::SimServer::start(&plan.points[0].config).unwrap();
+    let url = server.base_url();
+    assert!(!url.ends_with("/v1"), "{url}");
+    let o = run(bin(tmp.path()).args(["init", "proj", "--name", "vision", "--url", &url]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("serves \"classifier\" over KServe v2"),
+        "{}",
+        text(&o)
+    );
+    let proj = tmp.path().join("proj");
+    let t = spec_table(&proj);
+    assert_eq!(
+        t["targets"]["server"]["base_url"].as_str(),
+        Some(url.as_str())
+    );
+    assert_eq!(
+        t["models"]["model"]["served_name"].as_str(),
+        Some("classifier")
+    );
+    let w = &t["workloads"]["tensors"];
+    assert_eq!(w["api"].as_str(), Some("kserve"));
+    assert_eq!(
+        w["inputs"].to_string(),
+        r#"[{ datatype = "FP32", name = "images", shape = [3, 224, 224] }]"#
+    );
+    assert_eq!(t["matrix"]["batch"].to_string(), "[1, 8, 32]");
+    let gates: Vec<&str> = t["regression"]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(gates, ["e2e", "inputs_per_s", "error_rate"]);
+    let o = run(bin(&proj).args(["validate", "bench.toml"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(bin(&proj).args([
+        "run",
+        "bench.toml",
+        "-q",
+        "--only",
+        "server.model.tensors.b8.c1",
+        "--out",
+        "out",
+    ]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = results(&proj.join("out"));
+    let p = &r["points"][0];
+    let req = &p["merged"]["requests"];
+    assert!(req["succeeded"].as_u64().unwrap() > 10, "{req}");
+    assert_eq!(req["failed"], 0, "{req}");
+    // Every request carried 8 images.
+    let inputs_per_s = p["merged"]["inputs_per_s"].as_f64().unwrap();
+    let per_s = p["merged"]["request_throughput"].as_f64().unwrap();
+    assert!((inputs_per_s / per_s - 8.0).abs() < 1e-6, "{p}");
+
+    let o = run(bin(tmp.path()).args(["init", "other", "--url", &url, "--model", "nope"]));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("model \"nope\""),
+        "{}",
+        text(&o)
+    );
+    assert!(!tmp.path().join("other").exists());
 }
 
 /// A second init into the same folder refuses (exit 2, naming the file)

@@ -357,6 +357,7 @@ include = [
 
     readme_vision_spec_runs_against_this_triton(&triton, tmp.path());
     generate_points(&triton, tmp.path());
+    init_url_against_this_triton(&triton, tmp.path());
 }
 
 /// The README's command for `specs/vision-triton.toml` against a Triton,
@@ -414,6 +415,101 @@ fn readme_vision_spec_runs_against_this_triton(triton: &Triton, dir: &Path) {
         assert_eq!(p["merged"]["requests"]["failed"], 0, "{}", p["slug"]);
         assert!(p["stages"]["queue_ms"].is_number(), "{}", p["slug"]);
     }
+}
+
+/// `infer-bench init --url` at Triton's root, as a user types it: with no
+/// `--model` the first model its statistics name that init can send
+/// (`batched`: its index is empty, PyTriton loads models through the API),
+/// a tensor workload as its metadata declares it, run as written; with
+/// `--model generate` a streamed generate workload, run as written; a
+/// model with a variable-length input is refused saying which, and nothing
+/// is written.
+fn init_url_against_this_triton(triton: &Triton, dir: &Path) {
+    let url = format!("http://127.0.0.1:{}", triton.port);
+    let bin = |cwd: &Path, args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+            .current_dir(cwd)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code(), text)
+    };
+    let results = |out: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+    };
+    for (folder, model, point, api) in [
+        ("init-tensors", None, "server.model.tensors.b8.c1", "kserve"),
+        (
+            "init-generate",
+            Some("generate"),
+            "server.model.generate.c1",
+            "generate",
+        ),
+    ] {
+        let mut args = vec!["init", folder, "--url", &url];
+        args.extend(model.iter().flat_map(|m| ["--model", *m]));
+        let (code, text) = bin(dir, &args);
+        assert_eq!(code, Some(0), "{text}");
+        let proj = dir.join(folder);
+        let spec: toml::Table = std::fs::read_to_string(proj.join("bench.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            spec["targets"]["server"]["base_url"].as_str(),
+            Some(url.as_str())
+        );
+        let served = spec["models"]["model"]["served_name"].as_str().unwrap();
+        assert_eq!(served, model.unwrap_or("batched"));
+        let workload = spec["workloads"]
+            .as_table()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap();
+        assert_eq!(workload["api"].as_str(), Some(api));
+        if api == "kserve" {
+            assert_eq!(
+                workload["inputs"].to_string(),
+                r#"[{ datatype = "FP32", name = "images", shape = [3, 224, 224] }]"#
+            );
+            assert_eq!(spec["matrix"]["batch"].to_string(), "[1, 8, 32]");
+        } else {
+            assert!(workload.get("stream").is_none(), "decoupled: streamed");
+        }
+        let (code, text) = bin(&proj, &["validate", "bench.toml"]);
+        assert_eq!(code, Some(0), "{text}");
+        let (code, text) = bin(
+            &proj,
+            &["run", "bench.toml", "-q", "--only", point, "--out", "out"],
+        );
+        assert_eq!(code, Some(0), "{folder}: {text}");
+        let r = results(&proj.join("out"));
+        let p = &r["points"][0];
+        assert_eq!(p["status"], "complete", "{}", p["failure"]);
+        let req = &p["merged"]["requests"];
+        assert!(req["succeeded"].as_u64().unwrap() > 10, "{folder}: {req}");
+        assert_eq!(req["failed"], 0, "{folder}: {req}");
+    }
+    let (code, text) = bin(
+        dir,
+        &["init", "init-tokens", "--url", &url, "--model", "tokens"],
+    );
+    assert_eq!(code, Some(3), "{text}");
+    assert!(
+        text.contains(r#"model "tokens""#)
+            && text.contains(r#"input "ids" has the shape [-1] per item"#),
+        "{text}"
+    );
+    assert!(
+        !dir.join("init-tokens").exists(),
+        "a refused init writes nothing"
+    );
 }
 
 /// `api = "generate"` against `triton`'s `generate` and `generate_once`.

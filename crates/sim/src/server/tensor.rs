@@ -1,8 +1,9 @@
 //! The simulator as a KServe v2 server (Triton's flavour of it) for a
 //! vision or encoder network: readiness (`/v2/health/ready`, `live`,
 //! `/v2/models/{m}/ready`), the model's metadata (shapes led by -1, the
-//! batch), Triton's `config` (`max_batch_size`) and `stats`, and
-//! `POST /v2/models/{m}[/versions/1]/infer` with tensors as JSON or with
+//! batch), Triton's `config` (`max_batch_size`) and `stats`, Triton's
+//! repository index (`POST /v2/repository/index`: the model under its
+//! served name, READY), and `POST /v2/models/{m}[/versions/1]/infer` with tensors as JSON or with
 //! the binary tensor extension. Every request is checked as Triton checks
 //! it (input names, datatypes, shapes, the batch against
 //! `max_batch_size`, element counts and binary sizes) and refused with
@@ -308,13 +309,18 @@ async fn handle(ctx: &Ctx, req: Request) -> Response {
         "/v2" if get => Response::json(
             StatusCode::OK,
             json!({"name": "infer-bench-sim", "version": env!("CARGO_PKG_VERSION"),
-                   "extensions": ["classification", "binary_tensor_data", "model_configuration", "statistics"]})
+                   "extensions": ["classification", "binary_tensor_data", "model_configuration", "model_repository", "statistics"]})
             .to_string(),
         ),
         "/metrics" if get => Response::full(
             StatusCode::OK,
             "text/plain; version=0.0.4",
             metrics(ctx),
+        ),
+        "/v2/repository/index" if req.method == Method::POST => Response::json(
+            StatusCode::OK,
+            json!([{"name": ctx.served.names.first(), "version": VERSION, "state": "READY"}])
+                .to_string(),
         ),
         "/v2/models/stats" if get => Response::json(StatusCode::OK, stats(ctx).to_string()),
         path => {
@@ -1107,6 +1113,13 @@ mod tests {
                     .await
                     .status,
                 200
+            );
+            // Triton's repository index: the model, ready, under its name.
+            let index = request(addr, "POST", "/v2/repository/index", r#"{"ready":true}"#).await;
+            assert_eq!(index.status, 200);
+            assert_eq!(
+                serde_json::from_slice::<serde_json::Value>(&index.body()).unwrap(),
+                json!([{"name": "classifier", "version": "1", "state": "READY"}])
             );
             let unknown = request(addr, "GET", "/v2/models/x/ready", "").await;
             assert_eq!(unknown.status, 400);

@@ -1,23 +1,27 @@
 //! `infer-bench init`: the first step, as `cargo init` is one. This module
 //! owns the starter files (a spec, an empty `baselines/` folder, with
 //! `--ci github` a workflow that gates pull requests with the project's
-//! composite action), the one request `--url` makes (`GET {URL}/models`,
-//! bounded and with a short timeout), and the rule that `init` never
+//! composite action), what `--url` asks an OpenAI-compatible server
+//! (`GET {URL}/models`, bounded and with a short timeout; a KServe v2
+//! server is asked in [`kserve`]), and the rule that `init` never
 //! overwrites: every path it would write is looked at before any is
 //! written, and files are created with `O_EXCL`, never through a link.
 //!
-//! What the server says (its model id, its `owned_by`) is outside text:
-//! the model id reaches the spec only as a TOML string the `toml` crate
-//! wrote, never in a comment; one with a control character is refused;
-//! `owned_by` only picks one of the dialects the spec language names. The
-//! spec is compiled and planned here before it is written, so what `init`
-//! writes is what `validate` accepts.
+//! What the server says (its model id, its `owned_by`, a model's tensor
+//! names) is outside text: it reaches the spec only as TOML strings the
+//! `toml` crate wrote, never in a comment; one with a control character is
+//! refused; `owned_by` only picks one of the dialects the spec language
+//! names. The spec is compiled and planned here before it is written, so
+//! what `init` writes is what `validate` accepts.
+
+mod kserve;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::{EXIT_OK, Error, Outcome, Result};
 use crate::spec::Dialect;
+use crate::spec::tensor::DataType;
 
 /// The spec `init` writes, in DIR.
 pub const SPEC_FILE: &str = "bench.toml";
@@ -45,6 +49,9 @@ pub enum Ci {
 pub struct Options {
     pub dir: PathBuf,
     pub url: Option<String>,
+    /// The model to write the spec for (`--model`): one the server lists;
+    /// by default its first (on KServe, its first that `init` can send).
+    pub model: Option<String>,
     pub ci: Option<Ci>,
     pub name: String,
 }
@@ -65,17 +72,36 @@ pub enum InitError {
     BadName { found: String },
     /// `--url` is not a base URL init can ask.
     #[error(
-        "init: --url {url:?}: {why}\n  hint: give the server's OpenAI base URL, e.g. --url http://127.0.0.1:8000/v1"
+        "init: --url {url:?}: {why}\n  hint: give the server's OpenAI base URL, e.g. --url http://127.0.0.1:8000/v1, or a KServe v2 (Triton) server's root, e.g. --url http://127.0.0.1:8000"
     )]
     BadUrl { url: String, why: &'static str },
-    /// The server did not answer `GET {URL}/models`.
+    /// The server did not answer `GET {URL}/models` (nor, as KServe v2,
+    /// `GET {URL}/v2`).
     #[error(
-        "init: cannot read {url}: {why}; nothing was written\n  hint: is the server up, and is --url its OpenAI base URL (e.g. http://127.0.0.1:8000/v1)?"
+        "init: cannot read {url}: {why}; nothing was written\n  hint: is the server up, and is --url its OpenAI base URL (e.g. http://127.0.0.1:8000/v1) or a KServe v2 (Triton) server's root (e.g. http://127.0.0.1:8000)?"
     )]
     Unreachable { url: String, why: String },
     /// The server answered, without a model id.
     #[error("init: {url} names no model: {why}; nothing was written")]
     NoModel { url: String, why: String },
+    /// `--model` names a model the server does not list.
+    #[error(
+        "init: {url} does not list the model {shown} (--model); it lists {listed}; nothing was written"
+    )]
+    NotListed {
+        url: String,
+        shown: String,
+        listed: String,
+    },
+    /// The model a KServe v2 server serves takes what no workload sends.
+    #[error(
+        "init: model {shown} on {url} takes what init cannot write a workload for: {why}; nothing was written\n  hint: write the spec by hand (docs/spec.md, Tensor workloads), or name another of its models with --model"
+    )]
+    Unsendable {
+        url: String,
+        shown: String,
+        why: String,
+    },
     /// The server's model id cannot be written into a spec.
     #[error(
         "init: the server's model id {shown} {why}, so init will not write it into a spec; nothing was written\n  hint: serve the model under a plain name (vLLM --served-model-name, llama-server --alias)"
@@ -85,6 +111,9 @@ pub enum InitError {
     /// spec language refuses.
     #[error("init: the spec init made does not validate, so nothing was written:\n{0}")]
     Invalid(#[source] crate::spec::SpecErrors),
+    /// `--model` without `--url`.
+    #[error("init: --model picks one of the models a server lists, so it needs --url")]
+    ModelWithoutUrl,
     /// The HTTP client could not be built.
     #[error("init: {0}")]
     Client(#[source] crate::protocol::Error),
@@ -93,13 +122,50 @@ pub enum InitError {
 /// What the server at `--url` serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Served {
-    /// The base URL that answered `/models` (the one given, or it with
-    /// `/v1` when only that answered).
+    /// The base URL that answered: for OpenAI, the one given or it with
+    /// `/v1` when only that answered `/models`; for KServe v2, the root.
     pub base_url: String,
-    /// The first model id of its `/models`.
+    /// The model: `--model`, else the first of its `/models` (KServe: the
+    /// first ready model of its repository index that init can send).
     pub model: String,
-    /// The dialect its `owned_by` names, if any.
-    pub dialect: Option<Dialect>,
+    /// Which requests the spec sends it.
+    pub api: ServedApi,
+}
+
+/// Which requests a served model takes, as init read them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServedApi {
+    /// OpenAI chat completions, with the dialect its `owned_by` names.
+    OpenAi { dialect: Option<Dialect> },
+    /// KServe v2 tensors: each input per item, as its metadata declares it.
+    Tensors {
+        inputs: Vec<Tensor>,
+        /// The largest batch it takes: `None` when its inputs have no batch
+        /// dimension, `Some(None)` when it batches and does not say how far
+        /// (a server without Triton's model configuration).
+        max_batch: Option<Option<u64>>,
+    },
+    /// Triton's generate extension (a model with a `text_input`):
+    /// streamed when the model is decoupled.
+    Generate { stream: bool },
+}
+
+/// An input tensor as a workload declares it: its shape per item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tensor {
+    pub name: String,
+    pub datatype: DataType,
+    pub shape: Vec<u64>,
+}
+
+impl Served {
+    /// The dialect an OpenAI server named.
+    pub fn dialect(&self) -> Option<Dialect> {
+        match self.api {
+            ServedApi::OpenAi { dialect } => dialect,
+            _ => None,
+        }
+    }
 }
 
 /// `init`: checks every path, asks the server (with `--url`), compiles the
@@ -122,7 +188,8 @@ pub fn execute(o: &Options) -> Result<Outcome> {
     // A baselines folder that is already there is the user's: kept as it is.
     let make_baselines = !exists(&baselines);
     let served = match &o.url {
-        Some(url) => Some(ask_server(url)?),
+        Some(url) => Some(ask_server(url, o.model.as_deref())?),
+        None if o.model.is_some() => return Err(InitError::ModelWithoutUrl.into()),
         None => None,
     };
     let text = spec_text(&o.name, served.as_ref());
@@ -143,9 +210,23 @@ pub fn execute(o: &Options) -> Result<Outcome> {
             "{} serves {:?}{}",
             s.base_url,
             s.model,
-            match s.dialect {
-                Some(d) => format!(" (dialect {d}, from its /models)"),
-                None => " (it names no dialect in /models)".into(),
+            match &s.api {
+                ServedApi::OpenAi { dialect: Some(d) } =>
+                    format!(" (dialect {d}, from its /models)"),
+                ServedApi::OpenAi { dialect: None } => " (it names no dialect in /models)".into(),
+                ServedApi::Tensors { inputs, .. } => format!(
+                    " over KServe v2 ({} input tensor{}, from its metadata)",
+                    inputs.len(),
+                    if inputs.len() == 1 { "" } else { "s" }
+                ),
+                ServedApi::Generate { stream } => format!(
+                    " through Triton's generate extension ({})",
+                    if *stream {
+                        "streamed: the model is decoupled"
+                    } else {
+                        "one answer a request"
+                    }
+                ),
             }
         );
     }
@@ -244,29 +325,40 @@ fn check_url(url: &str) -> Result<(), InitError> {
 }
 
 /// `GET {url}/models` (and `{url}/v1/models` when that is not found and
-/// `url` does not end in /v1): the first model id and the dialect.
-pub fn ask_server(url: &str) -> Result<Served> {
+/// `url` does not end in /v1): the model (`want`, or the first) and the
+/// dialect. When neither is found, a KServe v2 server's `GET {url}/v2`
+/// ([`kserve::ask`]).
+pub fn ask_server(url: &str, want: Option<&str>) -> Result<Served> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
     let client =
         crate::protocol::client::control_client(MODELS_TIMEOUT).map_err(InitError::Client)?;
-    let base = url.trim_end_matches('/').to_string();
-    let first = rt.block_on(get_models(&client, &base));
-    let (base, body) = match first {
-        Err(Fetch::Status(404)) if !base.ends_with("/v1") => {
-            let v1 = format!("{base}/v1");
-            match rt.block_on(get_models(&client, &v1)) {
-                Ok(body) => (v1, body),
-                // The URL as given is the one to name.
-                Err(_) => return Err(fetch_error(&base, Fetch::Status(404)).into()),
-            }
+    let base = url.trim_end_matches('/');
+    Ok(rt.block_on(ask(&client, base, want))?)
+}
+
+async fn ask(
+    client: &reqwest::Client,
+    base: &str,
+    want: Option<&str>,
+) -> Result<Served, InitError> {
+    match get_models(client, base).await {
+        Ok(body) => return read_models(base, &body, want),
+        Err(Fetch::Status(404)) => {}
+        Err(e) => return Err(fetch_error(base, e)),
+    }
+    if !base.ends_with("/v1") {
+        let v1 = format!("{base}/v1");
+        if let Ok(body) = get_models(client, &v1).await {
+            return read_models(&v1, &body, want);
         }
-        Err(e) => return Err(fetch_error(&base, e).into()),
-        Ok(body) => (base, body),
-    };
-    Ok(read_models(&base, &body)?)
+    }
+    // The URL as given is the one to name when nothing answers.
+    kserve::ask(client, base, want)
+        .await
+        .unwrap_or_else(|| Err(fetch_error(base, Fetch::Status(404))))
 }
 
 /// Why `/models` gave no body to read.
@@ -307,9 +399,9 @@ async fn get_models(client: &reqwest::Client, base: &str) -> Result<Vec<u8>, Fet
     .await)
 }
 
-/// The first model id of a `/models` body, and the first dialect an
-/// `owned_by` names (as the run's own identification reads it).
-pub fn read_models(base: &str, body: &[u8]) -> Result<Served, InitError> {
+/// The model of a `/models` body (`want`, else the first), and the first
+/// dialect an `owned_by` names (as the run's own identification reads it).
+pub fn read_models(base: &str, body: &[u8], want: Option<&str>) -> Result<Served, InitError> {
     let no_model = |why: &str| InitError::NoModel {
         url: format!("{base}/models"),
         why: why.to_string(),
@@ -320,11 +412,21 @@ pub fn read_models(base: &str, body: &[u8]) -> Result<Served, InitError> {
         .get("data")
         .and_then(|d| d.as_array())
         .ok_or_else(|| no_model("its answer has no `data` list"))?;
-    let model = data
-        .first()
-        .and_then(|m| m.get("id"))
-        .and_then(|id| id.as_str())
-        .ok_or_else(|| no_model("its `data` list has no model with an `id`"))?;
+    let ids = || data.iter().filter_map(|m| m.get("id")?.as_str());
+    let model = match want {
+        None => data
+            .first()
+            .and_then(|m| m.get("id"))
+            .and_then(|id| id.as_str())
+            .ok_or_else(|| no_model("its `data` list has no model with an `id`"))?,
+        Some(w) => ids()
+            .find(|id| *id == w)
+            .ok_or_else(|| InitError::NotListed {
+                url: format!("{base}/models"),
+                shown: shown(w),
+                listed: listed(ids()),
+            })?,
+    };
     check_model_id(model)?;
     let dialect = data
         .iter()
@@ -333,8 +435,31 @@ pub fn read_models(base: &str, body: &[u8]) -> Result<Served, InitError> {
     Ok(Served {
         base_url: base.to_string(),
         model: model.to_string(),
-        dialect,
+        api: ServedApi::OpenAi { dialect },
     })
+}
+
+/// Outside text in a message: quoted, escaped, at most 80 characters.
+fn shown(s: &str) -> String {
+    let full = format!("{s:?}");
+    let mut out: String = full.chars().take(80).collect();
+    if out.len() < full.len() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The first few of a server's names, for a message.
+fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut names = names.peekable();
+    if names.peek().is_none() {
+        return "none".into();
+    }
+    let mut out: Vec<String> = names.by_ref().take(10).map(shown).collect();
+    if names.next().is_some() {
+        out.push("...".into());
+    }
+    out.join(", ")
 }
 
 /// A model id that can go into a spec as a string: not empty, not too
@@ -349,11 +474,10 @@ fn check_model_id(id: &str) -> Result<(), InitError> {
     } else {
         return Ok(());
     };
-    let mut shown: String = format!("{id:?}").chars().take(80).collect();
-    if shown.len() < format!("{id:?}").len() {
-        shown.push_str("...");
-    }
-    Err(InitError::UnusableModelId { shown, why })
+    Err(InitError::UnusableModelId {
+        shown: shown(id),
+        why,
+    })
 }
 
 /// `s` as a TOML string, written by the `toml` crate: quoted and escaped,
@@ -370,8 +494,8 @@ fn check_spec(text: &str) -> Result<(), InitError> {
     Ok(())
 }
 
-/// The starter spec: the simulator without `served`, else an openai
-/// target at its base URL serving its model.
+/// The starter spec: the simulator without `served`, else a target at
+/// its base URL serving its model, with the workload it takes.
 pub fn spec_text(name: &str, served: Option<&Served>) -> String {
     let mut s = String::new();
     s.push_str(&format!("#:schema {SCHEMA_URL}\n"));
@@ -383,21 +507,32 @@ pub fn spec_text(name: &str, served: Option<&Served>) -> String {
         "name = {:<30} # names the results folder and the default baseline file\n",
         toml_str(name)
     ));
-    s.push_str(
-        "description = \"A starter spec: a short concurrency sweep of chat requests\"   # for people\n",
-    );
+    s.push_str(&format!(
+        "description = \"{}\"   # for people\n",
+        match served.map(|s| &s.api) {
+            Some(ServedApi::Tensors { .. }) => "A starter spec: a short sweep of tensor inferences",
+            _ => "A starter spec: a short concurrency sweep of chat requests",
+        }
+    ));
     s.push_str(
         "seed = 1                              # the same seed sends the same requests at the same offsets\n\n",
     );
-    match served {
-        None => s.push_str(SIM_TARGET),
-        Some(sv) => {
-            s.push_str(SERVER_TARGET);
+    let Some(sv) = served else {
+        s.push_str(SIM_TARGET);
+        s.push_str(WORKLOAD);
+        s.push_str(IGNORE_EOS);
+        push_load(&mut s, name, None);
+        return s;
+    };
+    s.push_str(SERVER_TARGET);
+    match &sv.api {
+        ServedApi::OpenAi { dialect } => {
+            s.push_str(OPENAI_KIND);
             s.push_str(&format!(
                 "base_url = {}   # the server's OpenAI base URL\n",
                 toml_str(&sv.base_url)
             ));
-            match sv.dialect {
+            match dialect {
                 Some(d) => s.push_str(&format!(
                     "dialect = {}   # the request fields beyond OpenAI's it takes: named by its /models\n",
                     toml_str(d.name())
@@ -405,32 +540,106 @@ pub fn spec_text(name: &str, served: Option<&Served>) -> String {
                 None => s.push_str(NO_DIALECT),
             }
             s.push_str(METRICS_HINT);
-            s.push_str("\n[models.model]\n");
+        }
+        ServedApi::Tensors { .. } | ServedApi::Generate { .. } => {
+            s.push_str(KSERVE_KIND);
             s.push_str(&format!(
-                "served_name = {}   # the `model` of each request: the first model of its /models\n",
-                toml_str(&sv.model)
+                "base_url = {}   # the server's root: KServe v2 paths (/v2/models/...) go under it\n",
+                toml_str(&sv.base_url)
             ));
+            s.push_str(TRITON_METRICS_HINT);
         }
     }
-    s.push_str(WORKLOAD);
-    match served {
-        None => s.push_str(IGNORE_EOS),
-        Some(sv)
-            if sv
-                .dialect
-                .is_some_and(|d| d.wire_name("ignore_eos").is_some()) =>
-        {
-            s.push_str(IGNORE_EOS)
+    s.push_str("\n[models.model]\n");
+    s.push_str(&format!(
+        "served_name = {}   # the `model` of each request: {}\n",
+        toml_str(&sv.model),
+        match sv.api {
+            ServedApi::OpenAi { .. } => "the first model of its /models, or --model",
+            _ => "the first ready model of its repository index that init can send, or --model",
         }
-        Some(_) => s.push_str(NO_IGNORE_EOS),
+    ));
+    match &sv.api {
+        ServedApi::OpenAi { dialect } => {
+            s.push_str(WORKLOAD);
+            if dialect.is_some_and(|d| d.wire_name("ignore_eos").is_some()) {
+                s.push_str(IGNORE_EOS);
+            } else {
+                s.push_str(NO_IGNORE_EOS);
+            }
+        }
+        ServedApi::Generate { stream } => {
+            s.push_str(GENERATE_WORKLOAD);
+            if !stream {
+                s.push_str(GENERATE_NOT_STREAMED);
+            }
+        }
+        ServedApi::Tensors { inputs, .. } => {
+            s.push_str(TENSOR_WORKLOAD);
+            for t in inputs {
+                let dims: Vec<String> = t.shape.iter().map(u64::to_string).collect();
+                s.push_str(&format!(
+                    "  {{ name = {}, datatype = \"{}\", shape = [{}] }},\n",
+                    toml_str(&t.name),
+                    t.datatype.name(),
+                    dims.join(", ")
+                ));
+            }
+            s.push_str(TENSOR_WORKLOAD_TAIL);
+        }
     }
+    push_load(&mut s, name, Some(&sv.api));
+    s
+}
+
+/// `[load]`, `[matrix]`, `[slo]` and `[regression]`: a short sweep, the
+/// gates that mean something for what the workload sends.
+fn push_load(s: &mut String, name: &str, api: Option<&ServedApi>) {
     s.push_str(LOAD);
+    match api {
+        Some(ServedApi::Tensors { max_batch, .. }) => {
+            s.push_str(TENSOR_CONCURRENCY);
+            match max_batch {
+                None => s.push_str(
+                    "# batch: one item a request: the model's inputs have no batch dimension\n",
+                ),
+                Some(None) => s.push_str(
+                    "batch = [1]                           # items per request; the server does not say how many the model takes: add sizes it does\n",
+                ),
+                Some(Some(m)) => {
+                    // 1, 8 and 32 where the model takes them, and its most.
+                    let mut sizes: Vec<u64> = [1, 8, 32].into_iter().filter(|b| b <= m).collect();
+                    if *m < 32 && !sizes.contains(m) {
+                        sizes.push(*m);
+                    }
+                    let sizes: Vec<String> = sizes.iter().map(u64::to_string).collect();
+                    let line = format!("batch = [{}]", sizes.join(", "));
+                    s.push_str(&format!(
+                        "{line:<37} # items per request: the model takes up to {m} (its max_batch_size)\n"
+                    ));
+                }
+            }
+            s.push_str(TENSOR_SLO);
+        }
+        Some(ServedApi::Generate { stream: false }) => {
+            s.push_str(CONCURRENCY);
+            s.push_str(WHOLE_ANSWER_SLO);
+        }
+        _ => {
+            s.push_str(CONCURRENCY);
+            s.push_str(STREAM_SLO);
+        }
+    }
+    s.push_str(REGRESSION);
     s.push_str(&format!(
         "baseline = {}   # what `run --baseline` judges against; `infer-bench bless RESULTS` writes it (relative to the folder you run infer-bench in)\n",
         toml_str(&format!("{BASELINES_DIR}/{name}.json"))
     ));
-    s.push_str(GATES);
-    s
+    s.push_str(match api {
+        Some(ServedApi::Tensors { .. }) => TENSOR_GATES,
+        Some(ServedApi::Generate { stream: false }) => WHOLE_ANSWER_GATES,
+        _ => GATES,
+    });
 }
 
 const SIM_HEAD: &str = "\
@@ -478,13 +687,24 @@ served_name = \"meta-llama/Llama-3.1-8B-Instruct\"   # the `model` of each reque
 const SERVER_TARGET: &str = "\
 # Where requests go: the server init asked.
 [targets.server]
+";
+
+const OPENAI_KIND: &str = "\
 kind = \"openai\"                       # any OpenAI-compatible server (vLLM, SGLang, llama.cpp, TGI...)
+";
+
+const KSERVE_KIND: &str = "\
+kind = \"openai\"                       # a server over HTTP: the workload's api says which protocol (here KServe v2)
 ";
 
 const NO_DIALECT: &str = "\
 # dialect: left out: the server named none in its /models, and the run asks
 # again when it starts. Set it (\"vllm\", \"sglang\", \"llama.cpp\", \"trtllm\",
 # \"tgi\", \"openai\") to send the request fields beyond OpenAI's it takes.
+";
+
+const TRITON_METRICS_HINT: &str = "\
+# metrics_url = \"http://HOST:8002/metrics\"   # Triton's Prometheus metrics (queue, compute, its GPU gauges), sampled during each point
 ";
 
 const METRICS_HINT: &str = "\
@@ -497,6 +717,32 @@ const WORKLOAD: &str = "
 api = \"chat\"                          # OpenAI chat completions, streamed
 input_tokens = \"uniform(128, 512)\"    # the prompt's length in tokens, drawn per request
 output_tokens = \"uniform(32, 128)\"    # the answer's length in tokens, drawn per request
+";
+
+const GENERATE_WORKLOAD: &str = "
+# What each request asks for: text through Triton's generate extension
+# (the model's `text_input`; `max_tokens` caps the answer).
+[workloads.generate]
+api = \"generate\"                      # POST /v2/models/{model}/generate_stream (TensorRT-LLM, vLLM backends)
+input_tokens = \"uniform(128, 512)\"    # the prompt's length in tokens, drawn per request
+output_tokens = \"uniform(32, 128)\"    # the answer's cap in tokens (max_tokens), drawn per request
+";
+
+const GENERATE_NOT_STREAMED: &str = "\
+stream = false                        # the model is not decoupled: one whole answer a request, from /generate
+";
+
+const TENSOR_WORKLOAD: &str = "
+# What each request sends: KServe v2 tensors, as the model's metadata
+# declares its inputs (each shape per item; the batch leads on the wire).
+[workloads.tensors]
+api = \"kserve\"                        # POST /v2/models/{model}/infer (Triton, KServe, TorchServe, Seldon)
+inputs = [                            # from the model's metadata; fill = \"normal(0, 1)\" and others: docs/spec.md
+";
+
+const TENSOR_WORKLOAD_TAIL: &str = "\
+]
+binary = true                         # the binary tensor extension (false: JSON numbers, ~5x the bytes)
 ";
 
 const IGNORE_EOS: &str = "\
@@ -513,11 +759,22 @@ const LOAD: &str = "
 warmup = \"1s\"                         # sent before each run, not measured
 duration = \"5s\"                       # each run's measurement window
 runs = 3                              # independent runs per point: what the regression gate compares
+";
 
+const CONCURRENCY: &str = "
 # The points: one per concurrency (requests in flight, each sent when one ends).
 [matrix]
 concurrency = [1, 4, 16]              # a small sweep; add values to find where latency climbs
+";
 
+const TENSOR_CONCURRENCY: &str = "
+# The points: one per batch and concurrency (requests in flight, each sent
+# when one ends).
+[matrix]
+concurrency = [1, 4]                  # a small sweep; add values to find where latency climbs
+";
+
+const STREAM_SLO: &str = "
 # Pass/fail gates on each point (`run` exits 1 when one fails). A
 # percentile needs enough requests to mean anything: p90 needs 44 a point,
 # p99 459 (lengthen `duration` first); a point with fewer is reported
@@ -526,7 +783,30 @@ concurrency = [1, 4, 16]              # a small sweep; add values to find where 
 ttft = \"p50 < 500ms\"                  # time to first token: half the requests under 500 ms
 tpot = \"p50 < 50ms\"                   # time per output token after the first (median)
 error_rate = \"< 1%\"                   # requests that failed
+";
 
+const WHOLE_ANSWER_SLO: &str = "
+# Pass/fail gates on each point (`run` exits 1 when one fails). A
+# percentile needs enough requests to mean anything: p90 needs 44 a point,
+# p99 459 (lengthen `duration` first); a point with fewer is reported
+# INVALID rather than judged on noise. The answer comes whole, so the
+# request's latency is the time to it.
+[slo]
+e2e = \"p50 < 5s\"                      # the whole request: half of them under 5 s
+error_rate = \"< 1%\"                   # requests that failed
+";
+
+const TENSOR_SLO: &str = "
+# Pass/fail gates on each point (`run` exits 1 when one fails). A
+# percentile needs enough requests to mean anything: p90 needs 44 a point,
+# p99 459 (lengthen `duration` first); a point with fewer is reported
+# INVALID rather than judged on noise.
+[slo]
+e2e = \"p50 < 500ms\"                   # an inference, sent to answered: half of them under 500 ms
+error_rate = \"< 1%\"                   # requests that failed
+";
+
+const REGRESSION: &str = "
 # The regression gate: `infer-bench run bench.toml --baseline` compares each
 # point's runs with the baseline's and exits 1 on a regression.
 [regression]
@@ -537,6 +817,22 @@ metrics = [                           # the gates: a metric, its statistic, the 
   { metric = \"ttft\", stat = \"p50\", noise = \"10%\" },
   { metric = \"tpot\", stat = \"p50\", noise = \"5%\" },
   { metric = \"output_tokens_per_s\", noise = \"5%\" },
+  { metric = \"error_rate\", noise = \"1%\" },
+]
+";
+
+const WHOLE_ANSWER_GATES: &str = "\
+metrics = [                           # the gates: a metric, its statistic, the change that is still noise
+  { metric = \"e2e\", stat = \"p50\", noise = \"10%\" },
+  { metric = \"output_tokens_per_s\", noise = \"5%\" },
+  { metric = \"error_rate\", noise = \"1%\" },
+]
+";
+
+const TENSOR_GATES: &str = "\
+metrics = [                           # the gates: a metric, its statistic, the change that is still noise
+  { metric = \"e2e\", stat = \"p50\", noise = \"10%\" },
+  { metric = \"inputs_per_s\", noise = \"5%\" },
   { metric = \"error_rate\", noise = \"1%\" },
 ]
 ";
@@ -649,21 +945,35 @@ mod tests {
         }
     }
 
+    fn read_models_(base: &str, body: &[u8]) -> Result<Served, InitError> {
+        read_models(base, body, None)
+    }
+
     #[test]
     fn the_models_list_names_the_model_and_the_dialect() {
         let body = br#"{"object":"list","data":[{"id":"m1","owned_by":"someone"},{"id":"m2","owned_by":"llamacpp"}]}"#;
-        let s = read_models("http://h/v1", body).unwrap();
+        let s = read_models_("http://h/v1", body).unwrap();
         assert_eq!(s.model, "m1");
-        assert_eq!(s.dialect, Some(Dialect::LlamaCpp));
-        let s = read_models("http://h/v1", br#"{"data":[{"id":"m"}]}"#).unwrap();
-        assert_eq!(s.dialect, None);
+        assert_eq!(s.dialect(), Some(Dialect::LlamaCpp));
+        // --model picks one the server lists, and only one.
+        let s = read_models("http://h/v1", body, Some("m2")).unwrap();
+        assert_eq!(s.model, "m2");
+        match read_models("http://h/v1", body, Some("m3\u{1b}")) {
+            Err(InitError::NotListed { shown, listed, .. }) => {
+                assert_eq!(listed, "\"m1\", \"m2\"");
+                assert!(!shown.contains('\u{1b}'), "{shown}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = read_models_("http://h/v1", br#"{"data":[{"id":"m"}]}"#).unwrap();
+        assert_eq!(s.dialect(), None);
         for bad in [
             &b"not json"[..],
             br#"{"data":[]}"#,
             br#"{"data":[{"id":3}]}"#,
         ] {
             assert!(matches!(
-                read_models("http://h/v1", bad),
+                read_models_("http://h/v1", bad),
                 Err(InitError::NoModel { .. })
             ));
         }
@@ -671,14 +981,14 @@ mod tests {
             let body = serde_json::json!({"data":[{"id": id}]}).to_string();
             assert!(
                 matches!(
-                    read_models("http://h/v1", body.as_bytes()),
+                    read_models_("http://h/v1", body.as_bytes()),
                     Err(InitError::UnusableModelId { .. })
                 ),
                 "{id:?}"
             );
         }
         let long = serde_json::json!({"data":[{"id": "x".repeat(513)}]}).to_string();
-        assert!(read_models("http://h/v1", long.as_bytes()).is_err());
+        assert!(read_models_("http://h/v1", long.as_bytes()).is_err());
     }
 
     #[test]
@@ -686,7 +996,29 @@ mod tests {
         let served = Served {
             base_url: "http://127.0.0.1:8000/v1".into(),
             model: "org/model \"q\" ]".into(),
-            dialect: None,
+            api: ServedApi::OpenAi { dialect: None },
+        };
+        let triton = |api| Served {
+            base_url: "http://127.0.0.1:8000".into(),
+            model: "classifier".into(),
+            api,
+        };
+        let images = |max_batch| {
+            triton(ServedApi::Tensors {
+                inputs: vec![
+                    Tensor {
+                        name: "images\"] [x]".into(),
+                        datatype: DataType::Fp32,
+                        shape: vec![3, 224, 224],
+                    },
+                    Tensor {
+                        name: "k".into(),
+                        datatype: DataType::Int64,
+                        shape: vec![1],
+                    },
+                ],
+                max_batch,
+            })
         };
         for (text, target) in [
             (spec_text("bench", None), "sim"),
@@ -695,10 +1027,24 @@ mod tests {
                 spec_text(
                     "bench",
                     Some(&Served {
-                        dialect: Some(Dialect::Vllm),
+                        api: ServedApi::OpenAi {
+                            dialect: Some(Dialect::Vllm),
+                        },
                         ..served.clone()
                     }),
                 ),
+                "server",
+            ),
+            (spec_text("t", Some(&images(Some(Some(32))))), "server"),
+            (spec_text("t", Some(&images(Some(Some(4))))), "server"),
+            (spec_text("t", Some(&images(Some(None)))), "server"),
+            (spec_text("t", Some(&images(None))), "server"),
+            (
+                spec_text("g", Some(&triton(ServedApi::Generate { stream: true }))),
+                "server",
+            ),
+            (
+                spec_text("g", Some(&triton(ServedApi::Generate { stream: false }))),
                 "server",
             ),
         ] {
@@ -723,6 +1069,25 @@ mod tests {
             t["regression"]["baseline"].as_str(),
             Some("baselines/my-spec.json")
         );
+        // A tensor model's inputs as its metadata declares them, its
+        // batch sizes up to its max_batch_size.
+        let t = parse(&spec_text("t", Some(&images(Some(Some(32))))));
+        let w = &t["workloads"]["tensors"];
+        assert_eq!(w["api"].as_str(), Some("kserve"));
+        let inputs = w["inputs"].as_array().unwrap();
+        assert_eq!(inputs[0]["name"].as_str(), Some("images\"] [x]"));
+        assert_eq!(inputs[0]["shape"].as_array().unwrap().len(), 3);
+        assert_eq!(inputs[1]["datatype"].as_str(), Some("INT64"));
+        let batches = |t: &toml::Table| t["matrix"].get("batch").map(|b| b.to_string());
+        assert_eq!(batches(&t).as_deref(), Some("[1, 8, 32]"));
+        let t = parse(&spec_text("t", Some(&images(Some(Some(4))))));
+        assert_eq!(batches(&t).as_deref(), Some("[1, 4]"));
+        assert_eq!(batches(&parse(&spec_text("t", Some(&images(None))))), None);
+        let t = parse(&spec_text(
+            "g",
+            Some(&triton(ServedApi::Generate { stream: false })),
+        ));
+        assert_eq!(t["workloads"]["generate"]["stream"].as_bool(), Some(false));
     }
 
     #[test]
