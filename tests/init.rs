@@ -67,6 +67,22 @@ fn results(out: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
 }
 
+/// `validate`, then `run` of one point, of the spec init wrote in
+/// `proj`, as written: both exit 0, and the point's requests all
+/// succeeded (more than 10). The point's results.
+fn validate_and_run_one(proj: &Path, point: &str) -> serde_json::Value {
+    let o = run(bin(proj).args(["validate", "bench.toml"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(bin(proj).args(["run", "bench.toml", "-q", "--only", point, "--out", "out"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = results(&proj.join("out"));
+    let p = r["points"][0].clone();
+    let req = &p["merged"]["requests"];
+    assert!(req["succeeded"].as_u64().unwrap() > 10, "{req}");
+    assert_eq!(req["failed"], 0, "{req}");
+    p
+}
+
 /// `init` with no URL, then the first minute a user has: validate, run,
 /// bless the first baseline, and judge a second run against it.
 #[test]
@@ -160,23 +176,7 @@ fn init_url_names_the_served_model_and_runs_against_it() {
         t["regression"]["baseline"].as_str(),
         Some("baselines/scripted.json")
     );
-    let o = run(bin(&proj).args(["validate", "bench.toml"]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(bin(&proj).args([
-        "run",
-        "bench.toml",
-        "-q",
-        "--only",
-        "server.model.chat.c4",
-        "--out",
-        "out",
-    ]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let r = results(&proj.join("out"));
-    let p = &r["points"][0];
-    let req = &p["merged"]["requests"];
-    assert!(req["succeeded"].as_u64().unwrap() > 10, "{req}");
-    assert_eq!(req["failed"], 0, "{req}");
+    validate_and_run_one(&proj, "server.model.chat.c4");
     rt.block_on(server.wait_idle());
     let records = server.records();
     assert!(!records.is_empty());
@@ -235,23 +235,7 @@ fn init_url_at_a_kserve_root_writes_a_tensor_workload_that_runs() {
         .map(|g| g["metric"].as_str().unwrap())
         .collect();
     assert_eq!(gates, ["e2e", "inputs_per_s", "error_rate"]);
-    let o = run(bin(&proj).args(["validate", "bench.toml"]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(bin(&proj).args([
-        "run",
-        "bench.toml",
-        "-q",
-        "--only",
-        "server.model.tensors.b8.c1",
-        "--out",
-        "out",
-    ]));
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let r = results(&proj.join("out"));
-    let p = &r["points"][0];
-    let req = &p["merged"]["requests"];
-    assert!(req["succeeded"].as_u64().unwrap() > 10, "{req}");
-    assert_eq!(req["failed"], 0, "{req}");
+    let p = validate_and_run_one(&proj, "server.model.tensors.b8.c1");
     // Every request carried 8 images.
     let inputs_per_s = p["merged"]["inputs_per_s"].as_f64().unwrap();
     let per_s = p["merged"]["request_throughput"].as_f64().unwrap();
