@@ -16,11 +16,12 @@ response id, on the wall clock both share), the server wrote first tokens
 within that of its script, and the client's dispatch lag p99 is under
 1 ms; the idle check when the process uses under 0.5% of a core at
 1 request/s; the floor check when the client's CPU per event is within
-1.3x the minimal client's (in a full run, the median of five pairs' ratios). A row whose client was within
-tolerance of what the server wrote, while the server fell behind its own
-script, reads `server late`: the load was not the one asked for, so it is
-not a pass. In a ladder (streams, rate) the first load that fails above
-one that held is the machine's limit, not a failure.
+1.3x the minimal client's (in a full run, the median of five pairs'
+ratios). A row whose client was within tolerance of what the server
+wrote, while the server fell behind its own script, reads `server late`:
+the load was not the one asked for, so it is not a pass. In a ladder
+(streams, rate) the first load that fails above one that held is the
+machine's limit, not a failure.
 
 Exit status:
   0  every check held
