@@ -244,6 +244,24 @@ include = [
             "{workload}: {items} items/s at {} req/s",
             s.request_throughput
         );
+        // The payload each way: binary, the images behind a JSON header
+        // of under 1 KiB and 10 FP32 probabilities an item back; as JSON
+        // numbers, more than the raw bytes each way.
+        let payload = s.payload.expect("payload");
+        let (image, probs) = (3.0 * 224.0 * 224.0 * 4.0 * batch, 40.0 * batch);
+        if workload == "json" {
+            assert!(payload.request_bytes_mean > image, "{payload:?}");
+            assert!(payload.response_bytes_mean > probs, "{payload:?}");
+        } else {
+            assert!(
+                (image..image + 1024.0).contains(&payload.request_bytes_mean),
+                "{workload}: {payload:?}"
+            );
+            assert!(
+                (probs..probs + 1024.0).contains(&payload.response_bytes_mean),
+                "{workload}: {payload:?}"
+            );
+        }
         let e2e = &s.latency_ms["e2e"];
         // classifier sleeps 2 ms + 0.1 ms per item: no answer comes sooner.
         assert!(e2e.min >= 2.0 + 0.1 * batch, "{workload}: {e2e:?}");

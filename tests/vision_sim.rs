@@ -71,6 +71,25 @@ fn resnet_over_kserve_runs_on_the_simulator() {
             (items - f64::from(batch) * per_s).abs() <= 1e-6 * items.max(1.0),
             "{at}: {items} items/s, {per_s} requests/s"
         );
+        // The payload each way: the batch's images as raw FP32 behind a
+        // JSON header of under 1 KiB, and 1,000 FP32 probabilities an item
+        // back the same way.
+        let image = 3.0 * 224.0 * 224.0 * 4.0;
+        let sent = f(&m["payload"]["request_bytes_mean"]);
+        let received = f(&m["payload"]["response_bytes_mean"]);
+        let b = f64::from(batch);
+        assert!(
+            (b * image..b * image + 1024.0).contains(&sent),
+            "{at}: {sent} bytes a request"
+        );
+        assert!(
+            (b * 4000.0..b * 4000.0 + 1024.0).contains(&received),
+            "{at}: {received} bytes an answer"
+        );
+        assert!(
+            (f(&m["payload"]["request_bytes_per_s"]) - sent * per_s).abs() <= 1e-6 * sent * per_s,
+            "{at}: {m}"
+        );
         let e2e = f(&m["latency_ms"]["e2e"]["mean"]);
         let s = &p["stages"];
         assert!(s.is_object(), "{at}: no stages in {p}");

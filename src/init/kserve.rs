@@ -36,22 +36,33 @@ pub const MAX_INPUTS: usize = 32;
 /// The longest tensor name init writes into a workload.
 pub const MAX_TENSOR_NAME_BYTES: usize = 256;
 
+/// Why a server's answer or a model is not one init can use: a clause,
+/// shown in the error init gives (never decided on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Why(pub String);
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A GET or POST that answered 200 with JSON, or why not.
 async fn json(
     request: reqwest::RequestBuilder,
     deadline: Instant,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, Why> {
     let response = request
         .send()
         .await
-        .map_err(|e| crate::protocol::client::error_chain(&e))?;
+        .map_err(|e| Why(crate::protocol::client::error_chain(&e)))?;
     let status = response.status();
     let body = crate::protocol::client::read_capped(response, META_CAP, deadline).await;
     if !status.is_success() {
-        return Err(format!("it answered HTTP {}", status.as_u16()));
+        return Err(Why(format!("it answered HTTP {}", status.as_u16())));
     }
     serde_json::from_slice(&body)
-        .map_err(|_| "its answer is not JSON (or is longer than init reads)".to_string())
+        .map_err(|_| Why("its answer is not JSON (or is longer than init reads)".into()))
 }
 
 /// `None`: `base` is no KServe v2 server's root. Otherwise the model the
@@ -82,7 +93,7 @@ async fn models(
     for name in names.iter().take(MAX_TRIED) {
         let why = match check_model_id(name) {
             Err(e) if want.is_some() => return Err(e),
-            Err(_) => "its name cannot be written into a spec".to_string(),
+            Err(_) => Why("its name cannot be written into a spec".into()),
             Ok(()) => match model_api(client, base, name).await {
                 Ok(api) => {
                     return Ok(Served {
@@ -98,7 +109,7 @@ async fn models(
             return Err(InitError::Unsendable {
                 url: base.to_string(),
                 shown: shown(name),
-                why,
+                why: why.0,
             });
         }
         refused.push(format!("{}: {why}", shown(name)));
@@ -141,7 +152,7 @@ async fn served_models(client: &reqwest::Client, base: &str) -> Result<Vec<Strin
             url: index_url,
             why: format!(
                 "it is a KServe v2 server that lists no ready model in Triton's repository index ({}) nor in its statistics (GET /v2/models/stats): name its model with --model",
-                from_index.err().unwrap_or_default()
+                from_index.err().map(|w| w.0).unwrap_or_default()
             ),
         }),
     }
@@ -150,10 +161,10 @@ async fn served_models(client: &reqwest::Client, base: &str) -> Result<Vec<Strin
 /// The names of the ready models of a list (Triton's repository index, or
 /// its statistics' `model_stats`), in its order, each once (a model is
 /// listed once per version).
-fn ready_models(index: &serde_json::Value) -> Result<Vec<String>, String> {
+fn ready_models(index: &serde_json::Value) -> Result<Vec<String>, Why> {
     let list = index
         .as_array()
-        .ok_or("its repository index is not a list")?;
+        .ok_or_else(|| Why("its repository index is not a list".into()))?;
     let mut names: Vec<String> = Vec::new();
     for m in list {
         let ready = m
@@ -168,20 +179,23 @@ fn ready_models(index: &serde_json::Value) -> Result<Vec<String>, String> {
         }
     }
     if names.is_empty() {
-        return Err("its repository index lists no ready model".into());
+        return Err(Why("its repository index lists no ready model".into()));
     }
     Ok(names)
 }
 
 /// What `model` takes, from its metadata and (Triton) its config.
-async fn model_api(client: &reqwest::Client, base: &str, model: &str) -> Result<ServedApi, String> {
+async fn model_api(client: &reqwest::Client, base: &str, model: &str) -> Result<ServedApi, Why> {
     let path = model_path(model, None);
     let deadline = Instant::now() + MODELS_TIMEOUT;
     let meta = json(client.get(format!("{base}/{path}")), deadline)
         .await
-        .map_err(|why| format!("GET /{path}: {why}"))?;
-    let meta: Metadata = serde_json::from_value(meta)
-        .map_err(|_| format!("GET /{path}: its answer is no KServe v2 model metadata"))?;
+        .map_err(|why| Why(format!("GET /{path}: {why}")))?;
+    let meta: Metadata = serde_json::from_value(meta).map_err(|_| {
+        Why(format!(
+            "GET /{path}: its answer is no KServe v2 model metadata"
+        ))
+    })?;
     let config = json(client.get(format!("{base}/{path}/config")), deadline)
         .await
         .ok();
@@ -190,7 +204,7 @@ async fn model_api(client: &reqwest::Client, base: &str, model: &str) -> Result<
 
 /// The workload a model's metadata (and Triton's config) asks for; Err:
 /// why init cannot write one, in a clause.
-pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<ServedApi, String> {
+pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<ServedApi, Why> {
     let max_batch = config
         .and_then(|c| c.get("max_batch_size"))
         .and_then(serde_json::Value::as_u64);
@@ -206,13 +220,13 @@ pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<S
         return Ok(ServedApi::Generate { stream: decoupled });
     }
     if meta.inputs.is_empty() {
-        return Err("its metadata lists no input".into());
+        return Err(Why("its metadata lists no input".into()));
     }
     if meta.inputs.len() > MAX_INPUTS {
-        return Err(format!(
+        return Err(Why(format!(
             "it has {} inputs, more than the {MAX_INPUTS} init writes",
             meta.inputs.len()
-        ));
+        )));
     }
     // Triton's config says whether the batch leads; without it, every
     // shape leading with -1 says so (as the run reads it).
@@ -227,34 +241,34 @@ pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<S
             || name.len() > MAX_TENSOR_NAME_BYTES
             || name.chars().any(char::is_control)
         {
-            return Err(format!(
+            return Err(Why(format!(
                 "its input {} has a name that cannot be written into a spec",
                 shown(name)
-            ));
+            )));
         }
         let datatype = match DataType::parse(&t.datatype) {
             Some(DataType::Bytes) => {
-                return Err(format!(
+                return Err(Why(format!(
                     "its input {} is BYTES, which a tensor workload does not send",
                     shown(name)
-                ));
+                )));
             }
             Some(d) => d,
             None => {
-                return Err(format!(
+                return Err(Why(format!(
                     "its input {} has the datatype {}, which is not a KServe v2 datatype",
                     shown(name),
                     shown(&t.datatype)
-                ));
+                )));
             }
         };
         let per_item = match (batching, t.shape.split_first()) {
             (true, Some((_, rest))) => rest,
             (true, None) => {
-                return Err(format!(
+                return Err(Why(format!(
                     "its input {} has no dimension, and the model batches",
                     shown(name)
-                ));
+                )));
             }
             (false, _) => &t.shape[..],
         };
@@ -263,7 +277,7 @@ pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<S
             .map(|d| u64::try_from(*d).ok().filter(|d| *d > 0))
             .collect::<Option<Vec<u64>>>()
         else {
-            return Err(format!(
+            return Err(Why(format!(
                 "its input {} has the shape [{}] per item, and a length of -1 (any) is one init cannot choose",
                 shown(name),
                 per_item
@@ -271,7 +285,7 @@ pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<S
                     .map(i64::to_string)
                     .collect::<Vec<_>>()
                     .join(", ")
-            ));
+            )));
         };
         inputs.push(Tensor {
             name: name.clone(),
@@ -378,7 +392,7 @@ mod tests {
             (&[("x", "FP32", &[][..])][..], "no dimension"),
             (&[][..], "no input"),
         ] {
-            let why = classify(&meta(inputs), Some(&cfg)).unwrap_err();
+            let why = classify(&meta(inputs), Some(&cfg)).unwrap_err().0;
             assert!(why.contains(says), "{why}");
             assert!(!why.contains('\u{1b}'), "{why}");
         }

@@ -74,12 +74,16 @@ pub fn table(r: &Results, look: Look) -> Option<String> {
             crate::summary::valid_cell(p).into(),
         ]);
     }
-    let (text, _) = t.render_look(look, &["lat p99.9", "goodput", "err"]);
-    Some(format!("retrieval (latency in ms, whole requests)\n{text}"))
+    let (text, hidden) = t.render_look(look, &["lat p99.9", "goodput", "err"]);
+    Some(format!(
+        "retrieval (latency in ms, whole requests)\n{text}{}",
+        crate::summary::fit_note(&hidden)
+    ))
 }
 
 /// The tensor points' table (`api = "kserve"`), or `None` without any:
-/// inferences and items per second, the latency's percentiles, and the
+/// inferences and items per second, the payload each way (the request and
+/// response bodies, MB/s), the latency's percentiles, and the
 /// server's mean queue and compute time and the rest of the client's mean
 /// latency (the way in and out), where the server keeps statistics.
 pub fn tensor_table(r: &Results, look: Look) -> Option<String> {
@@ -97,6 +101,8 @@ pub fn tensor_table(r: &Results, look: Look) -> Option<String> {
         ("err", Align::Right),
         ("infer/s", Align::Right),
         ("items/s", Align::Right),
+        ("req MB/s", Align::Right),
+        ("resp MB/s", Align::Right),
         ("lat p50", Align::Right),
         ("lat p99", Align::Right),
         ("lat p99.9", Align::Right),
@@ -117,6 +123,8 @@ pub fn tensor_table(r: &Results, look: Look) -> Option<String> {
             s.requests.failed.to_string(),
             f(Some(s.request_throughput), 2),
             f(s.inputs_per_s, 1),
+            f(s.payload.map(|x| x.request_bytes_per_s / 1e6), 1),
+            f(s.payload.map(|x| x.response_bytes_per_s / 1e6), 2),
             f(e2e.map(|x| x.p50), 2),
             f(e2e.map(|x| x.p99), 2),
             f(e2e.map(|x| x.p999), 2),
@@ -128,8 +136,19 @@ pub fn tensor_table(r: &Results, look: Look) -> Option<String> {
             crate::summary::valid_cell(p).into(),
         ]);
     }
-    let (text, _) = t.render_look(look, &["lat p99.9", "goodput", "err", "outside"]);
+    let (text, hidden) = t.render_look(
+        look,
+        &[
+            "lat p99.9",
+            "goodput",
+            "err",
+            "resp MB/s",
+            "outside",
+            "req MB/s",
+        ],
+    );
     Some(format!(
-        "tensors (latency in ms, whole requests; queue, compute: the server's mean per request; outside: the client's mean less the server's)\n{text}"
+        "tensors (latency in ms, whole requests; queue, compute: the server's mean per request; outside: the client's mean less the server's; req, resp MB/s: the request and response bodies, 10^6 bytes a second)\n{text}{}",
+        crate::summary::fit_note(&hidden)
     ))
 }

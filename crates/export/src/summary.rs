@@ -118,12 +118,8 @@ pub fn render(r: &Results, look: Look) -> String {
         out.push_str(&table);
         before = true;
     }
-    if generation > 0 && !hidden.is_empty() {
-        out.push_str(&format!(
-            "(to fit {} columns, not shown: {}; --wide shows every column)\n",
-            crate::term::WIDTH,
-            hidden.join(", ")
-        ));
+    if generation > 0 {
+        out.push_str(&fit_note(&hidden));
     }
     for table in ramp_steps(r) {
         out.push('\n');
@@ -287,4 +283,17 @@ pub(crate) fn valid_cell(p: &PointResult) -> &'static str {
         (_, true) => "yes",
         (_, false) => "INVALID",
     }
+}
+
+/// The line under a table that left columns out to fit the terminal
+/// (empty when none were).
+pub(crate) fn fit_note(hidden: &[String]) -> String {
+    if hidden.is_empty() {
+        return String::new();
+    }
+    format!(
+        "(to fit {} columns, not shown: {}; --wide shows every column)\n",
+        crate::term::WIDTH,
+        hidden.join(", ")
+    )
 }

@@ -254,6 +254,7 @@ impl HttpBackend {
                 request.headers_mut().extend(self.kind_headers.clone());
             }
             *request.body_mut() = Some(req.body.clone().into());
+            rec.payload.sent = req.body.len() as u64;
             rec.t_send = Instant::now();
             let total_deadline = rec.t_send + t.total.as_std();
             let first_deadline = (rec.t_send + t.first_token.as_std()).min(total_deadline);
@@ -319,6 +320,7 @@ impl HttpBackend {
             // the connection (an endless 500 body costs nothing).
             let cap = usize::try_from(self.limits.max_error_body_bytes).unwrap_or(usize::MAX);
             let body = read_capped(response, cap, Instant::now() + Duration::from_secs(5)).await;
+            rec.payload.received = body.len() as u64;
             let text = self.protocol.error_message(&body);
             rec.failure = Some(Failure {
                 class: ErrorClass::of_status(status.as_u16()),
@@ -435,6 +437,7 @@ impl HttpBackend {
                 Ok(Ok(Some(b))) => b,
             };
             received += bytes.len() as u64;
+            rec.payload.received = received;
             if received > limits.max_response_bytes {
                 rec.t_done = now;
                 return fail_oversized(rec, limits.max_response_bytes);
@@ -565,6 +568,9 @@ impl HttpBackend {
             Ok::<_, reqwest::Error>(Some(body))
         })
         .await;
+        if let Ok(Ok(Some(b))) = &body {
+            rec.payload.received = b.len() as u64;
+        }
         let now = Instant::now();
         rec.t_done = now;
         let bytes = match body {

@@ -83,6 +83,16 @@ pub struct Units {
     pub document_tokens: u32,
 }
 
+/// The bodies of one request, in bytes: what the client wrote (the request
+/// body) and what it read (the response body, decoded from HTTP's
+/// chunked framing; an error body only as far as it was read). Zero where
+/// no body crossed a socket (the simulator in virtual time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Payload {
+    pub sent: u64,
+    pub received: u64,
+}
+
 /// Sends requests and times their responses.
 pub trait Backend: Send + Sync + 'static {
     /// Builds the request for a prompt.

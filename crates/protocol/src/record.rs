@@ -196,6 +196,8 @@ pub struct RequestRecord {
     /// Embeddings: the request's inputs; rerank: its documents and their
     /// tokens (zero for other kinds).
     pub units: crate::Units,
+    /// The request's and the response's body bytes.
+    pub payload: crate::Payload,
 }
 
 impl RequestRecord {
@@ -223,6 +225,7 @@ impl RequestRecord {
             response_id: None,
             media: Default::default(),
             units: crate::Units::default(),
+            payload: crate::Payload::default(),
         }
     }
 

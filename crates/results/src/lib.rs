@@ -601,6 +601,57 @@ pub struct TallyData {
     /// kinds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub units: Option<UnitTotals>,
+    /// Of successful requests: how many there were, and their request
+    /// and response body bytes (absent where no body crossed a socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<PayloadTotals>,
+}
+
+/// The bodies successful requests sent and received, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PayloadTotals {
+    pub requests: u64,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+}
+
+impl PayloadTotals {
+    /// Adds another's totals (saturating).
+    pub fn merge(&mut self, o: &PayloadTotals) {
+        self.requests = self.requests.saturating_add(o.requests);
+        self.request_bytes = self.request_bytes.saturating_add(o.request_bytes);
+        self.response_bytes = self.response_bytes.saturating_add(o.response_bytes);
+    }
+
+    /// The means per request and the rates at `requests_per_s` successful
+    /// requests a second; `None` without a request that carried a body.
+    pub fn stats(&self, requests_per_s: f64) -> Option<PayloadStats> {
+        (self.requests > 0).then(|| {
+            let n = self.requests as f64;
+            let (sent, received) = (
+                self.request_bytes as f64 / n,
+                self.response_bytes as f64 / n,
+            );
+            PayloadStats {
+                request_bytes_mean: sent,
+                response_bytes_mean: received,
+                request_bytes_per_s: requests_per_s * sent,
+                response_bytes_per_s: requests_per_s * received,
+            }
+        })
+    }
+}
+
+/// The payload each way: the bodies of successful requests, the client
+/// writing the request's and reading the response's (HTTP's headers and
+/// chunked framing not counted), per request and per second of the window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PayloadStats {
+    pub request_bytes_mean: f64,
+    pub response_bytes_mean: f64,
+    /// Successful requests per second times the mean request body.
+    pub request_bytes_per_s: f64,
+    pub response_bytes_per_s: f64,
 }
 
 /// What successful embeddings and rerank requests counted beside
@@ -739,6 +790,11 @@ pub struct Stats {
     pub documents_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document_tokens_per_s: Option<f64>,
+    /// The request and response bodies of successful requests, in bytes:
+    /// per request and per second; absent where no body crossed a socket
+    /// (the simulator in virtual time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<PayloadStats>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

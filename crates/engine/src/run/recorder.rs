@@ -198,9 +198,11 @@ pub struct Tally {
     totals_only: bool,
     /// The images and audio of the requests that carried them.
     media: MediaTotals,
+    /// The body bytes of successful requests.
+    payload: PayloadTotals,
 }
 
-use infer_bench_results::UnitTotals;
+use infer_bench_results::{PayloadTotals, UnitTotals};
 
 trait UnitRates {
     fn add(&mut self, u: infer_bench_protocol::Units);
@@ -374,6 +376,13 @@ impl Tally {
         }
         self.counts.succeeded += 1;
         self.units.add(r.units);
+        if r.payload != infer_bench_protocol::Payload::default() {
+            self.payload.merge(&PayloadTotals {
+                requests: 1,
+                request_bytes: r.payload.sent,
+                response_bytes: r.payload.received,
+            });
+        }
         if d.good {
             self.good += 1;
             self.good_output_total += d.output as u64;
@@ -453,6 +462,7 @@ impl Tally {
         add(&mut self.good, o.good);
         add(&mut self.good_output_total, o.good_output_total);
         self.units.merge(&o.units);
+        self.payload.merge(&o.payload);
         add(&mut self.input_total, o.input_total);
         add(&mut self.output_total, o.output_total);
         add(&mut self.requested_input_sum, o.requested_input_sum);
@@ -591,6 +601,7 @@ impl Tally {
             document_tokens_per_s: self
                 .units
                 .rate(self.units.document_tokens, per_s(basis.requests as f64)),
+            payload: self.payload.stats(per_s(basis.requests as f64)),
         }
     }
 
@@ -707,6 +718,7 @@ impl Tally {
             in_window: self.in_window.filter(|_| !self.totals_only),
             media: (self.media.requests > 0).then_some(self.media),
             units: (self.units.requests > 0).then_some(self.units),
+            payload: (self.payload.requests > 0).then_some(self.payload),
         }
     }
 
@@ -751,6 +763,7 @@ impl Tally {
             in_window: d.in_window,
             totals_only: d.in_window.is_none() && d.counts.sent > 0,
             media: d.media.unwrap_or_default(),
+            payload: d.payload.unwrap_or_default(),
         })
     }
 
@@ -1417,6 +1430,64 @@ mod tests {
         assert!((l("dispatch_lag").p50 - 1.0).abs() < 0.01);
         assert_eq!(s.requests.succeeded, 1);
         assert_eq!(s.tokens.output_total, 5);
+        // No body crossed a socket: no payload.
+        assert_eq!(s.payload, None);
+    }
+
+    /// The payload each way: successful requests' bodies, their means,
+    /// and the means times the request rate; failures and requests
+    /// without a body count in neither; runs merge and survive a shard's
+    /// round trip.
+    #[test]
+    fn payload_is_the_successful_requests_bodies() {
+        let t0 = Instant::now();
+        let recorder = || {
+            let mut rec = Recorder::new(
+                true,
+                Goodput::default(),
+                false,
+                infer_bench_spec::Duration::from_secs(10),
+                false,
+            );
+            rec.set_window_start(t0);
+            rec
+        };
+        let mut rec = recorder();
+        for (i, (sent, received)) in [(1000, 300), (3000, 500), (0, 0)].into_iter().enumerate() {
+            let mut r = request(t0, 10 * i as u64, 0, &[100, 120], Some(2));
+            r.payload = infer_bench_protocol::Payload { sent, received };
+            rec.record(&r);
+        }
+        let mut failed = request(t0, 50, 0, &[100], Some(1));
+        failed.payload = infer_bench_protocol::Payload {
+            sent: 1_000_000,
+            received: 7,
+        };
+        failed.failure = Some(infer_bench_protocol::record::Failure {
+            class: infer_bench_protocol::record::ErrorClass::Status5xx,
+            detail: "HTTP 500".into(),
+            status: Some(500),
+        });
+        rec.record(&failed);
+        let s = rec.stats();
+        let p = s.payload.expect("two requests carried bodies");
+        assert_eq!(
+            (p.request_bytes_mean, p.response_bytes_mean),
+            (2000.0, 400.0)
+        );
+        assert!((p.request_bytes_per_s - 2000.0 * s.request_throughput).abs() < 1e-9);
+        assert!((p.response_bytes_per_s - 400.0 * s.request_throughput).abs() < 1e-9);
+        let data = rec.run.to_data(t0);
+        assert_eq!(
+            data.payload,
+            Some(infer_bench_results::PayloadTotals {
+                requests: 2,
+                request_bytes: 4000,
+                response_bytes: 800,
+            })
+        );
+        let back = Tally::from_data(&data, t0).unwrap();
+        assert_eq!(back.payload, rec.run.payload);
     }
 
     /// A request that had to open a connection: the connect time is left

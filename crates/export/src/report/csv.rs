@@ -65,6 +65,8 @@ pub const COLUMNS: &[&str] = &[
     "usd_per_1m_inputs",
     "usd_per_1m_documents",
     "usd_per_1k_requests",
+    "request_bytes_per_s",
+    "response_bytes_per_s",
     "step",
 ];
 
@@ -232,7 +234,11 @@ pub fn render(sources: &[Source]) -> String {
                 ])
                 .chain(tail.iter().cloned())
                 .chain(retrieval_cells(p, s))
-                .chain([step])
+                .chain([
+                    opt(s.payload.map(|x| x.request_bytes_per_s)),
+                    opt(s.payload.map(|x| x.response_bytes_per_s)),
+                    step,
+                ])
                 .collect();
             debug_assert_eq!(cells.len(), COLUMNS.len());
             out.push_str(&cells.iter().map(|c| field(c)).collect::<Vec<_>>().join(","));
