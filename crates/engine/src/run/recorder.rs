@@ -1436,8 +1436,8 @@ mod tests {
 
     /// The payload each way: successful requests' bodies, their means,
     /// and the means times the request rate; failures and requests
-    /// without a body count in neither; runs merge and survive a shard's
-    /// round trip.
+    /// without a body count in neither; the totals survive a shard's
+    /// round trip (`to_data`, `from_data`), which merging relies on.
     #[test]
     fn payload_is_the_successful_requests_bodies() {
         let t0 = Instant::now();
