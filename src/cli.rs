@@ -93,7 +93,7 @@ pub enum Command {
         url: Option<String>,
         /// With --url: the model to write the spec for, one the server
         /// lists (default: its first; on a KServe v2 server, the first
-        /// ready model of its repository index that init can send).
+        /// ready model it lists that init can send).
         #[arg(long, requires = "url")]
         model: Option<String>,
         /// Also write a CI workflow: `github` writes

@@ -126,7 +126,8 @@ pub struct Served {
     /// `/v1` when only that answered `/models`; for KServe v2, the root.
     pub base_url: String,
     /// The model: `--model`, else the first of its `/models` (KServe: the
-    /// first ready model of its repository index that init can send).
+    /// first ready model it lists, in its repository index or statistics,
+    /// that init can send).
     pub model: String,
     /// Which requests the spec sends it.
     pub api: ServedApi,
@@ -556,7 +557,7 @@ pub fn spec_text(name: &str, served: Option<&Served>) -> String {
         toml_str(&sv.model),
         match sv.api {
             ServedApi::OpenAi { .. } => "the first model of its /models, or --model",
-            _ => "the first ready model of its repository index that init can send, or --model",
+            _ => "the first ready model it lists that init can send, or --model",
         }
     ));
     match &sv.api {
