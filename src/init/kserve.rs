@@ -228,12 +228,8 @@ pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<S
             meta.inputs.len()
         )));
     }
-    // Triton's config says whether the batch leads; without it, every
-    // shape leading with -1 says so (as the run reads it).
-    let batching = match max_batch {
-        Some(m) => m > 0,
-        None => meta.inputs.iter().all(|t| t.shape.first() == Some(&-1)),
-    };
+    // As the run reads it: Triton's config, else the metadata's shapes.
+    let batching = crate::protocol::kserve::batches(meta, max_batch);
     let mut inputs = Vec::new();
     for t in &meta.inputs {
         let name = &t.name;

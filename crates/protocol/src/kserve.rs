@@ -209,6 +209,16 @@ pub struct Plan {
     pub outputs: Vec<(String, DataType, Vec<i64>)>,
 }
 
+/// Whether a model takes a leading batch dimension, as its metadata and
+/// Triton's config say it without a declared input: the config's
+/// `max_batch_size` over 0, else every input's shape leading with -1.
+pub fn batches(meta: &Metadata, max_batch: Option<u64>) -> bool {
+    match max_batch {
+        Some(m) => m > 0,
+        None => !meta.inputs.is_empty() && meta.inputs.iter().all(|m| m.shape.first() == Some(&-1)),
+    }
+}
+
 /// The inputs to send (as declared, or every input of the metadata) and
 /// the outputs to expect, checked against the model's metadata; Err: what
 /// does not fit, in one sentence.
@@ -231,18 +241,13 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
     // Whether the batch leads: Triton's config says; otherwise a declared
     // input one dimension shorter than its metadata (whose first is -1)
     // says so; otherwise every metadata shape leading with -1.
-    let batching = match max_batch {
-        Some(m) => m > 0,
-        None => match tensors.inputs.first() {
-            Some(t) => meta
-                .inputs
-                .iter()
-                .find(|m| m.name == t.name)
-                .is_some_and(|m| m.shape.len() == t.shape.len() + 1 && m.shape[0] == -1),
-            None => {
-                !meta.inputs.is_empty() && meta.inputs.iter().all(|m| m.shape.first() == Some(&-1))
-            }
-        },
+    let batching = match (max_batch, tensors.inputs.first()) {
+        (None, Some(t)) => meta
+            .inputs
+            .iter()
+            .find(|m| m.name == t.name)
+            .is_some_and(|m| m.shape.len() == t.shape.len() + 1 && m.shape[0] == -1),
+        _ => batches(meta, max_batch),
     };
     if !batching && tensors.batch != 1 {
         return Err(Misfit::from(format!(

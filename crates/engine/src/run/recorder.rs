@@ -1441,18 +1441,14 @@ mod tests {
     #[test]
     fn payload_is_the_successful_requests_bodies() {
         let t0 = Instant::now();
-        let recorder = || {
-            let mut rec = Recorder::new(
-                true,
-                Goodput::default(),
-                false,
-                infer_bench_spec::Duration::from_secs(10),
-                false,
-            );
-            rec.set_window_start(t0);
-            rec
-        };
-        let mut rec = recorder();
+        let mut rec = Recorder::new(
+            true,
+            Goodput::default(),
+            false,
+            infer_bench_spec::Duration::from_secs(10),
+            false,
+        );
+        rec.set_window_start(t0);
         for (i, (sent, received)) in [(1000, 300), (3000, 500), (0, 0)].into_iter().enumerate() {
             let mut r = request(t0, 10 * i as u64, 0, &[100, 120], Some(2));
             r.payload = infer_bench_protocol::Payload { sent, received };
