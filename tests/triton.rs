@@ -376,6 +376,7 @@ include = [
     readme_vision_spec_runs_against_this_triton(&triton, tmp.path());
     generate_points(&triton, tmp.path());
     init_url_against_this_triton(&triton, tmp.path());
+    pictures_against_this_triton(&triton, tmp.path());
 }
 
 /// The README's command for `specs/vision-triton.toml` against a Triton,
@@ -432,6 +433,99 @@ fn readme_vision_spec_runs_against_this_triton(triton: &Triton, dir: &Path) {
         assert_eq!(p["status"], "complete", "{}: {}", p["slug"], p["failure"]);
         assert_eq!(p["merged"]["requests"]["failed"], 0, "{}", p["slug"]);
         assert!(p["stages"]["queue_ms"].is_number(), "{}", p["slug"]);
+    }
+}
+
+/// Files as tensor inputs, through the real binary. Pictures: a folder
+/// holding a PNG and a JPEG of one colour, of other sizes than the
+/// input's, sent to `colors` (FP32 [3, 32, 32], `pixels = "unit"`) and
+/// `colors_u8` (UINT8 [32, 32, 3], raw); each model fails any item whose
+/// channel means are not that colour as the declared layout and scale put
+/// it. BYTES: the lines of a text file, two to an item, to `sentences`,
+/// which fails any element that is not a whole line; the same folder's
+/// files, each one element, to `blobs`, which fails any element that is
+/// not a whole picture file. Every request succeeding says the client
+/// sent every input as documented.
+fn pictures_against_this_triton(triton: &Triton, dir: &Path) {
+    use infer_bench_testkit::pictures::{solid_jpeg, solid_png};
+    let pics = dir.join("pics");
+    std::fs::create_dir_all(&pics).unwrap();
+    let rgb = [255, 0, 128];
+    std::fs::write(pics.join("a.png"), solid_png(40, 30, rgb)).unwrap();
+    std::fs::write(pics.join("b.jpg"), solid_jpeg(64, 48, rgb)).unwrap();
+    let port = triton.port;
+    let spec = format!(
+        r#"name = "pictures"
+[targets.triton]
+kind = "openai"
+base_url = "http://127.0.0.1:{port}"
+[models.colors]
+served_name = "colors"
+[models.colors_u8]
+served_name = "colors_u8"
+[workloads.chw]
+api = "kserve"
+batch = 2
+inputs = [{{ name = "images", datatype = "FP32", shape = [3, 32, 32], file = "pics", pixels = "unit" }}]
+[workloads.hwc]
+api = "kserve"
+inputs = [{{ name = "images", datatype = "UINT8", shape = [32, 32, 3], file = "pics" }}]
+[models.sentences]
+served_name = "sentences"
+[models.blobs]
+served_name = "blobs"
+[workloads.lines]
+api = "kserve"
+batch = 3
+inputs = [{{ name = "text", datatype = "BYTES", shape = [2], file = "sentences.txt" }}]
+[workloads.files]
+api = "kserve"
+batch = 2
+inputs = [{{ name = "blob", datatype = "BYTES", shape = [1], file = "pics" }}]
+[load]
+concurrency = 2
+requests = 12
+[matrix]
+include = [
+  {{ model = "colors", workload = "chw" }},
+  {{ model = "colors_u8", workload = "hwc" }},
+  {{ model = "sentences", workload = "lines" }},
+  {{ model = "blobs", workload = "files" }},
+]
+"#
+    );
+    std::fs::write(dir.join("pictures.toml"), spec).unwrap();
+    // BYTES elements: 7 lines (three items of two; the 7th is left over),
+    // the last with Windows' line end.
+    let lines: String = (0..6).map(|i| format!("sentence {i}\n")).collect();
+    std::fs::write(dir.join("sentences.txt"), lines + "sentence 6\r\n").unwrap();
+    let out = dir.join("pictures-out");
+    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+        .current_dir(dir)
+        .args(["run", "-q", "pictures.toml", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4);
+    for p in points {
+        let m = &p["merged"];
+        assert_eq!(p["status"], "complete", "{}: {}", p["slug"], p["failure"]);
+        assert_eq!(
+            (&m["requests"]["succeeded"], &m["requests"]["failed"]),
+            (&serde_json::json!(12), &serde_json::json!(0)),
+            "{}: {}",
+            p["slug"],
+            m["errors"]
+        );
     }
 }
 

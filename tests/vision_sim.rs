@@ -148,6 +148,86 @@ fn resnet_over_kserve_runs_on_the_simulator() {
     }
 }
 
+/// Pictures fed to the simulated ResNet-50: a folder of a PNG and a JPEG
+/// of other sizes, decoded, scaled to [3, 224, 224] and normalized as
+/// ImageNet's, two to a request. Every request carries the two items the
+/// model's metadata asks for (the simulator checks each one's element
+/// count), and the body is the decoded tensor's size. A picture that is
+/// cut short is named, the run refused, and nothing panics.
+#[test]
+fn pictures_feed_the_simulated_resnet() {
+    use infer_bench_testkit::pictures::{solid_jpeg, solid_png};
+    let dir = tempfile::tempdir().unwrap();
+    let pics = dir.path().join("photos");
+    std::fs::create_dir(&pics).unwrap();
+    std::fs::write(pics.join("1.png"), solid_png(320, 240, [30, 120, 200])).unwrap();
+    std::fs::write(pics.join("2.jpg"), solid_jpeg(500, 375, [200, 90, 10])).unwrap();
+    let spec = r#"name = "photos"
+[targets.sim]
+kind = "sim"
+gpu = "a100-80gb"
+[models.resnet]
+kind = "vision"
+preset = "resnet-50"
+served_name = "classifier"
+[workloads.photos]
+api = "kserve"
+batch = 2
+inputs = [{ name = "images", datatype = "FP32", shape = [3, 224, 224], file = "photos", pixels = "imagenet" }]
+[load]
+concurrency = 1
+requests = 10
+[validity]
+max_dispatch_lag_p99 = "1s"
+"#;
+    std::fs::write(dir.path().join("photos.toml"), spec).unwrap();
+    let run = |out: &str| {
+        Command::new(env!("CARGO_BIN_EXE_infer-bench"))
+            .current_dir(dir.path())
+            .args(["run", "-q", "photos.toml", "--out", out])
+            .output()
+            .unwrap()
+    };
+    let o = run("out");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/results.json")).unwrap(),
+    )
+    .unwrap();
+    let p = &r["points"][0];
+    assert_eq!(p["status"], "complete", "{}", p["failure"]);
+    let m = &p["merged"];
+    assert_eq!(m["requests"]["succeeded"], 10, "{}", m["errors"]);
+    assert_eq!(m["requests"]["failed"], 0, "{}", m["errors"]);
+    let body = f(&m["payload"]["request_bytes_mean"]);
+    let tensor = 2.0 * 3.0 * 224.0 * 224.0 * 4.0;
+    assert!(
+        (tensor..tensor + 1024.0).contains(&body),
+        "a request of two decoded pictures carries {tensor} bytes and its header; it carried {body}"
+    );
+    // Cut short after its header: it validates, and the run says which
+    // picture does not decode.
+    let whole = solid_png(320, 240, [1, 2, 3]);
+    std::fs::write(pics.join("3.png"), &whole[..whole.len() / 2]).unwrap();
+    let o = run("cut");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        matches!(o.status.code(), Some(2..=4)),
+        "{:?}: {stderr}",
+        o.status.code()
+    );
+    assert!(
+        stderr.contains("3.png") && stderr.contains("does not decode"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 fn validate(spec: &str) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spec.toml");

@@ -245,7 +245,7 @@ pub fn classify(meta: &Metadata, config: Option<&serde_json::Value>) -> Result<S
         let datatype = match DataType::parse(&t.datatype) {
             Some(DataType::Bytes) => {
                 return Err(Why(format!(
-                    "its input {} is BYTES, which a tensor workload does not send",
+                    "its input {} is BYTES (strings), whose elements init cannot make up: write the workload by hand with a `file` of them (docs/spec.md, tensor workloads)",
                     shown(name)
                 )));
             }

@@ -63,7 +63,12 @@ PER_ITEM_COST_S = 0.0001  # per item in the call's batch
 FLAKY_EVERY = 10
 READY_TIMEOUT_S = 120.0
 UNLOAD_TIMEOUT_S = 15.0
-MODELS = ("classifier", "batched", "flaky", "wrong_shape", "tokens", "generate", "generate_once")
+MODELS = ("classifier", "batched", "flaky", "wrong_shape", "tokens", "generate", "generate_once",
+          "colors", "colors_u8", "sentences", "blobs")
+# colors, colors_u8: every item must be a picture of this colour (RGB), as
+# the client decodes, scales and lays it out; anything else fails.
+PICTURE_RGB = (255, 0, 128)
+PICTURE_SIDE = 32
 FIRST_TOKEN_S = 0.020  # generate: to its first response
 TOKEN_GAP_S = 0.005    # generate: between later responses
 DEFAULT_MAX_TOKENS = 16
@@ -124,6 +129,51 @@ def wrong_shape(images: np.ndarray):
 def token_sum(ids: np.ndarray):
     cost(ids.shape[0])
     return {"sum": ids.sum(axis=1, keepdims=True).astype(np.int64)}
+
+
+def check_colour(means: np.ndarray, scale: float, what: str) -> None:
+    """Raises unless each row of `means` (per item, per channel) is PICTURE_RGB / scale."""
+    want = np.array(PICTURE_RGB, dtype=np.float64) / scale
+    worst = float(np.abs(means - want[None, :]).max())
+    if worst > 8.0 / scale:  # a JPEG's rounding, well inside a wrong layout's error
+        raise ValueError(f"{what}: channel means {means.tolist()}, expected {want.tolist()}")
+
+
+@batch
+def colors(images: np.ndarray):
+    """FP32 [3, H, W] pictures scaled to 0..1 ("unit"): their channel means."""
+    means = images.astype(np.float64).mean(axis=(2, 3))
+    check_colour(means, 255.0, "colors")
+    return {"means": means.astype(np.float32)}
+
+
+@batch
+def colors_u8(images: np.ndarray):
+    """UINT8 [H, W, 3] pictures, pixel values as they are ("raw")."""
+    means = images.astype(np.float64).mean(axis=(1, 2))
+    check_colour(means, 1.0, "colors_u8")
+    return {"means": means.astype(np.float32)}
+
+
+@batch
+def sentences(text: np.ndarray):
+    """BYTES [2] per item: each element must be a line "sentence N" of the client's file."""
+    for item in text:
+        for e in item:
+            word, _, n = bytes(e).partition(b" ")
+            if word != b"sentence" or not n.isdigit():
+                raise ValueError(f"sentences: an element {bytes(e)[:40]!r} is no line of the file")
+    return {"length": np.array([[sum(len(bytes(e)) for e in item)] for item in text], dtype=np.int32)}
+
+
+@batch
+def blobs(blob: np.ndarray):
+    """BYTES [1] per item: each element a whole PNG or JPEG file, as a DALI pipeline takes it."""
+    for item in blob:
+        b = bytes(item[0])
+        if not (b.startswith(b"\x89PNG\r\n\x1a\n") or b.startswith(b"\xff\xd8\xff")) or len(b) < 100:
+            raise ValueError(f"blobs: an element of {len(b)} bytes is no whole picture file")
+    return {"length": np.array([[len(bytes(item[0]))] for item in blob], dtype=np.int32)}
 
 
 async def generate(requests):
@@ -277,6 +327,20 @@ def main() -> int:
         triton.bind("tokens", token_sum,
                     [Tensor(name="ids", dtype=np.int64, shape=(-1,))],
                     [Tensor(name="sum", dtype=np.int64, shape=(1,))], config=plain)
+        means = [Tensor(name="means", dtype=np.float32, shape=(3,))]
+        triton.bind("colors", colors,
+                    [Tensor(name="images", dtype=np.float32,
+                            shape=(3, PICTURE_SIDE, PICTURE_SIDE))],
+                    means, config=plain)
+        triton.bind("colors_u8", colors_u8,
+                    [Tensor(name="images", dtype=np.uint8,
+                            shape=(PICTURE_SIDE, PICTURE_SIDE, 3))],
+                    means, config=plain)
+        length = [Tensor(name="length", dtype=np.int32, shape=(1,))]
+        triton.bind("sentences", sentences,
+                    [Tensor(name="text", dtype=np.bytes_, shape=(2,))], length, config=plain)
+        triton.bind("blobs", blobs,
+                    [Tensor(name="blob", dtype=np.bytes_, shape=(1,))], length, config=plain)
         triton.bind("generate", generate,
                     [Tensor(name="text_input", dtype=np.bytes_, shape=(1,)),
                      Tensor(name="max_tokens", dtype=np.int32, shape=(1,), optional=True)],

@@ -315,7 +315,7 @@ pub fn resolve(tensors: &Tensors, meta: &Metadata, max_batch: Option<u64>) -> Re
         let want = per_item(m, batching);
         if d == DataType::Bytes {
             return Err(Misfit::from(format!(
-                "its input \"{}\" is BYTES (strings), which a workload cannot send yet",
+                "its input \"{}\" is BYTES (strings): declare it in the workload's `inputs` with a `file` of its elements (lines of text, or a folder of files)",
                 crate::openai::shown(m.name.as_bytes())
             )));
         }
@@ -551,7 +551,7 @@ fn build(
         .iter()
         .enumerate()
         .map(|(i, t)| match files.get(&t.name) {
-            Some(items_of) if t.file.is_some() => from_file(items_of, t, first, items),
+            Some(items_of) if t.file.is_some() => from_file(items_of, first, items),
             _ => fill(t, items, seed.wrapping_mul(31).wrapping_add(i as u64)),
         })
         .collect();
@@ -1166,13 +1166,21 @@ mod tests {
             path: "x.raw".into(),
             sha256: String::new(),
             items: 3,
+            pictures: None,
+            strings: None,
         });
         // Item k: 48 floats of value k.
         let data: Vec<u8> = (0..3u8)
             .flat_map(|k| std::iter::repeat_n(f32::from(k).to_le_bytes(), 48).flatten())
             .collect();
-        let files: infer_bench_workload::tensor::Files =
-            [("images".to_string(), std::sync::Arc::from(data.as_slice()))].into();
+        let files: infer_bench_workload::tensor::Files = [(
+            "images".to_string(),
+            infer_bench_workload::tensor::FileItems::Sized {
+                data: std::sync::Arc::from(data.as_slice()),
+                size: 48 * 4,
+            },
+        )]
+        .into();
         let plan = resolve(&t, &meta(), Some(8)).unwrap();
         let k = Kserve::new(plan, &t, "classifier", &workload(), &files);
         let n: usize = k.headers()[0].1.parse().unwrap();

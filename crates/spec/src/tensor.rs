@@ -38,8 +38,8 @@ pub enum DataType {
     Fp32,
     #[serde(rename = "FP64")]
     Fp64,
-    /// Strings: sent by no workload (their length has no declared shape),
-    /// but an output of this type is read.
+    /// Strings (byte strings of any length): an input of this type reads
+    /// its elements from a file (lines of text, or files' bytes).
     #[serde(rename = "BYTES")]
     Bytes,
 }
@@ -255,6 +255,278 @@ pub struct TensorFile {
     /// changed since fails the point.
     pub sha256: String,
     pub items: u64,
+    /// Set when the file is a picture, or a folder of them: each picture
+    /// is one item, decoded, resized and laid out as this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pictures: Option<Pictures>,
+    /// Set for a BYTES input: where its elements come from (`items` is
+    /// then the elements over the elements per item).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strings: Option<Strings>,
+}
+
+/// How pictures become an image input's items: each is decoded (PNG or
+/// JPEG), scaled until it covers the input's height and width and
+/// cropped at its centre (its aspect kept), and its pixels written in the
+/// input's layout, as `pixels` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Pictures {
+    pub layout: Layout,
+    pub pixels: Pixels,
+}
+
+/// Where an image input keeps its channels, read from its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// `[C, H, W]`: channels first (PyTorch, ONNX).
+    Chw,
+    /// `[H, W, C]`: channels last (TensorFlow, most UINT8 pipelines).
+    Hwc,
+}
+
+/// How a picture's pixel values (0 to 255 per channel) become elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Pixels {
+    /// 0 to 255, as they are (the only choice for UINT8 inputs).
+    Raw,
+    /// Divided by 255: 0 to 1 (the default for floating-point inputs).
+    Unit,
+    /// Divided by 255, less ImageNet's channel mean (0.485, 0.456, 0.406),
+    /// over its standard deviation (0.229, 0.224, 0.225): what
+    /// torchvision's ResNets and most ImageNet classifiers expect. RGB only.
+    Imagenet,
+}
+
+impl Pixels {
+    pub const NAMES: &'static str = "\"raw\", \"unit\" or \"imagenet\"";
+
+    /// The choice a spec names.
+    pub fn parse(s: &str) -> Option<Pixels> {
+        match s {
+            "raw" => Some(Pixels::Raw),
+            "unit" => Some(Pixels::Unit),
+            "imagenet" => Some(Pixels::Imagenet),
+            _ => None,
+        }
+    }
+
+    /// The element a pixel value of `channel` (0 red, 1 green, 2 blue)
+    /// becomes.
+    pub fn value(self, v: u8, channel: usize) -> f64 {
+        const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
+        const STD: [f64; 3] = [0.229, 0.224, 0.225];
+        let x = f64::from(v);
+        match self {
+            Pixels::Raw => x,
+            Pixels::Unit => x / 255.0,
+            Pixels::Imagenet => (x / 255.0 - MEAN[channel % 3]) / STD[channel % 3],
+        }
+    }
+}
+
+/// The picture an input's per-item shape holds: its layout, channels (1
+/// or 3), height and width; `None` when the shape is no picture's.
+pub fn picture_shape(shape: &[u64]) -> Option<(Layout, u64, u64, u64)> {
+    match *shape {
+        [c @ (1 | 3), h, w] => Some((Layout::Chw, c, h, w)),
+        [h, w, c @ (1 | 3)] => Some((Layout::Hwc, c, h, w)),
+        _ => None,
+    }
+}
+
+/// Most pixels of one picture an input reads (64 megapixels): what
+/// decoding one may hold in memory is bounded.
+pub const MAX_PICTURE_PIXELS: u64 = 64 << 20;
+
+/// Checks that `bytes` are a PNG or a JPEG of at most
+/// [`MAX_PICTURE_PIXELS`], by its header; Err: what it is instead.
+pub fn check_picture(bytes: &[u8]) -> Result<(), TensorError> {
+    use crate::image::ImageType;
+    match crate::image::header(bytes) {
+        Ok(h) if !matches!(h.kind, ImageType::Png | ImageType::Jpeg) => Err(TensorError(format!(
+            "is a {} picture; a tensor input reads PNG or JPEG ones",
+            h.kind.name()
+        ))),
+        Ok(h) if u64::from(h.width) * u64::from(h.height) > MAX_PICTURE_PIXELS => {
+            Err(TensorError(format!(
+                "is a picture of {} x {} pixels; expected at most 64 megapixels",
+                h.width, h.height
+            )))
+        }
+        Ok(_) => Ok(()),
+        Err(crate::image::HeaderError::Unknown) => Err(TensorError::from(
+            "is not a PNG or JPEG picture (judged by its first bytes)",
+        )),
+        Err(e) => Err(TensorError(format!("is {e}"))),
+    }
+}
+
+/// Most files one input reads from a folder (pictures, or a BYTES
+/// input's elements).
+pub const MAX_FOLDER_FILES: usize = 4096;
+
+/// What the files of an input's `file` must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// PNG or JPEG pictures ([`check_picture`]).
+    Pictures,
+    /// Anything: each file's bytes are one BYTES element.
+    Anything,
+}
+
+/// The files a path names, read: the file itself, or every file of the
+/// folder in the order of their names (hidden ones left out); with a
+/// SHA-256 that changes when any of them, or their names, does.
+#[derive(Debug)]
+pub struct FileSet {
+    pub files: Vec<(std::path::PathBuf, Vec<u8>)>,
+    pub sha256: String,
+}
+
+impl FileSet {
+    /// One file, already read.
+    pub fn one(
+        path: &std::path::Path,
+        bytes: Vec<u8>,
+        expect: Expect,
+    ) -> Result<FileSet, TensorError> {
+        use sha2::{Digest, Sha256};
+        if expect == Expect::Pictures {
+            check_picture(&bytes).map_err(|e| TensorError(format!("{} {e}", path.display())))?;
+        }
+        let sha256 = crate::compile::hex(&Sha256::digest(&bytes));
+        Ok(FileSet {
+            files: vec![(path.to_path_buf(), bytes)],
+            sha256,
+        })
+    }
+
+    /// Reads them, each a regular file (inside `repo` where given) and all
+    /// together at most [`crate::files::MAX_TENSOR_FILE_BYTES`]. Err:
+    /// which one is not what `expect` says, or cannot be read.
+    pub fn read(
+        path: &std::path::Path,
+        repo: Option<&std::path::Path>,
+        expect: Expect,
+    ) -> Result<FileSet, TensorError> {
+        use sha2::{Digest, Sha256};
+        let limit = crate::files::MAX_TENSOR_FILE_BYTES;
+        let read = |p: &std::path::Path, left: u64| match repo {
+            Some(r) => crate::files::read_regular_in(p, left, r),
+            None => crate::files::read_regular(p, left),
+        };
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            let bytes = read(path, limit)
+                .map_err(|e| TensorError(format!("cannot read {}: {e}", path.display())))?;
+            return FileSet::one(path, bytes, expect);
+        }
+        if let Some(r) = repo {
+            crate::files::check_link(path, r)
+                .map_err(|e| TensorError(format!("cannot read {}: {e}", path.display())))?;
+        }
+        let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(path)
+            .map_err(|e| TensorError(format!("cannot list {}: {e}", path.display())))?
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .filter(|n| !n.to_string_lossy().starts_with('.'))
+            .collect();
+        names.sort();
+        let what = match expect {
+            Expect::Pictures => "picture",
+            Expect::Anything => "file",
+        };
+        if names.is_empty() {
+            return Err(TensorError(format!(
+                "the folder {} holds no {what}",
+                path.display()
+            )));
+        }
+        if names.len() > MAX_FOLDER_FILES {
+            return Err(TensorError(format!(
+                "the folder {} holds {} files; expected at most {MAX_FOLDER_FILES}",
+                path.display(),
+                names.len()
+            )));
+        }
+        let mut hash = Sha256::new();
+        let mut files = Vec::with_capacity(names.len());
+        let mut total = 0u64;
+        for name in names {
+            let p = path.join(&name);
+            let bytes = read(&p, limit - total).map_err(|e| {
+                TensorError(format!(
+                    "cannot read {}: {e}{}",
+                    p.display(),
+                    if total > 0 {
+                        " (the folder's files together)"
+                    } else {
+                        ""
+                    }
+                ))
+            })?;
+            if expect == Expect::Pictures {
+                check_picture(&bytes).map_err(|e| {
+                    TensorError(format!(
+                        "{} {e} (a folder of pictures holds nothing else)",
+                        p.display()
+                    ))
+                })?;
+            }
+            total += bytes.len() as u64;
+            hash.update(name.as_encoded_bytes());
+            hash.update([0]);
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(&bytes);
+            files.push((p, bytes));
+        }
+        Ok(FileSet {
+            files,
+            sha256: crate::compile::hex(&hash.finalize()),
+        })
+    }
+
+    /// A BYTES input's elements from these files: each file's bytes (a
+    /// folder, or one picture), or the lines of one text file (`\n` or
+    /// `\r\n`; a last empty line left out). Err: a text file that is
+    /// not UTF-8, where.
+    pub fn strings(&self, folder: bool) -> Result<(Strings, Vec<&[u8]>), TensorError> {
+        match self.files.as_slice() {
+            [(path, bytes)] if !folder && crate::image::header(bytes).is_err() => {
+                if let Err(e) = std::str::from_utf8(bytes) {
+                    let (line, col) = crate::files::line_col_of(bytes, e.valid_up_to());
+                    return Err(TensorError(format!(
+                        "{} is neither a folder, a picture nor UTF-8 text (one element a line): an invalid byte at line {line}, column {col}",
+                        path.display()
+                    )));
+                }
+                let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+                let lines = body
+                    .split(|b| *b == b'\n')
+                    .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                    .collect();
+                Ok((
+                    Strings::Lines,
+                    if bytes.is_empty() { Vec::new() } else { lines },
+                ))
+            }
+            files => Ok((
+                Strings::Files,
+                files.iter().map(|(_, b)| b.as_slice()).collect(),
+            )),
+        }
+    }
+}
+
+/// Where a BYTES input's elements come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Strings {
+    /// The lines of a UTF-8 text file.
+    Lines,
+    /// Each file's bytes: the files of a folder, or one picture.
+    Files,
 }
 
 /// Where the elements of a tensor file start, and how many items it holds;
@@ -461,16 +733,19 @@ impl<'de> Deserialize<'de> for Elements {
 pub struct RawTensorInput {
     /// The input's name, as the model's metadata has it.
     pub name: String,
-    /// Its datatype: BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32 or FP64.
+    /// Its datatype: BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, or BYTES (strings, read from `file`).
     pub datatype: String,
     /// Its shape per item, without the batch dimension, e.g. [3, 224, 224].
     pub shape: Vec<i64>,
     /// How its elements are filled: "uniform(low, high)" (default uniform(0, 1)), "normal(mean, std)" or "constant(value)".
     #[serde(default)]
     pub fill: Option<String>,
-    /// Items read from a file instead (relative to the spec): a NumPy .npy array of shape [items, ...shape] in the input's datatype, or raw little-endian elements.
+    /// Items read from a file instead (relative to the spec): a NumPy .npy array of shape [items, ...shape] in the input's datatype, raw little-endian elements, or pictures: a PNG or JPEG file, or a folder of them, each one item, resized and cropped to the shape ([C, H, W] or [H, W, C], C 1 or 3). For BYTES: a UTF-8 text file (one element a line) or a folder (each file's bytes one element).
     #[serde(default)]
     pub file: Option<String>,
+    /// For pictures: how pixel values become elements: "raw" (0 to 255; UINT8 inputs), "unit" (0 to 1; the default for floats) or "imagenet" (unit, then ImageNet's channel mean and deviation).
+    #[serde(default)]
+    pub pixels: Option<String>,
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod error;
 pub mod fixtures;
 pub mod git;
 pub mod hostile;
+pub mod pictures;
 pub mod procs;
 pub mod proxy;
 pub mod readers;

@@ -8,13 +8,43 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use infer_bench_spec::tensor::{DataType, Fill, TensorInput};
+use infer_bench_spec::tensor::{DataType, Expect, FileSet, Fill, Layout, Pictures, TensorInput};
 
 use crate::error::WorkloadError;
 
-/// Items read from files, by input name: each the elements alone (a
-/// `.npy` header left behind), item after item.
-pub type Files = BTreeMap<String, Arc<[u8]>>;
+/// Items read from files, by input name.
+pub type Files = BTreeMap<String, FileItems>;
+
+/// An input's items read from files, one after another: of one size
+/// (numbers: a `.npy` header left behind, or decoded pictures), or each
+/// its own (BYTES: every element its 4-byte little-endian length and its
+/// bytes, as the binary tensor extension sends them).
+#[derive(Debug, Clone)]
+pub enum FileItems {
+    Sized { data: Arc<[u8]>, size: usize },
+    Varied { data: Arc<[u8]>, ends: Arc<[usize]> },
+}
+
+impl FileItems {
+    /// How many items it holds.
+    pub fn count(&self) -> usize {
+        match self {
+            FileItems::Sized { data, size } => data.len() / (*size).max(1),
+            FileItems::Varied { ends, .. } => ends.len(),
+        }
+    }
+
+    /// Item `i`'s bytes.
+    pub fn item(&self, i: usize) -> &[u8] {
+        match self {
+            FileItems::Sized { data, size } => &data[i * size..(i + 1) * size],
+            FileItems::Varied { data, ends } => {
+                let start = if i == 0 { 0 } else { ends[i - 1] };
+                &data[start..ends[i]]
+            }
+        }
+    }
+}
 
 /// Reads the files of a kserve workload's inputs (relative to `base_dir`),
 /// each checked to be the file the spec was compiled with.
@@ -30,6 +60,17 @@ pub fn load_files(
     for input in &t.inputs {
         let Some(f) = &input.file else { continue };
         let path = base_dir.join(&f.path);
+        if let Some(pictures) = f.pictures {
+            out.insert(
+                input.name.clone(),
+                load_pictures(&path, f, input, pictures)?,
+            );
+            continue;
+        }
+        if f.strings.is_some() {
+            out.insert(input.name.clone(), load_strings(&path, f, input)?);
+            continue;
+        }
         let bytes = infer_bench_spec::files::read_regular(
             &path,
             infer_bench_spec::files::MAX_TENSOR_FILE_BYTES,
@@ -47,20 +88,98 @@ pub fn load_files(
         }
         let (start, _) = infer_bench_spec::tensor::file_items(&bytes, input.datatype, &input.shape)
             .map_err(|e| WorkloadError::file(&path, e.to_string()))?;
-        out.insert(input.name.clone(), Arc::from(&bytes[start..]));
+        out.insert(
+            input.name.clone(),
+            FileItems::Sized {
+                data: Arc::from(&bytes[start..]),
+                size: item_size(input),
+            },
+        );
     }
     Ok(out)
 }
 
-/// Items `first..first + items` of a file's items (taken in turn, from the
-/// start again at its end), as one tensor's bytes.
-pub fn from_file(data: &[u8], input: &TensorInput, first: u64, items: u32) -> Vec<u8> {
-    let size = input.elements() as usize * input.datatype.size().unwrap_or(1);
-    let count = (data.len() / size.max(1)).max(1) as u64;
-    let mut out = Vec::with_capacity(size * items as usize);
+/// Bytes of one item of a numeric input.
+fn item_size(input: &TensorInput) -> usize {
+    (input.elements() as usize * input.datatype.size().unwrap_or(1)).max(1)
+}
+
+/// The items of an input read from pictures: each decoded and laid out
+/// ([`picture_item`]), one after the other, in the order of their names.
+fn load_pictures(
+    path: &Path,
+    f: &infer_bench_spec::tensor::TensorFile,
+    input: &TensorInput,
+    pictures: Pictures,
+) -> Result<FileItems, WorkloadError> {
+    let read = read_set(path, f, Expect::Pictures)?;
+    let mut items = Vec::new();
+    for (p, bytes) in &read.files {
+        items.extend(
+            picture_item(bytes, input, pictures)
+                .map_err(|e| WorkloadError::file(p, e.to_string()))?,
+        );
+    }
+    Ok(FileItems::Sized {
+        data: Arc::from(items),
+        size: item_size(input),
+    })
+}
+
+/// The items of a BYTES input: its elements (lines, or files' bytes), as
+/// many to an item as its shape holds, each written as its length and
+/// its bytes.
+fn load_strings(
+    path: &Path,
+    f: &infer_bench_spec::tensor::TensorFile,
+    input: &TensorInput,
+) -> Result<FileItems, WorkloadError> {
+    let read = read_set(path, f, Expect::Anything)?;
+    let folder = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    let (_, elements) = read
+        .strings(folder)
+        .map_err(|e| WorkloadError::file(path, e.to_string()))?;
+    let per_item = (input.elements() as usize).max(1);
+    let mut data = Vec::new();
+    let mut ends = Vec::new();
+    for item in elements.chunks_exact(per_item) {
+        for e in item {
+            data.extend_from_slice(&(e.len() as u32).to_le_bytes());
+            data.extend_from_slice(e);
+        }
+        ends.push(data.len());
+    }
+    Ok(FileItems::Varied {
+        data: Arc::from(data),
+        ends: Arc::from(ends),
+    })
+}
+
+/// The files of an input's `file`, checked to be those the spec was
+/// compiled with.
+fn read_set(
+    path: &Path,
+    f: &infer_bench_spec::tensor::TensorFile,
+    expect: Expect,
+) -> Result<FileSet, WorkloadError> {
+    let read =
+        FileSet::read(path, None, expect).map_err(|e| WorkloadError::file(path, e.to_string()))?;
+    if read.sha256 != f.sha256 {
+        return Err(
+            WorkloadError::file(path, "the files changed since the spec was compiled")
+                .with_hint("run again: the spec is compiled with the files as they are now"),
+        );
+    }
+    Ok(read)
+}
+
+/// Items `first..first + items` of an input's items from files (taken
+/// in turn, from the start again at their end), as one tensor's bytes.
+pub fn from_file(data: &FileItems, first: u64, items: u32) -> Vec<u8> {
+    let count = data.count().max(1) as u64;
+    let mut out = Vec::new();
     for i in 0..u64::from(items) {
-        let at = ((first + i) % count) as usize * size;
-        out.extend_from_slice(&data[at..at + size]);
+        out.extend_from_slice(data.item(((first + i) % count) as usize));
     }
     out
 }
@@ -133,25 +252,98 @@ pub fn fill(input: &TensorInput, items: u32, seed: u64) -> Vec<u8> {
         x.clamp(min, max)
     };
     for _ in 0..n {
-        let x = value();
-        match input.datatype {
-            DataType::Bool => out.push(u8::from(x >= 0.5)),
-            DataType::Uint8 => out.push(x as u8),
-            DataType::Int8 => out.push(x as i8 as u8),
-            DataType::Uint16 => out.extend_from_slice(&(x as u16).to_le_bytes()),
-            DataType::Int16 => out.extend_from_slice(&(x as i16).to_le_bytes()),
-            DataType::Uint32 => out.extend_from_slice(&(x as u32).to_le_bytes()),
-            DataType::Int32 => out.extend_from_slice(&(x as i32).to_le_bytes()),
-            DataType::Uint64 => out.extend_from_slice(&(x as u64).to_le_bytes()),
-            DataType::Int64 => out.extend_from_slice(&(x as i64).to_le_bytes()),
-            DataType::Fp16 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
-            DataType::Bf16 => out.extend_from_slice(&half::bf16::from_f64(x).to_le_bytes()),
-            DataType::Fp32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
-            DataType::Fp64 => out.extend_from_slice(&x.to_le_bytes()),
-            DataType::Bytes => {}
-        }
+        push(&mut out, input.datatype, value());
     }
     out
+}
+
+/// Appends `x` (already in `datatype`'s range) as its little-endian
+/// bytes; BYTES appends nothing.
+fn push(out: &mut Vec<u8>, datatype: DataType, x: f64) {
+    match datatype {
+        DataType::Bool => out.push(u8::from(x >= 0.5)),
+        DataType::Uint8 => out.push(x as u8),
+        DataType::Int8 => out.push(x as i8 as u8),
+        DataType::Uint16 => out.extend_from_slice(&(x as u16).to_le_bytes()),
+        DataType::Int16 => out.extend_from_slice(&(x as i16).to_le_bytes()),
+        DataType::Uint32 => out.extend_from_slice(&(x as u32).to_le_bytes()),
+        DataType::Int32 => out.extend_from_slice(&(x as i32).to_le_bytes()),
+        DataType::Uint64 => out.extend_from_slice(&(x as u64).to_le_bytes()),
+        DataType::Int64 => out.extend_from_slice(&(x as i64).to_le_bytes()),
+        DataType::Fp16 => out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes()),
+        DataType::Bf16 => out.extend_from_slice(&half::bf16::from_f64(x).to_le_bytes()),
+        DataType::Fp32 => out.extend_from_slice(&(x as f32).to_le_bytes()),
+        DataType::Fp64 => out.extend_from_slice(&x.to_le_bytes()),
+        DataType::Bytes => {}
+    }
+}
+
+/// Why a picture cannot be an item of an input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PictureError {
+    #[error("the input's shape {0:?} is no picture's ([C, H, W] or [H, W, C], C 1 or 3)")]
+    Shape(Vec<u64>),
+    #[error("it does not decode: {0}")]
+    Decode(String),
+}
+
+/// One picture as an item of an image input: decoded (PNG or JPEG),
+/// scaled (bilinear) until it covers the input's height and width and
+/// cropped at its centre, then its pixel values written in the input's
+/// layout and datatype as `pictures` says. Err: why it does not decode.
+pub fn picture_item(
+    bytes: &[u8],
+    input: &TensorInput,
+    pictures: Pictures,
+) -> Result<Vec<u8>, PictureError> {
+    use image::imageops::FilterType;
+    let shape = || PictureError::Shape(input.shape.clone());
+    let (_, channels, height, width) =
+        infer_bench_spec::tensor::picture_shape(&input.shape).ok_or_else(shape)?;
+    let (h, w) = (
+        u32::try_from(height).map_err(|_| shape())?,
+        u32::try_from(width).map_err(|_| shape())?,
+    );
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| PictureError::Decode(e.to_string()))?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(infer_bench_spec::tensor::MAX_PICTURE_PIXELS * 8);
+    reader.limits(limits);
+    let decoded = reader
+        .decode()
+        .map_err(|e| PictureError::Decode(e.to_string()))?;
+    let fitted = if (decoded.width(), decoded.height()) == (w, h) {
+        decoded
+    } else {
+        decoded.resize_to_fill(w, h, FilterType::Triangle)
+    };
+    // Pixels row after row, each its channels (HWC).
+    let c = channels as usize;
+    let px = if c == 1 {
+        fitted.to_luma8().into_raw()
+    } else {
+        fitted.to_rgb8().into_raw()
+    };
+    let (h, w) = (h as usize, w as usize);
+    let size = input.datatype.size().unwrap_or(1);
+    let mut out = Vec::with_capacity(px.len() * size);
+    let mut put = |ch: usize, v: u8| push(&mut out, input.datatype, pictures.pixels.value(v, ch));
+    match pictures.layout {
+        Layout::Hwc => {
+            for (i, v) in px.iter().enumerate() {
+                put(i % c, *v);
+            }
+        }
+        Layout::Chw => {
+            for ch in 0..c {
+                for at in 0..h * w {
+                    put(ch, px[at * c + ch]);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Element `i` of little-endian `bytes` of `datatype`, as a JSON number
@@ -260,5 +452,136 @@ mod tests {
         let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
         assert!((mean - 2.0).abs() < 0.03, "{mean}");
         assert!((var.sqrt() - 0.5).abs() < 0.03, "{}", var.sqrt());
+    }
+
+    /// A PNG of `w` x `h` RGB pixels, pixel (x, y) = `f(x, y)`.
+    fn png(w: u32, h: u32, f: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut e = png::Encoder::new(&mut out, w, h);
+        e.set_color(png::ColorType::Rgb);
+        e.set_depth(png::BitDepth::Eight);
+        let mut wr = e.write_header().unwrap();
+        let data: Vec<u8> = (0..h)
+            .flat_map(|y| (0..w).map(move |x| (x, y)))
+            .flat_map(|(x, y)| f(x, y))
+            .collect();
+        wr.write_image_data(&data).unwrap();
+        drop(wr);
+        out
+    }
+
+    fn image_input(datatype: DataType, shape: Vec<u64>) -> TensorInput {
+        TensorInput {
+            name: "images".into(),
+            datatype,
+            shape,
+            fill: Fill::default(),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn pictures_are_laid_out_and_scaled_as_declared() {
+        use infer_bench_spec::tensor::Pixels;
+        // 2 x 2: red, green / blue, white.
+        let four = png(2, 2, |x, y| match (x, y) {
+            (0, 0) => [255, 0, 0],
+            (1, 0) => [0, 255, 0],
+            (0, 1) => [0, 0, 255],
+            _ => [255, 255, 255],
+        });
+        let hwc = image_input(DataType::Uint8, vec![2, 2, 3]);
+        let raw = Pictures {
+            layout: Layout::Hwc,
+            pixels: Pixels::Raw,
+        };
+        assert_eq!(
+            picture_item(&four, &hwc, raw).unwrap(),
+            vec![255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255]
+        );
+        let chw = image_input(DataType::Fp32, vec![3, 2, 2]);
+        let unit = Pictures {
+            layout: Layout::Chw,
+            pixels: Pixels::Unit,
+        };
+        let b = picture_item(&four, &chw, unit).unwrap();
+        let xs: Vec<f64> = (0..12)
+            .map(|i| element(DataType::Fp32, &b, i).unwrap().as_f64().unwrap())
+            .collect();
+        // Red plane, green plane, blue plane.
+        assert_eq!(xs, vec![1., 0., 0., 1., 0., 1., 0., 1., 0., 0., 1., 1.]);
+        let net = Pictures {
+            layout: Layout::Chw,
+            pixels: Pixels::Imagenet,
+        };
+        let b = picture_item(&four, &chw, net).unwrap();
+        let red0 = element(DataType::Fp32, &b, 0).unwrap().as_f64().unwrap();
+        let blue0 = element(DataType::Fp32, &b, 8).unwrap().as_f64().unwrap();
+        assert!((red0 - (1.0 - 0.485) / 0.229).abs() < 1e-5, "{red0}");
+        assert!((blue0 - (0.0 - 0.406) / 0.225).abs() < 1e-5, "{blue0}");
+    }
+
+    #[test]
+    fn pictures_are_scaled_to_cover_and_cropped_at_their_centre() {
+        use infer_bench_spec::tensor::Pixels;
+        // 12 x 4: white, with black bands 2 wide at the left and right.
+        // Squeezed to 2 x 2 they would turn it grey; cropped, they are gone.
+        let wide = png(12, 4, |x, _| {
+            if (2..10).contains(&x) {
+                [255; 3]
+            } else {
+                [0; 3]
+            }
+        });
+        let grey = image_input(DataType::Uint8, vec![1, 2, 2]);
+        let raw = Pictures {
+            layout: Layout::Chw,
+            pixels: Pixels::Raw,
+        };
+        // Scaled to 6 x 2 (covering 2 x 2), then its middle 2 x 2: white.
+        let b = picture_item(&wide, &grey, raw).unwrap();
+        assert_eq!(b.len(), 4);
+        assert!(b.iter().all(|v| *v >= 250), "{b:?}");
+        // A solid 40 x 30 picture keeps its colour at any size.
+        let solid = png(40, 30, |_, _| [255, 0, 128]);
+        let big = image_input(DataType::Fp16, vec![64, 48, 3]);
+        let unit = Pictures {
+            layout: Layout::Hwc,
+            pixels: Pixels::Unit,
+        };
+        let b = picture_item(&solid, &big, unit).unwrap();
+        assert_eq!(b.len(), 64 * 48 * 3 * 2);
+        for i in [0, 1, 2, 3 * 1000 + 2] {
+            let want = [1.0, 0.0, 128.0 / 255.0][i % 3];
+            let x = element(DataType::Fp16, &b, i).unwrap().as_f64().unwrap();
+            assert!((x - want).abs() < 2e-3, "{i}: {x}");
+        }
+        let e = picture_item(&solid[..solid.len() / 2], &big, unit).unwrap_err();
+        assert!(matches!(e, PictureError::Decode(_)), "{e}");
+    }
+
+    #[test]
+    fn bytes_items_are_length_prefixed_elements_taken_in_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("s.txt"), "a\nbb\nccc\n").unwrap();
+        let spec = infer_bench_spec::compile(
+            "t.toml",
+            "name = \"t\"\n[targets.t]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n[models.m]\nserved_name = \"m\"\n[workloads.w]\napi = \"kserve\"\ninputs = [{ name = \"text\", datatype = \"BYTES\", shape = [1], file = \"s.txt\" }]\n[load]\nconcurrency = 1\nrequests = 1\n",
+            dir.path(),
+        )
+        .unwrap();
+        let files = load_files(&spec.workloads["w"], dir.path()).unwrap();
+        let items = &files["text"];
+        assert_eq!(items.count(), 3);
+        assert_eq!(items.item(1), b"\x02\x00\x00\x00bb");
+        // Items 2, 0 (in turn, from the start again).
+        assert_eq!(
+            from_file(items, 2, 2),
+            b"\x03\x00\x00\x00ccc\x01\x00\x00\x00a".to_vec()
+        );
+        // Changed since compiled: refused.
+        std::fs::write(dir.path().join("s.txt"), "a\nbb\ncc\n").unwrap();
+        let e = load_files(&spec.workloads["w"], dir.path()).unwrap_err();
+        assert!(e.to_string().contains("changed since"), "{e}");
     }
 }

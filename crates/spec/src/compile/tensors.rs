@@ -8,7 +8,9 @@ use sha2::{Digest, Sha256};
 
 use super::{Cx, hex, shown};
 use crate::raw::RawWorkload;
-use crate::tensor::{DataType, Fill, TensorFile, TensorInput, Tensors};
+use crate::tensor::{
+    DataType, Expect, FileSet, Fill, Pictures, Pixels, Strings, TensorFile, TensorInput, Tensors,
+};
 
 /// What a kserve workload takes, for hints.
 pub(super) const TAKES: &str = "a kserve workload takes inputs, batch, binary and model_version";
@@ -21,41 +23,236 @@ pub const MAX_RANK: usize = 8;
 impl Cx<'_> {
     /// A file of tensor items: read (a regular file in the repository,
     /// bounded), hashed, and checked to hold items of the input's datatype
-    /// and shape.
+    /// and shape; or pictures (a PNG or JPEG, or a folder of them), each an
+    /// item, for an input whose shape is a picture's, with `pixels` saying
+    /// how their values become elements.
     fn tensor_file(
         &mut self,
-        key: &str,
+        at: &dyn Fn(&str) -> String,
         path: &str,
         d: DataType,
         shape: &[u64],
+        pixels: Option<&str>,
+        batch: u32,
     ) -> Option<TensorFile> {
         let full = self.base_dir.join(path);
-        let bytes = match crate::files::read_regular_in(
-            &full,
-            crate::files::MAX_TENSOR_FILE_BYTES,
-            self.repo,
-        ) {
-            Ok(b) => b,
-            Err(e) => {
+        let folder = std::fs::metadata(&full).is_ok_and(|m| m.is_dir());
+        let bytes = if folder {
+            None
+        } else {
+            match crate::files::read_regular_in(
+                &full,
+                crate::files::MAX_TENSOR_FILE_BYTES,
+                self.repo,
+            ) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    self.err(
+                        &at("file"),
+                        format!("cannot read tensor file {}: {e}", full.display()),
+                        Some("paths are relative to the spec file".into()),
+                    );
+                    return None;
+                }
+            }
+        };
+        if d == DataType::Bytes {
+            return self.strings_file(at, path, bytes, shape, pixels, batch);
+        }
+        let picture = bytes
+            .as_deref()
+            .is_none_or(|b| crate::image::header(b).is_ok());
+        if !picture {
+            let bytes = bytes.unwrap_or_default();
+            if pixels.is_some() {
                 self.err(
-                    key,
-                    format!("cannot read tensor file {}: {e}", full.display()),
-                    Some("paths are relative to the spec file".into()),
+                    &at("pixels"),
+                    format!(
+                        "`pixels` says how pictures become elements, and {} is a tensor file (.npy or raw), not a PNG or JPEG",
+                        full.display()
+                    ),
+                    None,
                 );
+            }
+            return match crate::tensor::file_items(&bytes, d, shape) {
+                Ok((_, items)) => Some(TensorFile {
+                    path: path.to_string(),
+                    sha256: hex(&Sha256::digest(&bytes)),
+                    items,
+                    pictures: None,
+                    strings: None,
+                }),
+                Err(e) => {
+                    self.err(&at("file"), format!("{}: {e}", full.display()), None);
+                    None
+                }
+            };
+        }
+        let Some((layout, channels, ..)) = crate::tensor::picture_shape(shape) else {
+            self.err(
+                &at("shape"),
+                format!(
+                    "pictures fill an input of shape [C, H, W] or [H, W, C] with C 1 (grey) or 3 (RGB); found {shape:?}"
+                ),
+                Some("e.g. shape = [3, 224, 224]".into()),
+            );
+            return None;
+        };
+        if !(d == DataType::Uint8 || d.is_float()) {
+            self.err(
+                &at("datatype"),
+                format!("pictures fill UINT8 or floating-point inputs; this one is {d}"),
+                None,
+            );
+            return None;
+        }
+        let pixels = match pixels {
+            None if d == DataType::Uint8 => Pixels::Raw,
+            None => Pixels::Unit,
+            Some(p) => match Pixels::parse(p) {
+                None => {
+                    self.err(
+                        &at("pixels"),
+                        format!("expected {}, found \"{}\"", Pixels::NAMES, shown(p)),
+                        None,
+                    );
+                    return None;
+                }
+                Some(px) if d == DataType::Uint8 && px != Pixels::Raw => {
+                    self.err(
+                        &at("pixels"),
+                        format!("a UINT8 input takes pixel values as they are: expected \"raw\", found \"{p}\""),
+                        Some("declare a floating-point datatype to scale them".into()),
+                    );
+                    return None;
+                }
+                Some(Pixels::Imagenet) if channels == 1 => {
+                    self.err(
+                        &at("pixels"),
+                        "\"imagenet\" normalizes red, green and blue; this input has one channel",
+                        Some("use \"unit\" or \"raw\", or shape the input with 3 channels".into()),
+                    );
+                    return None;
+                }
+                Some(px) => px,
+            },
+        };
+        let read = match bytes {
+            Some(b) => FileSet::one(&full, b, Expect::Pictures),
+            None => FileSet::read(&full, Some(self.repo), Expect::Pictures),
+        };
+        let files = match read {
+            Ok(f) => f,
+            Err(e) => {
+                self.err(&at("file"), e.to_string(), None);
                 return None;
             }
         };
-        match crate::tensor::file_items(&bytes, d, shape) {
-            Ok((_, items)) => Some(TensorFile {
-                path: path.to_string(),
-                sha256: hex(&Sha256::digest(&bytes)),
-                items,
-            }),
-            Err(e) => {
-                self.err(key, format!("{}: {e}", full.display()), None);
-                None
-            }
+        let item = shape.iter().product::<u64>() * d.size().unwrap_or(1) as u64;
+        let decoded = item.saturating_mul(files.files.len() as u64);
+        if decoded > crate::files::MAX_TENSOR_FILE_BYTES {
+            self.err(
+                &at("file"),
+                format!(
+                    "{} pictures of {item} bytes each, decoded, would hold {decoded} bytes; expected at most {}",
+                    files.files.len(),
+                    crate::files::MAX_TENSOR_FILE_BYTES
+                ),
+                Some("use fewer pictures".into()),
+            );
+            return None;
         }
+        Some(TensorFile {
+            path: path.to_string(),
+            sha256: files.sha256,
+            items: files.files.len() as u64,
+            pictures: Some(Pictures { layout, pixels }),
+            strings: None,
+        })
+    }
+
+    /// The file of a BYTES input: the lines of a text file, or the bytes
+    /// of each file of a folder (or of one picture), `shape`'s elements
+    /// an item; the largest request it makes within the bound.
+    fn strings_file(
+        &mut self,
+        at: &dyn Fn(&str) -> String,
+        path: &str,
+        bytes: Option<Vec<u8>>,
+        shape: &[u64],
+        pixels: Option<&str>,
+        batch: u32,
+    ) -> Option<TensorFile> {
+        let full = self.base_dir.join(path);
+        if pixels.is_some() {
+            self.err(
+                &at("pixels"),
+                "`pixels` says how pictures are decoded into numbers; a BYTES input sends each file's bytes as they are",
+                None,
+            );
+        }
+        let folder = bytes.is_none();
+        let set = match bytes {
+            Some(b) => FileSet::one(&full, b, Expect::Anything),
+            None => FileSet::read(&full, Some(self.repo), Expect::Anything),
+        };
+        let strings = set.and_then(|set| {
+            let (kind, elements) = set.strings(folder)?;
+            Ok((
+                set.sha256.clone(),
+                kind,
+                elements.iter().map(|e| e.len() as u64).collect::<Vec<_>>(),
+            ))
+        });
+        let (sha256, kind, lengths) = match strings {
+            Ok(x) => x,
+            Err(e) => {
+                self.err(&at("file"), e.to_string(), None);
+                return None;
+            }
+        };
+        let per_item = shape.iter().product::<u64>().max(1);
+        let items = lengths.len() as u64 / per_item;
+        if items == 0 {
+            self.err(
+                &at("file"),
+                format!(
+                    "{} holds {} elements ({}); an item of shape {shape:?} takes {per_item}",
+                    full.display(),
+                    lengths.len(),
+                    match kind {
+                        Strings::Lines => "lines",
+                        Strings::Files => "files",
+                    }
+                ),
+                None,
+            );
+            return None;
+        }
+        // Each element goes out as its 4-byte length and its bytes.
+        let largest = lengths
+            .chunks(per_item as usize)
+            .map(|c| c.iter().map(|l| l + 4).sum::<u64>())
+            .max()
+            .unwrap_or(0);
+        if largest.saturating_mul(batch.into()) > MAX_REQUEST_BYTES {
+            self.err(
+                &at("file"),
+                format!(
+                    "its largest item is {largest} bytes: a request of {batch} could carry {} bytes; expected at most {MAX_REQUEST_BYTES}",
+                    largest.saturating_mul(batch.into())
+                ),
+                Some("use a smaller batch or smaller files".into()),
+            );
+            return None;
+        }
+        Some(TensorFile {
+            path: path.to_string(),
+            sha256,
+            items,
+            pictures: None,
+            strings: Some(kind),
+        })
     }
 
     /// The tensors of `[workloads.NAME]`, whose api is kserve.
@@ -106,21 +303,25 @@ impl Cx<'_> {
                 );
             }
             let datatype = match DataType::parse(&raw.datatype) {
-                Some(DataType::Bytes) => {
+                Some(DataType::Bytes) if raw.file.is_none() => {
                     self.err(
                         &at("datatype"),
-                        "BYTES inputs (strings) are not sent by a workload yet: their length has no shape to declare",
-                        Some("declare a numeric input; a model with string inputs needs its own client for now".into()),
+                        "a BYTES input (strings) reads its elements from `file`: a UTF-8 text file (one element a line), or a folder (each file's bytes one element)",
+                        Some("e.g. file = \"sentences.txt\"".into()),
+                    );
+                    None
+                }
+                Some(DataType::Bytes) if raw.fill.is_some() => {
+                    self.err(
+                        &at("fill"),
+                        "a BYTES input's elements come from its `file`, not from a fill",
+                        None,
                     );
                     None
                 }
                 Some(d) => Some(d),
                 None => {
-                    let names: Vec<&str> = DataType::ALL
-                        .iter()
-                        .filter(|d| **d != DataType::Bytes)
-                        .map(|d| d.name())
-                        .collect();
+                    let names: Vec<&str> = DataType::ALL.iter().map(|d| d.name()).collect();
                     self.err(
                         &at("datatype"),
                         format!(
@@ -184,9 +385,16 @@ impl Cx<'_> {
                         None,
                     );
                 }
+                if raw.pixels.is_some() && raw.file.is_none() {
+                    self.err(
+                        &at("pixels"),
+                        "`pixels` says how pictures read with `file` become elements; this input has no `file`",
+                        None,
+                    );
+                }
                 let file = match &raw.file {
                     Some(f) if shape.len() == raw.shape.len() => {
-                        self.tensor_file(&at("file"), f, d, &shape)
+                        self.tensor_file(&at, f, d, &shape, raw.pixels.as_deref(), batch)
                     }
                     _ => None,
                 };
@@ -323,5 +531,185 @@ mod tests {
         );
         let e = errors("documents = 3");
         assert!(e[0].message.contains("belongs to api = \"rerank\""));
+    }
+
+    /// A real PNG of `w` x `h` grey pixels.
+    fn png(w: u32, h: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut e = png::Encoder::new(&mut out, w, h);
+        e.set_color(png::ColorType::Grayscale);
+        let mut wr = e.write_header().unwrap();
+        wr.write_image_data(&vec![128u8; (w * h) as usize]).unwrap();
+        drop(wr);
+        out
+    }
+
+    /// The errors of a kserve workload with one input `input` (its
+    /// fields), compiled in `dir`; and the spec when it compiles.
+    fn compiled(
+        dir: &std::path::Path,
+        input: &str,
+    ) -> Result<crate::Spec, Vec<crate::diag::SpecError>> {
+        let text = format!(
+            "name = \"t\"\n[targets.t]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n[models.m]\nserved_name = \"m\"\n[workloads.w]\napi = \"kserve\"\ninputs = [{{ name = \"images\", {input} }}]\n[load]\nconcurrency = 1\nrequests = 1\n"
+        );
+        crate::compile("t.toml", &text, dir).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn pictures_compile_as_items_of_an_image_input() {
+        use crate::tensor::{Layout, Pictures, Pixels};
+        let dir = tempfile::tempdir().unwrap();
+        let pics = dir.path().join("pics");
+        std::fs::create_dir(&pics).unwrap();
+        std::fs::write(pics.join("b.png"), png(5, 4)).unwrap();
+        std::fs::write(pics.join("a.png"), png(3, 7)).unwrap();
+        std::fs::write(pics.join(".hidden"), b"not a picture").unwrap();
+        std::fs::write(dir.path().join("one.png"), png(2, 2)).unwrap();
+        let spec = compiled(
+            dir.path(),
+            r#"datatype = "FP32", shape = [3, 32, 32], file = "pics", pixels = "imagenet""#,
+        )
+        .unwrap();
+        let Some(crate::retrieval::Retrieval::Tensors(t)) = &spec.workloads["w"].retrieval else {
+            panic!("no tensors");
+        };
+        let f = t.inputs[0].file.as_ref().unwrap();
+        assert_eq!(f.items, 2);
+        assert_eq!(
+            f.pictures,
+            Some(Pictures {
+                layout: Layout::Chw,
+                pixels: Pixels::Imagenet
+            })
+        );
+        let before = f.sha256.clone();
+        std::fs::write(pics.join("b.png"), png(6, 4)).unwrap();
+        let spec = compiled(
+            dir.path(),
+            r#"datatype = "FP32", shape = [3, 32, 32], file = "pics", pixels = "imagenet""#,
+        )
+        .unwrap();
+        let Some(crate::retrieval::Retrieval::Tensors(t)) = &spec.workloads["w"].retrieval else {
+            panic!("no tensors");
+        };
+        assert_ne!(t.inputs[0].file.as_ref().unwrap().sha256, before);
+        // UINT8, channels last, one file: raw by default.
+        let spec = compiled(
+            dir.path(),
+            r#"datatype = "UINT8", shape = [8, 8, 3], file = "one.png""#,
+        )
+        .unwrap();
+        let Some(crate::retrieval::Retrieval::Tensors(t)) = &spec.workloads["w"].retrieval else {
+            panic!("no tensors");
+        };
+        assert_eq!(
+            t.inputs[0].file.as_ref().unwrap().pictures,
+            Some(Pictures {
+                layout: Layout::Hwc,
+                pixels: Pixels::Raw
+            })
+        );
+    }
+
+    #[test]
+    fn pictures_that_do_not_fit_are_named_where_they_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let pics = dir.path().join("pics");
+        std::fs::create_dir(&pics).unwrap();
+        std::fs::write(pics.join("a.png"), png(3, 7)).unwrap();
+        std::fs::write(dir.path().join("one.png"), png(2, 2)).unwrap();
+        std::fs::write(dir.path().join("x.raw"), [0u8; 16]).unwrap();
+        let one = |input: &str| {
+            let e = compiled(dir.path(), input).unwrap_err();
+            assert_eq!(e.len(), 1, "{e:?}");
+            (e[0].key.clone(), e[0].message.clone())
+        };
+        let (key, msg) = one(r#"datatype = "FP32", shape = [224, 224], file = "one.png""#);
+        assert_eq!(key, "workloads.w.inputs[0].shape");
+        assert!(msg.contains("[C, H, W] or [H, W, C]"), "{msg}");
+        let (key, msg) = one(r#"datatype = "INT32", shape = [3, 8, 8], file = "one.png""#);
+        assert_eq!(key, "workloads.w.inputs[0].datatype");
+        assert!(msg.contains("UINT8 or floating-point"), "{msg}");
+        let (key, msg) =
+            one(r#"datatype = "UINT8", shape = [3, 8, 8], file = "one.png", pixels = "unit""#);
+        assert_eq!(key, "workloads.w.inputs[0].pixels");
+        assert!(msg.contains("expected \"raw\""), "{msg}");
+        let (key, msg) =
+            one(r#"datatype = "FP32", shape = [1, 8, 8], file = "one.png", pixels = "imagenet""#);
+        assert_eq!(key, "workloads.w.inputs[0].pixels");
+        assert!(msg.contains("one channel"), "{msg}");
+        let (key, msg) =
+            one(r#"datatype = "FP32", shape = [3, 8, 8], file = "one.png", pixels = "scaled""#);
+        assert!(
+            msg.contains("expected \"raw\", \"unit\" or \"imagenet\""),
+            "{key}: {msg}"
+        );
+        let (key, msg) = one(r#"datatype = "FP32", shape = [4], pixels = "unit""#);
+        assert_eq!(key, "workloads.w.inputs[0].pixels");
+        assert!(msg.contains("has no `file`"), "{msg}");
+        let (key, msg) = one(r#"datatype = "FP32", shape = [4], file = "x.raw", pixels = "unit""#);
+        assert_eq!(key, "workloads.w.inputs[0].pixels");
+        assert!(msg.contains("tensor file"), "{msg}");
+        // A folder with something else in it names that file.
+        std::fs::write(pics.join("notes.txt"), b"hello").unwrap();
+        let (key, msg) = one(r#"datatype = "FP32", shape = [3, 8, 8], file = "pics""#);
+        assert_eq!(key, "workloads.w.inputs[0].file");
+        assert!(
+            msg.contains("notes.txt") && msg.contains("not a PNG or JPEG picture"),
+            "{msg}"
+        );
+        std::fs::remove_file(pics.join("notes.txt")).unwrap();
+        std::fs::remove_file(pics.join("a.png")).unwrap();
+        let (_, msg) = one(r#"datatype = "FP32", shape = [3, 8, 8], file = "pics""#);
+        assert!(msg.contains("holds no picture"), "{msg}");
+    }
+
+    #[test]
+    fn bytes_inputs_read_lines_or_files() {
+        use crate::tensor::Strings;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("s.txt"), "one\ntwo\r\nthree\nfour\nfive\n").unwrap();
+        std::fs::write(dir.path().join("bad.txt"), b"ok\nnot \xff utf-8\n").unwrap();
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir(&blobs).unwrap();
+        std::fs::write(blobs.join("a.bin"), [0u8, 1, 2]).unwrap();
+        std::fs::write(blobs.join("b.bin"), [9u8; 10]).unwrap();
+        let file_of = |input: &str| {
+            let spec = compiled(dir.path(), input).unwrap();
+            let Some(crate::retrieval::Retrieval::Tensors(t)) = &spec.workloads["w"].retrieval
+            else {
+                panic!("no tensors");
+            };
+            t.inputs[0].file.clone().unwrap()
+        };
+        // Five lines, two to an item: two items (the fifth left over).
+        let f = file_of(r#"datatype = "BYTES", shape = [2], file = "s.txt""#);
+        assert_eq!((f.items, f.strings), (2, Some(Strings::Lines)));
+        let f = file_of(r#"datatype = "BYTES", shape = [1], file = "blobs""#);
+        assert_eq!((f.items, f.strings), (2, Some(Strings::Files)));
+        let one = |input: &str| {
+            let e = compiled(dir.path(), input).unwrap_err();
+            assert_eq!(e.len(), 1, "{e:?}");
+            (e[0].key.clone(), e[0].message.clone())
+        };
+        let (key, msg) = one(r#"datatype = "BYTES", shape = [1]"#);
+        assert_eq!(key, "workloads.w.inputs[0].datatype");
+        assert!(msg.contains("reads its elements from `file`"), "{msg}");
+        let (key, msg) =
+            one(r#"datatype = "BYTES", shape = [1], file = "s.txt", fill = "uniform""#);
+        assert_eq!(key, "workloads.w.inputs[0].fill");
+        assert!(msg.contains("not from a fill"), "{msg}");
+        let (key, msg) = one(r#"datatype = "BYTES", shape = [1], file = "bad.txt""#);
+        assert_eq!(key, "workloads.w.inputs[0].file");
+        assert!(msg.contains("line 2, column 5"), "{msg}");
+        let (_, msg) = one(r#"datatype = "BYTES", shape = [3], file = "blobs""#);
+        assert!(
+            msg.contains("holds 2 elements (files); an item of shape [3] takes 3"),
+            "{msg}"
+        );
+        let (key, msg) = one(r#"datatype = "BYTES", shape = [1], file = "s.txt", pixels = "unit""#);
+        assert_eq!(key, "workloads.w.inputs[0].pixels");
+        assert!(msg.contains("as they are"), "{msg}");
     }
 }
