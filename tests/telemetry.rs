@@ -454,3 +454,60 @@ fn scripted_gpus_give_energy_cost_and_aligned_series() {
     );
     check_vllm_metrics(&serde_json::to_value(p).unwrap(), 8.0);
 }
+
+/// Speculative decoding read from the server: a scripted server that
+/// decodes with drafts of 4 tokens and accepts 2 a step (each event one
+/// verification step of 3 tokens) exposes vLLM's `spec_decode` counters;
+/// the point's headline gives acceptance 0.5 and 3 tokens a step, exactly
+/// the script's truth, and the terminal report shows both in the
+/// telemetry table. A server without speculation shows no such columns.
+#[test]
+fn speculative_decoding_acceptance_is_read_from_the_servers_counters() {
+    use infer_bench_testkit::scripted::{Script, ScriptedServer};
+    let rt = infer_bench_testkit::runtime();
+    let server = rt
+        .block_on(ScriptedServer::start(Script {
+            ttft: std::time::Duration::from_millis(5),
+            itl: std::time::Duration::from_millis(3),
+            tokens_per_event: 3,
+            spec_draft_tokens: 4,
+            ..Script::default()
+        }))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        "spec-decode",
+        &format!(
+            "[targets.s]\nkind = \"openai\"\nbase_url = \"{}\"\nmetrics_url = \"{}/metrics\"\n\
+             [models.m]\nserved_name = \"scripted-model\"\n\
+             [workloads.w]\napi = \"chat\"\ninput_tokens = 32\noutput_tokens = 30\n\
+             [load]\nconcurrency = 4\nduration = \"1500ms\"\n\
+             [telemetry]\ngpu = \"off\"\nscrape_interval = \"200ms\"\n",
+            server.base_url(),
+            server.base_url().trim_end_matches("/v1")
+        ),
+    );
+    let out = dir.path().join("out");
+    let o = run(&spec, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let r = results(&out);
+    let h = &r["points"][0]["telemetry"]["server_metrics"]["headline"];
+    assert_eq!(f(&h["spec_acceptance_rate"]), 0.5, "{h}");
+    assert_eq!(f(&h["spec_accept_length"]), 3.0, "{h}");
+    let report = text(&o.stdout);
+    let header = report
+        .lines()
+        .find(|l| l.contains("preempt"))
+        .unwrap_or_else(|| panic!("no telemetry table: {report}"));
+    assert!(
+        header.contains("spec acc %") && header.contains("acc len"),
+        "{report}"
+    );
+    let row = report
+        .lines()
+        .skip_while(|l| !l.contains("spec acc %"))
+        .nth(1)
+        .unwrap();
+    assert!(row.trim_end().ends_with("50.0     3.00"), "{row:?}");
+}

@@ -6,7 +6,7 @@
 
 use super::table::{Align, Table};
 use infer_bench_results::telemetry::{
-    GpuDataSource, GpuStats, GpuStatus, PointTelemetry, SeriesStats,
+    GpuDataSource, GpuStats, GpuStatus, PointTelemetry, SeriesStats, ServerHeadline,
 };
 use infer_bench_spec::results::{PointResult, Results};
 
@@ -210,6 +210,16 @@ pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
     } else {
         Vec::new()
     };
+    // Speculative decoding's columns, where some point's server reported it.
+    fn headline_of<'a>(r: &Row<'a>) -> Option<&'a ServerHeadline> {
+        r.telemetry
+            .and_then(|t| t.server_metrics.as_ref())
+            .map(|m| &m.headline)
+    }
+    let any_spec = rows.iter().any(|r| {
+        headline_of(r)
+            .is_some_and(|h| h.spec_acceptance_rate.is_some() || h.spec_accept_length.is_some())
+    });
     let mut cols: Vec<(&str, Align)> = vec![("point", Align::Left)];
     cols.extend(gpu_cols.iter().map(|c| (c.header, Align::Right)));
     if any_server {
@@ -220,6 +230,9 @@ pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
             ("KV max %", Align::Right),
             ("preempt", Align::Right),
         ]);
+    }
+    if any_spec {
+        cols.extend([("spec acc %", Align::Right), ("acc len", Align::Right)]);
     }
     let mut t = Table::new(&cols);
     for row in rows {
@@ -243,6 +256,13 @@ pub fn table(rows: &[Row]) -> (Option<String>, Vec<String>) {
                 pct(h.and_then(|h| h.kv_cache_usage_ratio), |s| s.mean),
                 pct(h.and_then(|h| h.kv_cache_usage_ratio), |s| s.max),
                 num(h.and_then(|h| h.preemptions), 0),
+            ]);
+        }
+        if any_spec {
+            let h = headline_of(row);
+            cells.extend([
+                num(h.and_then(|h| h.spec_acceptance_rate).map(|r| r * 100.0), 1),
+                num(h.and_then(|h| h.spec_accept_length), 2),
             ]);
         }
         t.row(cells);
@@ -494,6 +514,46 @@ mod tests {
         }]);
         assert!(t.is_none());
         assert_eq!(notes.len(), 1);
+    }
+
+    #[test]
+    fn speculative_decoding_gets_its_columns_where_a_server_reported_it() {
+        let scraped = |headline: ServerHeadline| PointTelemetry {
+            server_metrics: Some(ServerMetrics {
+                url: "http://h/metrics".into(),
+                scrapes_ok: 3,
+                headline,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let spec = scraped(ServerHeadline {
+            spec_acceptance_rate: Some(0.625),
+            spec_accept_length: Some(3.5),
+            ..Default::default()
+        });
+        let plain = scraped(ServerHeadline::default());
+        let rows = [
+            Row {
+                slug: "draft.c8",
+                telemetry: Some(&spec),
+                output_tokens_per_joule: None,
+            },
+            Row {
+                slug: "plain.c8",
+                telemetry: Some(&plain),
+                output_tokens_per_joule: None,
+            },
+        ];
+        let text = table(&rows).0.unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            header(lines[2]).ends_with(&["preempt", "spec acc %", "acc len"]),
+            "{text}"
+        );
+        let row = |i: usize| lines[i].split_whitespace().collect::<Vec<_>>();
+        assert_eq!(row(3)[row(3).len() - 2..], ["62.5", "3.50"]);
+        assert_eq!(row(4)[row(4).len() - 2..], ["-", "-"]);
     }
 
     #[test]

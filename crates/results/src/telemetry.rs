@@ -431,4 +431,13 @@ pub struct ServerHeadline {
     /// Generated tokens the server counted over the windows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation_tokens: Option<f64>,
+    /// Speculative decoding: draft tokens accepted over proposed over the
+    /// windows, 0 to 1 (vLLM's counters; SGLang's gauge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_acceptance_rate: Option<f64>,
+    /// Speculative decoding: tokens a request gains per verification step,
+    /// the bonus token included (1 + accepted per draft: vLLM's "mean
+    /// acceptance length"; SGLang's gauge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_accept_length: Option<f64>,
 }

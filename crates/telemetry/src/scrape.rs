@@ -52,6 +52,18 @@ pub enum Role {
     PrefixCacheHitRate,
     PromptTokens,
     GenerationTokens,
+    /// Speculative decoding: verification steps that checked a draft (vLLM).
+    SpecDrafts,
+    /// Draft tokens proposed (vLLM).
+    SpecDraftTokens,
+    /// Draft tokens accepted (vLLM).
+    SpecAcceptedTokens,
+    /// Tokens a request gains per step, the bonus token included: the
+    /// server's own gauge (SGLang).
+    SpecAcceptLength,
+    /// Draft tokens accepted over proposed, 0 to 1: the server's own gauge
+    /// (SGLang).
+    SpecAcceptRate,
 }
 
 /// A series worth recording.
@@ -167,6 +179,28 @@ pub const TRACKED: &[Tracked] = &[
         Some(GenerationTokens),
     ),
     t(Vllm, "vllm:request_success_total", Counter, Sum, None),
+    // Speculative decoding (V1 engine), where a draft model or method runs.
+    t(
+        Vllm,
+        "vllm:spec_decode_num_drafts_total",
+        Counter,
+        Sum,
+        Some(SpecDrafts),
+    ),
+    t(
+        Vllm,
+        "vllm:spec_decode_num_draft_tokens_total",
+        Counter,
+        Sum,
+        Some(SpecDraftTokens),
+    ),
+    t(
+        Vllm,
+        "vllm:spec_decode_num_accepted_tokens_total",
+        Counter,
+        Sum,
+        Some(SpecAcceptedTokens),
+    ),
     // SGLang.
     t(Sglang, "sglang:num_running_reqs", Gauge, Sum, Some(Running)),
     t(Sglang, "sglang:num_queue_reqs", Gauge, Sum, Some(Waiting)),
@@ -209,6 +243,20 @@ pub const TRACKED: &[Tracked] = &[
         Some(CachedPromptTokens),
     ),
     t(Sglang, "sglang:num_requests_total", Counter, Sum, None),
+    t(
+        Sglang,
+        "sglang:spec_accept_length",
+        Gauge,
+        Mean,
+        Some(SpecAcceptLength),
+    ),
+    t(
+        Sglang,
+        "sglang:spec_accept_rate",
+        Gauge,
+        Mean,
+        Some(SpecAcceptRate),
+    ),
     // Text Generation Inference (counters without _total; token counts
     // from the sums of its histograms).
     t(Tgi, "tgi_batch_current_size", Gauge, Sum, Some(Running)),
@@ -800,6 +848,22 @@ fn headline(
         (_, _, Some(c), Some(p)) => ratio(c, p),
         _ => gauge(PrefixCacheHitRate).map(|s| s.mean),
     };
+    // Speculative decoding: vLLM's counters over the windows (its own
+    // definitions: accepted over proposed; 1 + accepted per draft, the
+    // bonus token counted), else SGLang's gauges.
+    let (drafts, proposed, accepted) = (
+        delta(SpecDrafts),
+        delta(SpecDraftTokens),
+        delta(SpecAcceptedTokens),
+    );
+    let spec_acceptance_rate = match (accepted, proposed) {
+        (Some(a), Some(p)) => ratio(a, p),
+        _ => gauge(SpecAcceptRate).map(|s| s.mean),
+    };
+    let spec_accept_length = match (accepted, drafts) {
+        (Some(a), Some(d)) => ratio(a, d).map(|r| 1.0 + r),
+        _ => gauge(SpecAcceptLength).map(|s| s.mean),
+    };
     ServerHeadline {
         running: gauge(Running),
         waiting: gauge(Waiting),
@@ -808,6 +872,8 @@ fn headline(
         prefix_cache_hit_ratio: prefix,
         prompt_tokens: prompt,
         generation_tokens: delta(GenerationTokens),
+        spec_acceptance_rate,
+        spec_accept_length,
     }
 }
 
@@ -1010,6 +1076,66 @@ nv_gpu_utilization{gpu_uuid=\"GPU-a\"} 0.5
         assert_eq!(m.headline.generation_tokens, Some(1100.0));
         // Queries and hits did not move: no ratio to speak of.
         assert_eq!(m.headline.prefix_cache_hit_ratio, None);
+    }
+
+    #[test]
+    fn speculative_decoding_from_counters_or_gauges() {
+        let w = [Span {
+            start_s: 0.0,
+            end_s: 1.0,
+        }];
+        let at = |t: f64, v: &[(&'static str, f64)]| (t, Ok(Values::from_iter(v.iter().copied())));
+        // vLLM: 40 drafts of 4 tokens, 100 accepted over the window.
+        let vllm = [
+            at(
+                0.0,
+                &[
+                    ("vllm:spec_decode_num_drafts_total", 10.0),
+                    ("vllm:spec_decode_num_draft_tokens_total", 40.0),
+                    ("vllm:spec_decode_num_accepted_tokens_total", 30.0),
+                ],
+            ),
+            at(
+                1.0,
+                &[
+                    ("vllm:spec_decode_num_drafts_total", 50.0),
+                    ("vllm:spec_decode_num_draft_tokens_total", 200.0),
+                    ("vllm:spec_decode_num_accepted_tokens_total", 130.0),
+                ],
+            ),
+        ];
+        let m = summarize("u", 1.0, &vllm, &w);
+        assert_eq!(m.headline.spec_acceptance_rate, Some(100.0 / 160.0));
+        assert_eq!(m.headline.spec_accept_length, Some(1.0 + 100.0 / 40.0));
+        // SGLang: its own gauges, averaged.
+        let sglang = [
+            at(
+                0.0,
+                &[
+                    ("sglang:spec_accept_length", 2.5),
+                    ("sglang:spec_accept_rate", 0.4),
+                ],
+            ),
+            at(
+                1.0,
+                &[
+                    ("sglang:spec_accept_length", 3.5),
+                    ("sglang:spec_accept_rate", 0.6),
+                ],
+            ),
+        ];
+        let m = summarize("u", 1.0, &sglang, &w);
+        assert_eq!(m.headline.spec_accept_length, Some(3.0));
+        assert_eq!(m.headline.spec_acceptance_rate, Some(0.5));
+        // No drafts in the window (speculation off, or idle): nothing to say.
+        let counters = [
+            ("vllm:spec_decode_num_drafts_total", 10.0),
+            ("vllm:spec_decode_num_draft_tokens_total", 40.0),
+        ];
+        let idle = [at(0.0, &counters), at(1.0, &counters)];
+        let m = summarize("u", 1.0, &idle, &w);
+        assert_eq!(m.headline.spec_acceptance_rate, None);
+        assert_eq!(m.headline.spec_accept_length, None);
     }
 
     #[test]

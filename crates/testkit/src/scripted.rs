@@ -140,6 +140,12 @@ pub struct Script {
     /// define ([`OPENAI_FIELDS`]), as strict servers do (Hugging Face
     /// `transformers serve`).
     pub strict: bool,
+    /// Play a server that decodes speculatively with drafts of this many
+    /// tokens (0: it does not): each content event is one verification
+    /// step, its tokens the accepted draft tokens and the bonus one, and
+    /// `/metrics` adds vLLM's `spec_decode` counters, so that the truth is
+    /// `tokens_per_event - 1` accepted of `spec_draft_tokens` proposed a step.
+    pub spec_draft_tokens: u32,
     /// Keep each request's prompt text in its record
     /// ([`ServedRequest::prompt`]); off by default, so that long runs do
     /// not hold every prompt.
@@ -259,6 +265,7 @@ impl Default for Script {
             owned_by: "vllm".to_owned(),
             cache_reset_status: 200,
             strict: false,
+            spec_draft_tokens: 0,
             keep_prompts: false,
             image_patch: 0,
             invalid_every: 0,
@@ -481,6 +488,7 @@ impl ScriptedServer {
             idle: Notify::new(),
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
+            steps: AtomicU64::new(0),
             faults: AtomicU64::new(0),
             cache_resets: Mutex::new(Vec::new()),
         });
@@ -560,6 +568,9 @@ struct State {
     idle: Notify,
     prompt_tokens: AtomicU64,
     generation_tokens: AtomicU64,
+    /// Content events of finished requests: verification steps, when the
+    /// script decodes speculatively.
+    steps: AtomicU64,
     faults: AtomicU64,
     cache_resets: Mutex<Vec<CacheResetCall>>,
 }
@@ -628,6 +639,10 @@ impl Drop for Tracker {
         self.state
             .generation_tokens
             .fetch_add(u64::from(rec.output_tokens()), Ordering::Relaxed);
+        self.state.steps.fetch_add(
+            rec.chunks.iter().filter(|c| c.tokens > 0).count() as u64,
+            Ordering::Relaxed,
+        );
         self.state.records.lock().push(rec);
         self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.state.idle.notify_waiters();
@@ -735,6 +750,21 @@ fn metrics(state: &State) -> Response {
             text,
             "# HELP scripted:{name} {help}\n# TYPE scripted:{name} {kind}\nscripted:{name} {value}\n"
         );
+    }
+    let k = u64::from(state.script.spec_draft_tokens);
+    if k > 0 {
+        let steps = state.steps.load(Ordering::Relaxed);
+        let tokens = state.generation_tokens.load(Ordering::Relaxed);
+        for (name, value) in [
+            ("num_drafts", steps),
+            ("num_draft_tokens", steps * k),
+            ("num_accepted_tokens", tokens.saturating_sub(steps)),
+        ] {
+            let _ = write!(
+                text,
+                "# TYPE vllm:spec_decode_{name} counter\nvllm:spec_decode_{name}_total{{engine=\"0\"}} {value}\n"
+            );
+        }
     }
     Response::full(
         StatusCode::OK,
