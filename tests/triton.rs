@@ -410,10 +410,26 @@ fn readme_vision_spec_runs_against_this_triton(triton: &Triton, dir: &Path) {
         .map(|w| w.trim_matches('\'').to_string())
         .collect();
     assert_eq!(words[0], "infer-bench", "{line}");
-    let out = dir.join("vision-out");
+    let points = run_points(dir, &words[1..], "vision-out");
+    assert_eq!(points.len(), 6, "{line}");
+    for p in &points {
+        assert_eq!(p["status"], "complete", "{}: {}", p["slug"], p["failure"]);
+        assert_eq!(p["merged"]["requests"]["failed"], 0, "{}", p["slug"]);
+        assert!(p["stages"]["queue_ms"].is_number(), "{}", p["slug"]);
+    }
+}
+
+/// Runs the binary in `dir` with `args`, `--out OUT -q`; it must exit 0.
+/// The points of its results.
+fn run_points(
+    dir: &Path,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    out: &str,
+) -> Vec<serde_json::Value> {
+    let out = dir.join(out);
     let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
         .current_dir(dir)
-        .args(&words[1..])
+        .args(args)
         .arg("--out")
         .arg(&out)
         .arg("-q")
@@ -422,18 +438,15 @@ fn readme_vision_spec_runs_against_this_triton(triton: &Triton, dir: &Path) {
     assert_eq!(
         o.status.code(),
         Some(0),
-        "{line}: {}",
+        "{:?}: {}",
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy())
+            .collect::<Vec<_>>(),
         String::from_utf8_lossy(&o.stderr)
     );
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    let points = r["points"].as_array().unwrap();
-    assert_eq!(points.len(), 6, "{line}");
-    for p in points {
-        assert_eq!(p["status"], "complete", "{}: {}", p["slug"], p["failure"]);
-        assert_eq!(p["merged"]["requests"]["failed"], 0, "{}", p["slug"]);
-        assert!(p["stages"]["queue_ms"].is_number(), "{}", p["slug"]);
-    }
+    r["points"].as_array().unwrap().clone()
 }
 
 /// Files as tensor inputs, through the real binary. Pictures: a folder
@@ -499,24 +512,9 @@ include = [
     // the last with Windows' line end.
     let lines: String = (0..6).map(|i| format!("sentence {i}\n")).collect();
     std::fs::write(dir.join("sentences.txt"), lines + "sentence 6\r\n").unwrap();
-    let out = dir.join("pictures-out");
-    let o = Command::new(env!("CARGO_BIN_EXE_infer-bench"))
-        .current_dir(dir)
-        .args(["run", "-q", "pictures.toml", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    let points = r["points"].as_array().unwrap();
+    let points = run_points(dir, &["run", "pictures.toml"], "pictures-out");
     assert_eq!(points.len(), 4);
-    for p in points {
+    for p in &points {
         let m = &p["merged"];
         assert_eq!(p["status"], "complete", "{}: {}", p["slug"], p["failure"]);
         assert_eq!(
