@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use infer_bench_spec::tensor::{DataType, Expect, FileSet, Fill, Layout, Pictures, TensorInput};
+use infer_bench_spec::tensor::{
+    DataType, Expect, FileSet, Fill, Layout, Pictures, Strings, TensorInput,
+};
 
 use crate::error::WorkloadError;
 
@@ -52,7 +54,6 @@ pub fn load_files(
     workload: &infer_bench_spec::Workload,
     base_dir: &Path,
 ) -> Result<Files, WorkloadError> {
-    use sha2::{Digest, Sha256};
     let mut out = Files::new();
     let Some(infer_bench_spec::retrieval::Retrieval::Tensors(t)) = &workload.retrieval else {
         return Ok(out);
@@ -71,22 +72,9 @@ pub fn load_files(
             out.insert(input.name.clone(), load_strings(&path, f, input)?);
             continue;
         }
-        let bytes = infer_bench_spec::files::read_regular(
-            &path,
-            infer_bench_spec::files::MAX_TENSOR_FILE_BYTES,
-        )
-        .map_err(|e| WorkloadError::file(&path, e.to_string()))?;
-        let sha: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        if sha != f.sha256 {
-            return Err(
-                WorkloadError::file(&path, "the file changed since the spec was compiled")
-                    .with_hint("run again: the spec is compiled with the file as it is now"),
-            );
-        }
-        let (start, _) = infer_bench_spec::tensor::file_items(&bytes, input.datatype, &input.shape)
+        let read = read_set(&path, f, Expect::Anything)?;
+        let bytes = read.files.first().map_or(&[][..], |(_, b)| b.as_slice());
+        let (start, _) = infer_bench_spec::tensor::file_items(bytes, input.datatype, &input.shape)
             .map_err(|e| WorkloadError::file(&path, e.to_string()))?;
         out.insert(
             input.name.clone(),
@@ -135,9 +123,9 @@ fn load_strings(
     input: &TensorInput,
 ) -> Result<FileItems, WorkloadError> {
     let read = read_set(path, f, Expect::Anything)?;
-    let folder = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    // As compiled: lines of one text file, or each file's bytes.
     let (_, elements) = read
-        .strings(folder)
+        .strings(f.strings == Some(Strings::Files))
         .map_err(|e| WorkloadError::file(path, e.to_string()))?;
     let per_item = (input.elements() as usize).max(1);
     let mut data = Vec::new();
@@ -166,7 +154,7 @@ fn read_set(
         FileSet::read(path, None, expect).map_err(|e| WorkloadError::file(path, e.to_string()))?;
     if read.sha256 != f.sha256 {
         return Err(
-            WorkloadError::file(path, "the files changed since the spec was compiled")
+            WorkloadError::file(path, "it changed since the spec was compiled")
                 .with_hint("run again: the spec is compiled with the files as they are now"),
         );
     }
@@ -177,7 +165,10 @@ fn read_set(
 /// in turn, from the start again at their end), as one tensor's bytes.
 pub fn from_file(data: &FileItems, first: u64, items: u32) -> Vec<u8> {
     let count = data.count().max(1) as u64;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(match data {
+        FileItems::Sized { size, .. } => size * items as usize,
+        FileItems::Varied { .. } => 0,
+    });
     for i in 0..u64::from(items) {
         out.extend_from_slice(data.item(((first + i) % count) as usize));
     }
@@ -581,6 +572,26 @@ mod tests {
         );
         // Changed since compiled: refused.
         std::fs::write(dir.path().join("s.txt"), "a\nbb\ncc\n").unwrap();
+        let e = load_files(&spec.workloads["w"], dir.path()).unwrap_err();
+        assert!(e.to_string().contains("changed since"), "{e}");
+    }
+
+    #[test]
+    fn numeric_files_load_their_items_and_refuse_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        // Three items of INT32 [2], raw.
+        let raw: Vec<u8> = (0..6i32).flat_map(i32::to_le_bytes).collect();
+        std::fs::write(dir.path().join("x.raw"), &raw).unwrap();
+        let spec = infer_bench_spec::compile(
+            "t.toml",
+            "name = \"t\"\n[targets.t]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n[models.m]\nserved_name = \"m\"\n[workloads.w]\napi = \"kserve\"\ninputs = [{ name = \"x\", datatype = \"INT32\", shape = [2], file = \"x.raw\" }]\n[load]\nconcurrency = 1\nrequests = 1\n",
+            dir.path(),
+        )
+        .unwrap();
+        let files = load_files(&spec.workloads["w"], dir.path()).unwrap();
+        assert_eq!(files["x"].count(), 3);
+        assert_eq!(files["x"].item(2), &raw[16..24]);
+        std::fs::write(dir.path().join("x.raw"), &raw[..16]).unwrap();
         let e = load_files(&spec.workloads["w"], dir.path()).unwrap_err();
         assert!(e.to_string().contains("changed since"), "{e}");
     }
